@@ -1,0 +1,118 @@
+"""The one interface every backend implements, and the registry the rest of the library uses.
+
+A backend turns a graph of kernels (HLIR primitives or its own registered kernel kinds) into an
+:class:`Executable`, moves arrays to and from its device, and times candidates for the search.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend's library or device is missing; the message says what to install."""
+
+
+class Executable:
+    """A compiled graph for one backend. ``run`` takes backend buffers in input order and the
+    dims map, returns backend buffers in output order."""
+
+    def run(self, inputs: Sequence[Any], dims: dict) -> list:
+        raise NotImplementedError
+
+    def profile(self, inputs: Sequence[Any], dims: dict, trials: int, timeout_s: float) -> float:
+        """Median seconds per run over ``trials`` runs after one warm-up; raises TimeoutError
+        when the warm-up alone exceeds ``timeout_s``."""
+        import time
+
+        t0 = time.perf_counter()
+        self.run(inputs, dims)
+        self.synchronize()
+        if time.perf_counter() - t0 > timeout_s:
+            raise TimeoutError(f"candidate took longer than {timeout_s} s")
+        times = []
+        for _ in range(trials):
+            t0 = time.perf_counter()
+            self.run(inputs, dims)
+            self.synchronize()
+            times.append(time.perf_counter() - t0)
+        times.sort()
+        return times[len(times) // 2]
+
+    def synchronize(self) -> None:
+        pass
+
+    def describe(self) -> str:
+        return "executable"
+
+
+class Backend:
+    """Subclasses set ``name`` and implement the methods below."""
+
+    name = "base"
+
+    def device_name(self) -> str:
+        return self.name
+
+    def from_numpy(self, arr: np.ndarray):
+        raise NotImplementedError
+
+    def to_numpy(self, buf) -> np.ndarray:
+        raise NotImplementedError
+
+    def is_buffer(self, x) -> bool:
+        return False
+
+    def buffer_shape_dtype(self, buf) -> tuple:
+        return tuple(buf.shape), buf.dtype
+
+    def compile(self, graph, options: dict | None = None) -> Executable:
+        raise NotImplementedError
+
+    def synchronize(self) -> None:
+        pass
+
+    def nbytes(self, buf) -> int:
+        return int(buf.nbytes)
+
+
+_FACTORIES: dict[str, Callable[[], Backend]] = {}
+_INSTANCES: dict[str, Backend] = {}
+
+
+def register_backend(name: str, factory: Callable[[], Backend]) -> None:
+    _FACTORIES[name] = factory
+
+
+def available_backends() -> list[str]:
+    return sorted(_FACTORIES)
+
+
+def get_backend(name: str | None = None) -> Backend:
+    """The backend by name; ``None`` picks ``$LUMINAL_BACKEND``, else CUDA when CuPy sees a GPU,
+    else NumPy."""
+    if name is None:
+        name = os.environ.get("LUMINAL_BACKEND") or default_backend_name()
+    if isinstance(name, Backend):
+        return name
+    inst = _INSTANCES.get(name)
+    if inst is not None:
+        return inst
+    if name not in _FACTORIES:
+        raise ValueError(f"unknown backend {name!r}; available: {', '.join(available_backends())}")
+    inst = _INSTANCES[name] = _FACTORIES[name]()
+    return inst
+
+
+def default_backend_name() -> str:
+    if "cuda" in _FACTORIES:
+        try:
+            import cupy  # noqa: F401
+
+            if cupy.cuda.runtime.getDeviceCount() > 0:
+                return "cuda"
+        except Exception:
+            pass
+    return "numpy"

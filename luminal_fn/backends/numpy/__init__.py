@@ -1,0 +1,42 @@
+"""The NumPy backend: the default on every machine and the reference for the others."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..base import Backend, Executable, register_backend
+from .executor import KERNELS, Plan, kernel, read_view
+
+
+class NumpyExecutable(Executable):
+    def __init__(self, graph, kernels=None):
+        self.plan = Plan(graph, kernels)
+
+    def run(self, inputs, dims):
+        return self.plan.run(inputs, dims)
+
+    def describe(self) -> str:
+        return f"numpy plan of {len(self.plan.steps)} steps"
+
+
+class NumpyBackend(Backend):
+    name = "numpy"
+
+    def device_name(self) -> str:
+        return "cpu"
+
+    def from_numpy(self, arr):
+        return np.ascontiguousarray(arr)
+
+    def to_numpy(self, buf):
+        return buf
+
+    def is_buffer(self, x) -> bool:
+        return isinstance(x, np.ndarray)
+
+    def compile(self, graph, options=None):
+        return NumpyExecutable(graph)
+
+
+register_backend("numpy", NumpyBackend)
+
+__all__ = ["NumpyBackend", "NumpyExecutable", "KERNELS", "kernel", "read_view"]

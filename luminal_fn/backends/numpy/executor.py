@@ -1,0 +1,295 @@
+"""Runs a graph of HLIR primitives (and the NumPy backend's own kernels) with vectorised NumPy.
+
+``compile`` turns the graph into a list of small closures once; a call walks the list. Every
+node leaves a contiguous array of its shape; inputs are read through their views with
+``as_strided`` (zero-copy) and masks become a zero-filled copy with the valid region written in.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ...ir import dtypes as dt
+from ...ir.expr import Expr, compile_np
+from ...ir.view import View
+
+KERNELS: dict[str, Callable] = {}  # op name -> builder(node, readers) -> step(vals, dims)
+
+
+def kernel(name: str):
+    def deco(fn):
+        KERNELS[name] = fn
+        return fn
+
+    return deco
+
+
+# ---- reading views ------------------------------------------------------------------------------
+def read_view(buf: np.ndarray, v: View) -> np.ndarray:
+    """The logical array a concrete view describes over a contiguous buffer."""
+    shape = v.shape
+    if 0 in shape:
+        return np.zeros(shape, buf.dtype)
+    flat = buf.reshape(-1)
+    item = flat.itemsize
+    if v.mask is None:
+        return as_strided(flat[v.offset:], shape, tuple(s * item for s in v.strides), writeable=False)
+    lo = [max(0, min(a, d)) for (a, _), d in zip(v.mask, shape)]
+    hi = [max(lo_, min(b, d)) for lo_, (_, b), d in zip(lo, v.mask, shape)]
+    out = np.zeros(shape, buf.dtype)
+    region = tuple(h - l_ for l_, h in zip(lo, hi))
+    if 0 in region:
+        return out
+    start = v.offset + sum(l_ * s for l_, s in zip(lo, v.strides))
+    src = as_strided(flat[start:], region, tuple(s * item for s in v.strides), writeable=False)
+    out[tuple(slice(l_, h) for l_, h in zip(lo, hi))] = src
+    return out
+
+
+def make_reader(src: int, view: View, producer_shape: tuple) -> Callable:
+    """A function (vals, dims) -> ndarray for one input edge, specialised for its view."""
+    trivial = view.is_contiguous and len(view.shape) == len(producer_shape) and all(
+        a == b for a, b in zip(view.shape, producer_shape))
+    if trivial:
+        return lambda vals, dims: vals[src]
+    if view.is_static():
+        return lambda vals, dims: read_view(vals[src], view)
+    return lambda vals, dims: read_view(vals[src], view.evaluate(dims))
+
+
+def _np_dtype(d: dt.DType):
+    return dt.to_numpy(d)
+
+
+def _compute_dtype(d: dt.DType):
+    """Half-precision math runs in float32 (as on GPUs) and is rounded when stored."""
+    return np.float32 if d in (dt.float16, dt.bfloat16) else _np_dtype(d)
+
+
+# ---- primitives ---------------------------------------------------------------------------------
+@kernel("Constant")
+def _constant(node, readers):
+    val = node.attrs["value"]
+    arr = np.asarray(val, dtype=_np_dtype(node.dtype))
+    arr.flags.writeable = False
+    return lambda vals, dims: arr
+
+
+@kernel("Iota")
+def _iota(node, readers):
+    expr: Expr = node.attrs["expr"]
+    fn = compile_np(expr)
+    n = node.shape[0]
+
+    def step(vals, dims):
+        k = n if isinstance(n, int) else n.evaluate(dims)
+        z = np.arange(k, dtype=np.int64)
+        out = np.broadcast_to(np.asarray(fn({**dims, "z": z})), (k,))
+        return out.astype(np.int32)
+
+    return step
+
+
+@kernel("Cast")
+def _cast(node, readers):
+    (r,) = readers
+    target = _np_dtype(node.dtype)
+    if node.dtype is dt.bool_:
+        return lambda vals, dims: np.not_equal(r(vals, dims), 0)
+    if node.dtype is dt.int32:
+        def to_int(vals, dims):
+            x = r(vals, dims)
+            if x.dtype.kind == "f":
+                with np.errstate(invalid="ignore"):
+                    return np.nan_to_num(x.astype(np.float32), nan=0, posinf=2**31 - 1,
+                                         neginf=-(2**31)).astype(np.int32)
+            return x.astype(np.int32)
+
+        return to_int
+    return lambda vals, dims: np.array(r(vals, dims), dtype=target, copy=True)
+
+
+def _unary(fn):
+    def build(node, readers):
+        (r,) = readers
+        cd, od = _compute_dtype(node.dtype), _np_dtype(node.dtype)
+        if cd == od:
+            def step(vals, dims):
+                with np.errstate(all="ignore"):
+                    return fn(r(vals, dims))
+        else:
+            def step(vals, dims):
+                with np.errstate(all="ignore"):
+                    return fn(r(vals, dims).astype(cd)).astype(od)
+        return step
+
+    return build
+
+
+for _name, _fn in (("Exp2", np.exp2), ("Log2", np.log2), ("Sin", np.sin), ("Sqrt", np.sqrt),
+                   ("Recip", np.reciprocal)):
+    KERNELS[_name] = _unary(_fn)
+
+
+def _recip(x):
+    return np.divide(1, x, dtype=x.dtype) if x.dtype.kind == "f" else np.divide(1.0, x).astype(x.dtype)
+
+
+KERNELS["Recip"] = _unary(_recip)
+
+
+def _binary(fn):
+    def build(node, readers):
+        ra, rb = readers
+        cd, od = _compute_dtype(node.dtype), _np_dtype(node.dtype)
+        if cd == od or node.op == "LessThan":
+            def step(vals, dims):
+                with np.errstate(all="ignore"):
+                    return fn(ra(vals, dims), rb(vals, dims))
+        else:
+            def step(vals, dims):
+                with np.errstate(all="ignore"):
+                    return fn(ra(vals, dims).astype(cd), rb(vals, dims).astype(cd)).astype(od)
+        return step
+
+    return build
+
+
+def _fmod(a, b):
+    if a.dtype.kind in "iu":
+        return np.fmod(a, np.where(b == 0, 1, b)) * (b != 0)
+    return np.fmod(a, b)
+
+
+KERNELS["Add"] = _binary(np.add)
+KERNELS["Mul"] = _binary(np.multiply)
+KERNELS["Mod"] = _binary(_fmod)
+KERNELS["LessThan"] = _binary(np.less)
+
+
+@kernel("SumReduce")
+def _sum(node, readers):
+    (r,) = readers
+    axis = node.attrs["axis"]
+    acc = np.float32 if node.dtype.is_float else _np_dtype(node.dtype)
+    od = _np_dtype(node.dtype)
+    return lambda vals, dims: np.sum(r(vals, dims), axis=axis, dtype=acc).astype(od, copy=False)
+
+
+@kernel("MaxReduce")
+def _max(node, readers):
+    (r,) = readers
+    axis = node.attrs["axis"]
+    d = node.dtype
+    init = -np.inf if d.is_float else np.iinfo(np.int32).min if d.is_int else False
+    od = _np_dtype(d)
+
+    def step(vals, dims):
+        x = r(vals, dims)
+        if x.dtype.kind == "f" and x.dtype != np.float32 and x.dtype != np.float64:
+            x = x.astype(np.float32)
+        return np.max(x, axis=axis, initial=init).astype(od, copy=False)
+
+    return step
+
+
+@kernel("Gather")
+def _gather(node, readers):
+    ri, rd = readers
+
+    def step(vals, dims):
+        idx = ri(vals, dims)
+        data = np.ascontiguousarray(rd(vals, dims)).reshape(-1)
+        if data.size == 0:
+            return np.zeros(idx.shape, data.dtype)
+        return data[np.clip(idx, 0, data.size - 1)]
+
+    return step
+
+
+_SCATTER_UFUNC = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+@kernel("Scatter")
+def _scatter(node, readers):
+    rd, ri, rs = readers
+    mode = node.attrs.get("mode", "set")
+    shape = node.shape
+
+    def step(vals, dims):
+        dest = np.array(rd(vals, dims), copy=True).reshape(-1)
+        idx = np.asarray(ri(vals, dims)).reshape(-1)
+        src = np.broadcast_to(rs(vals, dims), ri(vals, dims).shape).reshape(-1)
+        ok = (idx >= 0) & (idx < dest.size)
+        idx, src = idx[ok], src[ok]
+        if mode == "set":
+            dest[idx] = src
+        else:
+            _SCATTER_UFUNC[mode].at(dest, idx, src)
+        out_shape = shape if all(isinstance(d, int) for d in shape) else tuple(
+            d if isinstance(d, int) else d.evaluate(dims) for d in shape)
+        return dest.reshape(out_shape)
+
+    return step
+
+
+@kernel("Output")
+def _output(node, readers):
+    (r,) = readers
+
+    def step(vals, dims):
+        x = r(vals, dims)
+        # results never alias inputs, constants or each other
+        return np.array(x, copy=True)
+
+    return step
+
+
+# ---- the plan -----------------------------------------------------------------------------------
+class Plan:
+    """A graph compiled to a list of (node id, step) closures."""
+
+    def __init__(self, graph, kernels: dict | None = None):
+        table = KERNELS if kernels is None else {**KERNELS, **kernels}
+        self.graph = graph
+        self.n = len(graph.nodes)
+        self.inputs = list(graph.inputs)
+        self.outputs = list(graph.outputs)
+        steps = []
+        last_use = _last_uses(graph)
+        for node in graph.live_nodes():
+            if node.op == "Input":
+                continue
+            name = node.attrs.get("name") if node.op == "CustomOp" else node.op
+            build = table.get(name)
+            if build is None:
+                raise NotImplementedError(f"the NumPy backend has no kernel for {name!r}")
+            readers = [make_reader(i, v, graph.nodes[i].shape) for i, v in node.inputs]
+            free = tuple(i for i in last_use.get(node.id, ()) if i not in self.outputs)
+            steps.append((node.id, build(node, readers), free))
+        self.steps = steps
+
+    def run(self, inputs, dims) -> list:
+        vals = [None] * self.n
+        for nid, x in zip(self.inputs, inputs):
+            vals[nid] = x
+        for nid, step, free in self.steps:
+            vals[nid] = step(vals, dims)
+            for f in free:  # release intermediates as soon as their last reader ran
+                vals[f] = None
+        return [vals[o] for o in self.outputs]
+
+
+def _last_uses(graph) -> dict:
+    """node id -> producers whose last reader is this node (for freeing intermediates)."""
+    last: dict = {}
+    for node in graph.live_nodes():
+        for i, _ in node.inputs:
+            last[i] = node.id
+    out: dict = {}
+    for prod, consumer in last.items():
+        if graph.nodes[prod].op != "Input":
+            out.setdefault(consumer, []).append(prod)
+    return out

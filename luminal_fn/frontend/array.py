@@ -1,0 +1,174 @@
+"""``luminal_fn.Array``: a backend buffer with its shape and dtype, readable with ``np.asarray``."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..backends import get_backend
+from ..ir import dtypes as dt
+from .errors import DonationError
+
+
+class Array:
+    """An immutable array living on a backend's device. Results of jitted functions are Arrays;
+    ``lf.device_put`` makes one from NumPy data so weights stay on the device between calls."""
+
+    __slots__ = ("_buf", "_backend", "shape", "dtype", "_deleted", "__weakref__")
+    __array_priority__ = 100.0
+
+    def __init__(self, buf, backend, shape: tuple, dtype: dt.DType):
+        self._buf = buf
+        self._backend = backend
+        self.shape = shape
+        self.dtype = dtype
+        self._deleted = False
+
+    # ---- access ----------------------------------------------------------------------------
+    def _check(self):
+        if self._deleted:
+            raise DonationError(
+                "this Array was donated to a jitted call (donate_argnums) and its buffer now "
+                "belongs to that call's result; use the result instead")
+
+    @property
+    def buffer(self):
+        """The backend's own buffer (a NumPy array, CuPy array or MLX array)."""
+        self._check()
+        return self._buf
+
+    @property
+    def backend(self) -> str:
+        return self._backend.name
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __array__(self, dtype=None, copy=None):
+        self._check()
+        out = self._backend.to_numpy(self._buf)
+        if dtype is not None:
+            out = out.astype(dtype)
+        return out
+
+    def __luminal_array__(self):
+        return self.__array__()
+
+    def block_until_ready(self):
+        self._check()
+        self._backend.synchronize()
+        return self
+
+    def item(self):
+        return np.asarray(self).item()
+
+    def tolist(self):
+        return np.asarray(self).tolist()
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __bool__(self):
+        return bool(np.asarray(self))
+
+    def __float__(self):
+        return float(np.asarray(self))
+
+    def __int__(self):
+        return int(np.asarray(self))
+
+    def __index__(self):
+        return int(np.asarray(self))
+
+    def __repr__(self):
+        if self._deleted:
+            return f"Array(<donated>, shape={self.shape}, dtype={self.dtype})"
+        body = np.array2string(np.asarray(self), separator=", ", prefix="Array(")
+        return f"Array({body}, dtype={self.dtype}, backend={self.backend})"
+
+    def __setitem__(self, idx, value):
+        raise TypeError("luminal_fn Arrays are immutable; use x.at[idx].set(value) inside a jitted function")
+
+    def delete(self):
+        """Free the buffer now; later reads raise."""
+        self._buf = None
+        self._deleted = True
+
+    def is_deleted(self) -> bool:
+        return self._deleted
+
+    def __dlpack__(self, *args, **kwargs):
+        self._check()
+        return self._buf.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        self._check()
+        return self._buf.__dlpack_device__()
+
+    def astype(self, dtype):
+        from . import numpy as lnp
+
+        return lnp.astype(self, dtype)
+
+    @property
+    def T(self):
+        from . import numpy as lnp
+
+        return lnp.transpose(self)
+
+    def reshape(self, *shape):
+        from . import numpy as lnp
+
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = shape[0]
+        return lnp.reshape(self, shape)
+
+
+def _install_operators():
+    """Arithmetic on Arrays outside jit runs eagerly through luminal_fn.numpy."""
+    from . import numpy as lnp
+
+    pairs = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
+             "floordiv": "floor_divide", "mod": "mod", "pow": "power", "matmul": "matmul",
+             "and": "logical_and", "or": "logical_or", "xor": "logical_xor"}
+    for short, name in pairs.items():
+        f = getattr(lnp, name)
+        setattr(Array, f"__{short}__", (lambda f: lambda a, b: f(a, b))(f))
+        setattr(Array, f"__r{short}__", (lambda f: lambda a, b: f(b, a))(f))
+    for short, name in {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
+                        "eq": "equal", "ne": "not_equal"}.items():
+        f = getattr(lnp, name)
+        setattr(Array, f"__{short}__", (lambda f: lambda a, b: f(a, b))(f))
+    Array.__hash__ = lambda self: id(self)
+    Array.__neg__ = lambda a: lnp.negative(a)
+    Array.__abs__ = lambda a: lnp.absolute(a)
+    Array.__getitem__ = lambda a, idx: lnp._index_eager(a, idx)
+    for name in ("sum", "mean", "max", "min", "argmax", "argmin", "std", "var", "prod", "any", "all"):
+        setattr(Array, name, (lambda f: lambda a, *x, **k: f(a, *x, **k))(getattr(lnp, name)))
+
+
+def device_put(x, backend=None) -> Array:
+    """Move NumPy data (or an Array from another backend) onto a backend's device once.
+    Inputs are narrowed by the boundary rule (float64 -> float32, int64 -> int32)."""
+    be = get_backend(backend)
+    if isinstance(x, Array):
+        if x._backend is be:
+            return x
+        x = np.asarray(x)
+    if be.is_buffer(x) and not isinstance(x, np.ndarray):
+        shape, npd = be.buffer_shape_dtype(x)
+        return Array(x, be, tuple(shape), dt.canonicalize(npd))
+    arr = dt.narrow_array(np.asarray(x), "device_put")
+    return Array(be.from_numpy(arr), be, tuple(arr.shape), dt.canonicalize(arr.dtype))

@@ -1,0 +1,622 @@
+"""Elementwise math, comparisons and logic, decomposed into the HLIR primitives."""
+from __future__ import annotations
+
+import math
+
+from ...ir import dtypes as dt
+from ..errors import DTypeError
+from ..tracer import Tracer, binary, cast, lift, unary, _ctx_of, broadcast_shapes, broadcast_to
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+
+
+def _float(x) -> Tracer:
+    x = lift(x, _ctx_of(x))
+    return x if x.dtype.is_float else cast(x, dt.float32)
+
+
+# ---- arithmetic -------------------------------------------------------------------------------
+def add(x, y):
+    return binary("Add", x, y, opname="add")
+
+
+def multiply(x, y):
+    return binary("Mul", x, y, opname="multiply")
+
+
+def negative(x):
+    x = lift(x, _ctx_of(x))
+    if x.dtype.is_bool:
+        raise DTypeError("negative: not defined for bool arrays (use logical_not)")
+    return binary("Mul", x, -1, opname="negative")
+
+
+def subtract(x, y):
+    ctx = _ctx_of(x, y)
+    x, y = lift(x, ctx), lift(y, ctx)
+    if x.dtype.is_bool and y.dtype.is_bool:
+        raise DTypeError("subtract: not defined for two bool arrays (use logical_xor)")
+    return add(x, negative(y))
+
+
+def reciprocal(x):
+    return unary("Recip", _float(x))
+
+
+def true_divide(x, y):
+    ctx = _ctx_of(x, y)
+    x, y = lift(x, ctx), lift(y, ctx)
+    if not x.dtype.is_float and not (y.dtype.is_float and not y.weak):
+        x = cast(x, dt.float32) if not x.weak else x
+    if not y.dtype.is_float:
+        y = cast(y, dt.float32)
+    return multiply(x, reciprocal(y))
+
+
+divide = true_divide
+
+
+def fmod(x, y):
+    """C-style remainder (sign of the dividend), the HLIR Mod."""
+    return binary("Mod", x, y, opname="fmod")
+
+
+def floor(x):
+    x = lift(x, _ctx_of(x))
+    if not x.dtype.is_float:
+        return x
+    t = trunc(x)
+    return subtract(t, cast(less(x, t), x.dtype))
+
+
+def trunc(x):
+    x = lift(x, _ctx_of(x))
+    if not x.dtype.is_float:
+        return x
+    return subtract(x, fmod(x, 1.0))
+
+
+fix = trunc
+
+
+def ceil(x):
+    return negative(floor(negative(x)))
+
+
+def rint(x):
+    """Round half to even, as NumPy does."""
+    x = lift(x, _ctx_of(x))
+    if not x.dtype.is_float:
+        return x
+    f = floor(x)
+    diff = subtract(x, f)
+    up = greater(diff, 0.5)
+    tie = equal(diff, 0.5)
+    f_is_odd = not_equal(fmod(f, 2.0), 0.0)
+    bump = logical_or(up, logical_and(tie, f_is_odd))
+    return add(f, cast(bump, x.dtype))
+
+
+round_ = rint
+
+
+def around(x, decimals=0):
+    if decimals == 0:
+        return rint(x)
+    s = 10.0 ** decimals
+    return true_divide(rint(multiply(x, s)), s)
+
+
+def floor_divide(x, y):
+    ctx = _ctx_of(x, y)
+    x, y = lift(x, ctx), lift(y, ctx)
+    d = binary("Add", x, y).dtype  # promoted dtype
+    if d.is_float:
+        return floor(true_divide(x, y))
+    # integers: float quotient then an exact correction step
+    xf, yf = cast(x, dt.float32), cast(y, dt.float32)
+    q = cast(floor(true_divide(xf, yf)), dt.int32)
+    x32, y32 = cast(x, dt.int32), cast(y, dt.int32)
+    r = subtract(x32, multiply(q, y32))
+    # r must lie in [0, y) for y > 0 and (y, 0] for y < 0
+    ypos = greater(y32, 0)
+    too_low = where(ypos, less(r, 0), greater(r, 0))
+    too_high = where(ypos, greater_equal(r, y32), less_equal(r, y32))
+    q = subtract(q, cast(too_low, dt.int32))
+    return add(q, cast(too_high, dt.int32))
+
+
+def mod(x, y):
+    """Python/NumPy remainder: the sign of the divisor."""
+    ctx = _ctx_of(x, y)
+    x, y = lift(x, ctx), lift(y, ctx)
+    r = fmod(x, y)
+    fix_ = logical_and(not_equal(r, 0), not_equal(less(r, 0), less(y, 0)))
+    return where(fix_, add(r, y), r)
+
+
+remainder = mod
+
+
+def divmod_(x, y):
+    return floor_divide(x, y), mod(x, y)
+
+
+def power(x, y):
+    ctx = _ctx_of(x, y)
+    x, y = lift(x, ctx), lift(y, ctx)
+    if y.weak and not x.dtype.is_bool:
+        from ..tracer import current  # noqa: F401
+
+        # small integer exponents by repeated multiplication: exact and sign-correct
+        node = x._ctx.graph.node(y._node)
+        v = node.attrs.get("value") if node.op == "Constant" else None
+        if isinstance(v, (int, float)) and float(v).is_integer() and abs(v) <= 8:
+            n = int(v)
+            if n == 0:
+                return add(multiply(x, 0), 1)
+            out = x
+            for _ in range(abs(n) - 1):
+                out = multiply(out, x)
+            return reciprocal(out) if n < 0 else out
+        if v == 0.5:
+            return sqrt(x)
+    if not x.dtype.is_float and not y.dtype.is_float:
+        # integer power with integer exponent: via float, rounded back
+        return cast(rint(power(cast(x, dt.float32), cast(y, dt.float32))), dt.int32)
+    d = binary("Add", x, y).dtype
+    xf, yf = cast(x, d) if not x.dtype.is_float else x, y
+    mag = exp2(multiply(yf, log2(absolute(xf))))
+    # negative base: defined when the exponent is an integer; sign from its parity
+    yint = equal(trunc(yf), yf)
+    odd = not_equal(fmod(yf, 2.0), 0.0)
+    neg = less(xf, 0)
+    sign = where(logical_and(neg, odd), -1.0, 1.0)
+    res = multiply(mag, sign)
+    res = where(logical_and(neg, logical_not(yint)), float("nan"), res)
+    return where(equal(yf, 0), 1.0, res)
+
+
+def float_power(x, y):
+    return power(_float(x), _float(y))
+
+
+def square(x):
+    return multiply(x, x)
+
+
+def absolute(x):
+    x = lift(x, _ctx_of(x))
+    if x.dtype.is_bool:
+        return x
+    return where(less(x, 0), negative(x), x)
+
+
+abs = absolute  # noqa: A001
+
+
+def fabs(x):
+    return absolute(_float(x))
+
+
+def sign(x):
+    x = lift(x, _ctx_of(x))
+    pos = cast(greater(x, 0), x.dtype)
+    neg = cast(less(x, 0), x.dtype)
+    out = subtract(pos, neg)
+    if x.dtype.is_float:
+        out = where(isnan(x), x, out)
+    return out
+
+
+def copysign(x, y):
+    ax = absolute(_float(x))
+    neg = signbit(y)
+    return where(neg, negative(ax), ax)
+
+
+def signbit(x):
+    x = lift(x, _ctx_of(x))
+    if not x.dtype.is_float:
+        return less(x, 0)
+    # -0.0 has its sign bit set: 1/-0 = -inf
+    return logical_or(less(x, 0), logical_and(equal(x, 0), less(reciprocal(x), 0)))
+
+
+def maximum(x, y):
+    ctx = _ctx_of(x, y)
+    x, y = lift(x, ctx), lift(y, ctx)
+    take_y = less(x, y)
+    if result_dtype_of(x, y).is_float and not _not_nan_literal(y):
+        take_y = logical_or(take_y, isnan(y))  # NaN propagates as in NumPy (x NaN: x is kept)
+    return where(take_y, y, x)
+
+
+def minimum(x, y):
+    ctx = _ctx_of(x, y)
+    x, y = lift(x, ctx), lift(y, ctx)
+    take_y = less(y, x)
+    if result_dtype_of(x, y).is_float and not _not_nan_literal(y):
+        take_y = logical_or(take_y, isnan(y))
+    return where(take_y, y, x)
+
+
+def result_dtype_of(x: Tracer, y: Tracer):
+    from ..tracer import result_dtype
+
+    return result_dtype(x, y)
+
+
+def fmax(x, y):
+    ctx = _ctx_of(x, y)
+    x, y = lift(x, ctx), lift(y, ctx)
+    r = where(less(x, y), y, x)
+    if r.dtype.is_float:
+        r = where(isnan(x), y, where(isnan(y), x, r))
+    return r
+
+
+def fmin(x, y):
+    ctx = _ctx_of(x, y)
+    x, y = lift(x, ctx), lift(y, ctx)
+    r = where(less(y, x), y, x)
+    if r.dtype.is_float:
+        r = where(isnan(x), y, where(isnan(y), x, r))
+    return r
+
+
+def clip(a, a_min=None, a_max=None):
+    out = lift(a, _ctx_of(a))
+    if a_min is not None:
+        out = maximum(out, a_min)
+    if a_max is not None:
+        out = minimum(out, a_max)
+    return out
+
+
+# ---- exponentials and logs ------------------------------------------------------------------
+def exp2(x):
+    return unary("Exp2", x)
+
+
+def exp(x):
+    return exp2(multiply(_float(x), LOG2E))
+
+
+def expm1(x):
+    x = _float(x)
+    # exp(x) - 1 loses everything for tiny x: use the series there
+    small = less(absolute(x), 1e-3)
+    series = multiply(x, add(1.0, multiply(x, add(0.5, multiply(x, 1.0 / 6.0)))))
+    return where(small, series, subtract(exp(x), 1.0))
+
+
+def log2(x):
+    return unary("Log2", x)
+
+
+def log(x):
+    return multiply(log2(_float(x)), LN2)
+
+
+def log10(x):
+    return multiply(log2(_float(x)), math.log10(2.0))
+
+
+def log1p(x):
+    x = _float(x)
+    u = add(x, 1.0)
+    # log(u) * x / (u - 1) corrects the rounding of 1 + x (Goldberg's trick)
+    d = subtract(u, 1.0)
+    exact = where(equal(d, 0.0), x, multiply(log(u), true_divide(x, where(equal(d, 0.0), 1.0, d))))
+    return where(equal(u, 1.0), x, exact)
+
+
+def logaddexp(x, y):
+    m = maximum(x, y)
+    return add(m, log1p(exp(negative(absolute(subtract(x, y))))))
+
+
+def logaddexp2(x, y):
+    m = maximum(x, y)
+    return add(m, true_divide(log1p(exp2(negative(absolute(subtract(x, y))))), LN2))
+
+
+def sqrt(x):
+    return unary("Sqrt", x)
+
+
+def rsqrt(x):
+    return reciprocal(sqrt(x))
+
+
+def cbrt(x):
+    x = _float(x)
+    mag = exp2(multiply(log2(absolute(x)), 1.0 / 3.0))
+    return where(less(x, 0), negative(mag), where(equal(x, 0), x, mag))
+
+
+# ---- trigonometry -----------------------------------------------------------------------------
+def sin(x):
+    return unary("Sin", x)
+
+
+def cos(x):
+    return sin(add(_float(x), math.pi / 2))
+
+
+def tan(x):
+    return true_divide(sin(x), cos(x))
+
+
+def sinh(x):
+    e = exp(x)
+    return multiply(subtract(e, reciprocal(e)), 0.5)
+
+
+def cosh(x):
+    e = exp(x)
+    return multiply(add(e, reciprocal(e)), 0.5)
+
+
+def tanh(x):
+    x = _float(x)
+    # 1 - 2 / (exp(2x) + 1) saturates cleanly at +-1
+    return subtract(1.0, true_divide(2.0, add(exp(multiply(x, 2.0)), 1.0)))
+
+
+def arctan(x):
+    x = _float(x)
+    # range reduction to |t| <= tan(pi/12) then an odd polynomial
+    ax = absolute(x)
+    inv = greater(ax, 1.0)
+    t = where(inv, reciprocal(where(inv, ax, 1.0)), ax)
+    big = greater(t, 0.2679491924311227)
+    t2 = where(big, true_divide(subtract(multiply(t, 1.7320508075688772), 1.0), add(t, 1.7320508075688772)), t)
+    z = multiply(t2, t2)
+    p = multiply(t2, add(1.0, multiply(z, add(-1.0 / 3, multiply(z, add(0.2, multiply(z, add(-1.0 / 7, multiply(z, add(1.0 / 9, multiply(z, -1.0 / 11)))))))))))
+    p = where(big, add(p, math.pi / 6), p)
+    p = where(inv, subtract(math.pi / 2, p), p)
+    return where(less(x, 0), negative(p), p)
+
+
+def arctan2(y, x):
+    y, x = _float(y), _float(x)
+    a = arctan(true_divide(y, where(equal(x, 0), 1.0, x)))
+    a = where(less(x, 0), where(less(y, 0), subtract(a, math.pi), add(a, math.pi)), a)
+    zx = equal(x, 0)
+    a = where(zx, where(greater(y, 0), math.pi / 2, where(less(y, 0), -math.pi / 2, 0.0)), a)
+    return a
+
+
+def arcsin(x):
+    x = _float(x)
+    return arctan2(x, sqrt(multiply(subtract(1.0, x), add(1.0, x))))
+
+
+def arccos(x):
+    x = _float(x)
+    return arctan2(sqrt(multiply(subtract(1.0, x), add(1.0, x))), x)
+
+
+def arcsinh(x):
+    x = _float(x)
+    ax = absolute(x)
+    r = log(add(ax, sqrt(add(multiply(ax, ax), 1.0))))
+    return where(less(x, 0), negative(r), r)
+
+
+def arccosh(x):
+    x = _float(x)
+    return log(add(x, sqrt(multiply(subtract(x, 1.0), add(x, 1.0)))))
+
+
+def arctanh(x):
+    x = _float(x)
+    return multiply(log(true_divide(add(1.0, x), subtract(1.0, x))), 0.5)
+
+
+def deg2rad(x):
+    return multiply(_float(x), math.pi / 180.0)
+
+
+def rad2deg(x):
+    return multiply(_float(x), 180.0 / math.pi)
+
+
+radians = deg2rad
+degrees = rad2deg
+
+
+def hypot(x, y):
+    return sqrt(add(square(_float(x)), square(_float(y))))
+
+
+def sinc(x):
+    x = _float(x)
+    px = multiply(x, math.pi)
+    return where(equal(x, 0), 1.0, true_divide(sin(px), where(equal(x, 0), 1.0, px)))
+
+
+# ---- comparisons and logic --------------------------------------------------------------------
+def less(x, y):
+    return binary("LessThan", x, y, out_dtype=dt.bool_, opname="less")
+
+
+def greater(x, y):
+    return less(y, x)
+
+
+def less_equal(x, y):
+    ctx = _ctx_of(x, y)
+    x, y = lift(x, ctx), lift(y, ctx)
+    r = logical_not(less(y, x))
+    if binary("Add", x, y).dtype.is_float:  # NaN compares false
+        r = logical_and(r, logical_not(logical_or(isnan(x), isnan(y))))
+    return r
+
+
+def greater_equal(x, y):
+    return less_equal(y, x)
+
+
+def equal(x, y):
+    ctx = _ctx_of(x, y)
+    x, y = lift(x, ctx), lift(y, ctx)
+    if x.dtype.is_bool and y.dtype.is_bool:
+        return logical_not(logical_xor(x, y))
+    return logical_and(less_equal(x, y), less_equal(y, x))
+
+
+def not_equal(x, y):
+    return logical_not(equal(x, y))
+
+
+def _as_bool(x) -> Tracer:
+    x = lift(x, _ctx_of(x))
+    if x.dtype.is_bool:
+        return x
+    return not_equal(x, 0)
+
+
+def logical_not(x):
+    x = _as_bool(x)
+    return less(cast(x, dt.int32), 1)
+
+
+def logical_and(x, y):
+    ctx = _ctx_of(x, y)
+    x, y = lift(x, ctx), lift(y, ctx)
+    return cast(binary("Mul", cast(_as_bool(x), dt.int32), cast(_as_bool(y), dt.int32)), dt.bool_)
+
+
+def logical_or(x, y):
+    ctx = _ctx_of(x, y)
+    x, y = lift(x, ctx), lift(y, ctx)
+    s = binary("Add", cast(_as_bool(x), dt.int32), cast(_as_bool(y), dt.int32))
+    return less(0, s)
+
+
+def logical_xor(x, y):
+    ctx = _ctx_of(x, y)
+    x, y = lift(x, ctx), lift(y, ctx)
+    s = binary("Add", cast(_as_bool(x), dt.int32), cast(_as_bool(y), dt.int32))
+    return cast(binary("Mod", s, 2), dt.bool_)
+
+
+def isnan(x):
+    x = lift(x, _ctx_of(x))
+    if not x.dtype.is_float:
+        return less(cast(x, dt.int32), cast(x, dt.int32))  # all False, same shape
+    # NaN is neither below +inf nor above -inf
+    lt_inf = less(x, float("inf"))
+    gt_ninf = less(float("-inf"), x)
+    return logical_and(logical_not(lt_inf), logical_not(gt_ninf))
+
+
+def isinf(x):
+    x = lift(x, _ctx_of(x))
+    if not x.dtype.is_float:
+        return isnan(x)
+    return logical_or(logical_and(logical_not(less(x, float("inf"))), less(float("-inf"), x)),
+                      logical_and(logical_not(less(float("-inf"), x)), less(x, float("inf"))))
+
+
+def isfinite(x):
+    x = lift(x, _ctx_of(x))
+    if not x.dtype.is_float:
+        return logical_not(isnan(x))
+    return logical_and(less(x, float("inf")), less(float("-inf"), x))
+
+
+def isposinf(x):
+    return logical_and(isinf(x), greater(x, 0))
+
+
+def isneginf(x):
+    return logical_and(isinf(x), less(x, 0))
+
+
+def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    x = _float(x)
+    big = float(_finfo_max(x.dtype))
+    x = where(isnan(x), nan, x)
+    x = where(isposinf(x), big if posinf is None else posinf, x)
+    return where(isneginf(x), -big if neginf is None else neginf, x)
+
+
+def _finfo_max(d: dt.DType):
+    import numpy as np
+
+    return np.finfo(dt.to_numpy(d)).max if d is not dt.bfloat16 else 3.3895313892515355e38
+
+
+def where(condition, x, y):
+    """Select x where condition else y, broadcasting all three. Exact for inf/nan in the branch
+    not taken: both branches are laid side by side on a new leading axis and one element is
+    gathered per output, ``Gather(Iota(z + n) - Cast(c) * n, Add(pad(x), pad(y)))``; the
+    optimizer recognises that pattern as a fused select."""
+    ctx = _ctx_of(condition, x, y)
+    c, x, y = lift(condition, ctx), lift(x, ctx), lift(y, ctx)
+    if not c.dtype.is_bool:
+        c = not_equal(c, 0)
+    from ..tracer import _new, iota, pad_axis, reshape_any, result_dtype
+    from ...ir.expr import Z, as_expr, prod
+
+    d = result_dtype(x, y)
+    weak = x.weak and y.weak
+    if d.is_bool:  # select in int32: the side-by-side layout adds, and bool has no Add
+        return cast(where(c, cast(x, dt.int32), cast(y, dt.int32)), dt.bool_)
+    shape = broadcast_shapes(c.shape, x.shape, y.shape, op="where")
+    n = prod(shape)
+    xs = broadcast_to(cast(x, d), shape)
+    ys = broadcast_to(cast(y, d), shape)
+    xs.weak = ys.weak = False
+    both = binary("Add", pad_axis(_lead(xs), 0, 0, 1), pad_axis(_lead(ys), 0, 1, 0))
+    pick_y = reshape_any(iota(Z + as_expr(n), n, ctx), shape)  # flat index into the y half
+    back = reshape_any(iota(-as_expr(n), 1, ctx), (1,) * len(shape)) if shape else \
+        reshape_any(iota(-as_expr(n), 1, ctx), ())
+    idx = binary("Add", pick_y, binary("Mul", cast(broadcast_to(c, shape), dt.int32), back))
+    out = _new(ctx, "Gather", [idx, both], shape, d)
+    out.weak = weak
+    return out
+
+
+def _lead(t: Tracer) -> Tracer:
+    """t with a new leading axis of size 1 (a view)."""
+    return Tracer(t._ctx, t._node, t._view.insert_axis(0, 1), t.dtype, t.weak)
+
+
+def _not_nan_literal(t: Tracer) -> bool:
+    """A scalar literal that is not NaN (so NaN checks against it can be skipped)."""
+    node = t._ctx.graph.node(t._node)
+    v = node.attrs.get("value") if node.op == "Constant" else None
+    return isinstance(v, (int, float, bool)) and v == v
+
+
+def bitwise_not(x):
+    x = lift(x, _ctx_of(x))
+    if x.dtype.is_bool:
+        return logical_not(x)
+    return subtract(negative(x), 1)
+
+
+invert = bitwise_not
+
+
+def positive(x):
+    return lift(x, _ctx_of(x))
+
+
+def conj(x):
+    return lift(x, _ctx_of(x))
+
+
+def real(x):
+    return lift(x, _ctx_of(x))
+
+
+def sigmoid(x):
+    x = _float(x)
+    return reciprocal(add(exp(negative(x)), 1.0))

@@ -1,0 +1,334 @@
+"""Reductions (one HLIR reduce per axis) and the statistics built on them."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir import dtypes as dt
+from ...ir.expr import as_expr, prod, same, to_int_or_expr
+from ..errors import ShapeError
+from ..tracer import (Tracer, _ctx_of, binary, cast, iota, lift, normalize_axis, reduce,
+                      reshape_any, static_int)
+from . import _math as m
+from ._shape import _axes, _slice_axis, broadcast_to, expand_dims, pad_axis
+
+
+def _prep(a, axis, fn):
+    a = lift(a, _ctx_of(a))
+    return a, _axes(axis, a.ndim, fn)
+
+
+def _finish(out: Tracer, axes, keepdims: bool, ndim: int):
+    if keepdims:
+        for ax in sorted(axes):
+            out = expand_dims(out, ax)
+    return out
+
+
+def _reduce_axes(op: str, a: Tracer, axes) -> Tracer:
+    for ax in sorted(axes, reverse=True):
+        a = reduce(op, a, ax)
+    return a
+
+
+def _sum_dtype(d: dt.DType) -> dt.DType:
+    return dt.int32 if d.is_bool else d
+
+
+def sum(a, axis=None, dtype=None, keepdims=False, initial=None, where=None):  # noqa: A001
+    a, axes = _prep(a, axis, "sum")
+    d = dt.canonicalize(dtype) if dtype is not None else _sum_dtype(a.dtype)
+    x = cast(a, d)
+    if where is not None:
+        x = m.where(where, x, 0)
+    out = _reduce_axes("SumReduce", x, axes) if axes else x
+    if initial is not None:
+        out = m.add(out, initial)
+    return _finish(out, axes, keepdims, a.ndim)
+
+
+def prod_(a, axis=None, dtype=None, keepdims=False, initial=None, where=None):
+    """Product via logs would lose sign and exactness: multiply halves pairwise instead."""
+    a, axes = _prep(a, axis, "prod")
+    d = dt.canonicalize(dtype) if dtype is not None else _sum_dtype(a.dtype)
+    x = cast(a, d)
+    if where is not None:
+        x = m.where(where, x, 1)
+    for ax in sorted(axes, reverse=True):
+        x = _prod_axis(x, ax)
+    if initial is not None:
+        x = m.multiply(x, initial)
+    return _finish(x, axes, keepdims, a.ndim)
+
+
+def _prod_axis(x: Tracer, ax: int) -> Tracer:
+    n = static_int(x.shape[ax], "prod: the reduced axis")
+    if n == 0:
+        from ._creation import ones
+
+        return ones(x.shape[:ax] + x.shape[ax + 1:], x.dtype)
+    while n > 1:
+        half = n // 2
+        lo = _slice_axis(x, ax, 0, half)
+        hi = _slice_axis(x, ax, half, 2 * half)
+        y = m.multiply(lo, hi)
+        if n % 2:
+            y = _concat2(y, _slice_axis(x, ax, n - 1, n), ax)
+        x, n = y, half + n % 2
+    return reshape_any(x, x.shape[:ax] + x.shape[ax + 1:])
+
+
+def _concat2(a, b, ax):
+    from ._shape import concatenate
+
+    return concatenate([a, b], axis=ax)
+
+
+def max(a, axis=None, keepdims=False, initial=None, where=None):  # noqa: A001
+    a, axes = _prep(a, axis, "max")
+    for ax in axes:
+        if same(a.shape[ax], 0) and initial is None:
+            raise ShapeError("max: zero-size array to reduction operation maximum which has no identity")
+    x = a
+    if a.dtype.is_bool:
+        x = cast(a, dt.int32)
+    if where is not None:
+        x = m.where(where, x, _lowest(x.dtype))
+    out = _reduce_axes("MaxReduce", x, axes) if axes else x
+    if initial is not None:
+        out = m.maximum(out, initial)
+    if a.dtype.is_bool:
+        out = cast(out, dt.bool_)
+    return _finish(out, axes, keepdims, a.ndim)
+
+
+amax = max
+
+
+def min(a, axis=None, keepdims=False, initial=None, where=None):  # noqa: A001
+    a = lift(a, _ctx_of(a))
+    if a.dtype.is_bool:
+        return m.logical_not(max(m.logical_not(a), axis, keepdims, None if initial is None else not initial, where))
+    neg = m.negative(a)
+    out = max(neg, axis, keepdims, None if initial is None else -initial, where)
+    return m.negative(out)
+
+
+amin = min
+
+
+def _lowest(d: dt.DType):
+    if d.is_float:
+        return float("-inf")
+    return int(np.iinfo(np.int32).min)
+
+
+def ptp(a, axis=None, keepdims=False):
+    return m.subtract(max(a, axis, keepdims), min(a, axis, keepdims))
+
+
+def mean(a, axis=None, dtype=None, keepdims=False, where=None):
+    a, axes = _prep(a, axis, "mean")
+    d = dt.canonicalize(dtype) if dtype is not None else (a.dtype if a.dtype.is_float else dt.float32)
+    x = cast(a, d)
+    if where is not None:
+        w = broadcast_to(lift(where, a._ctx), a.shape)
+        s = sum(x, axis=axis, keepdims=keepdims, where=w)
+        cnt = sum(cast(w, d), axis=axis, keepdims=keepdims)
+        return m.true_divide(s, cnt)
+    n = prod(a.shape[ax] for ax in axes)
+    s = sum(x, axis=axis, keepdims=keepdims)
+    return m.true_divide(s, _count(n, s, d))
+
+
+def _count(n, like: Tracer, d: dt.DType):
+    """An element count as a value: a float for static counts, else a one-element iota that
+    evaluates the symbolic count at run time."""
+    if isinstance(n, int):
+        return float(n)
+    return cast(reshape_any(iota(as_expr(n), 1, like._ctx), ()), d)
+
+
+def var(a, axis=None, dtype=None, ddof=0, keepdims=False, where=None):
+    a, axes = _prep(a, axis, "var")
+    d = dt.canonicalize(dtype) if dtype is not None else (a.dtype if a.dtype.is_float else dt.float32)
+    x = cast(a, d)
+    mu = mean(x, axis=axis, keepdims=True)
+    dev = m.subtract(x, mu)
+    sq = m.multiply(dev, dev)
+    n = prod(a.shape[ax] for ax in axes)
+    s = sum(sq, axis=axis, keepdims=keepdims)
+    denom = to_int_or_expr(as_expr(n) - ddof)
+    return m.true_divide(s, _count(denom, s, d))
+
+
+def std(a, axis=None, dtype=None, ddof=0, keepdims=False, where=None):
+    return m.sqrt(var(a, axis, dtype, ddof, keepdims, where))
+
+
+def average(a, axis=None, weights=None, keepdims=False):
+    if weights is None:
+        return mean(a, axis=axis, keepdims=keepdims)
+    a = lift(a, _ctx_of(a, weights))
+    w = lift(weights, a._ctx)
+    if w.ndim == 1 and a.ndim > 1 and axis is not None:
+        ax = normalize_axis(axis, a.ndim, "average")
+        w = reshape_any(w, tuple(w.shape[0] if i == ax else 1 for i in range(a.ndim)))
+    num = sum(m.multiply(a, w), axis=axis, keepdims=keepdims)
+    den = sum(broadcast_to(cast(w, num.dtype if num.dtype.is_float else dt.float32), a.shape), axis=axis, keepdims=keepdims)
+    return m.true_divide(num, den)
+
+
+def any(a, axis=None, keepdims=False):  # noqa: A001
+    a = lift(a, _ctx_of(a))
+    return max(m._as_bool(a), axis=axis, keepdims=keepdims)
+
+
+def all(a, axis=None, keepdims=False):  # noqa: A001
+    a = lift(a, _ctx_of(a))
+    return min(m._as_bool(a), axis=axis, keepdims=keepdims)
+
+
+def count_nonzero(a, axis=None, keepdims=False):
+    a = lift(a, _ctx_of(a))
+    return sum(cast(m._as_bool(a), dt.int32), axis=axis, keepdims=keepdims)
+
+
+def argmax(a, axis=None, keepdims=False):
+    a = lift(a, _ctx_of(a))
+    if axis is None:
+        out = argmax(reshape_any(a, (a.size,)), 0)
+        return reshape_any(out, (1,) * a.ndim) if keepdims else out
+    ax = normalize_axis(axis, a.ndim, "argmax")
+    n = a.shape[ax]
+    if same(n, 0):
+        raise ShapeError("argmax: attempt to get argmax of an empty sequence")
+    mx = max(a, axis=ax, keepdims=True)
+    hit = m.equal(a, mx)
+    if a.dtype.is_float:
+        hit = m.logical_or(hit, m.isnan(a))  # the first NaN wins, as in NumPy
+    pos = _positions(a, ax)
+    cand = m.where(hit, pos, n)
+    return min(cand, axis=ax, keepdims=keepdims)
+
+
+def argmin(a, axis=None, keepdims=False):
+    a = lift(a, _ctx_of(a))
+    if a.dtype.is_bool:
+        return argmax(m.logical_not(a), axis, keepdims)
+    if a.dtype.is_float:
+        # NaN must still win: map x -> -x keeps NaN as NaN
+        return argmax(m.negative(a), axis, keepdims)
+    return argmax(m.subtract(-1, a), axis, keepdims)
+
+
+def _positions(a: Tracer, ax: int) -> Tracer:
+    """int32 index along ``ax`` broadcast to a's shape."""
+    n = a.shape[ax]
+    it = iota(None, n, a._ctx)
+    shape = tuple(n if i == ax else 1 for i in range(a.ndim))
+    return broadcast_to(reshape_any(it, shape), a.shape)
+
+
+def cumsum(a, axis=None, dtype=None):
+    a = lift(a, _ctx_of(a))
+    if axis is None:
+        a = reshape_any(a, (a.size,))
+        axis = 0
+    ax = normalize_axis(axis, a.ndim, "cumsum")
+    d = dt.canonicalize(dtype) if dtype is not None else _sum_dtype(a.dtype)
+    x = cast(a, d)
+    n = x.shape[ax]
+    if isinstance(n, int):
+        # Hillis-Steele scan: log2(n) shifted adds, each shift a padded view
+        k = 1
+        while k < n:
+            shifted = pad_axis(_slice_axis(x, ax, 0, n - k), ax, k, 0)
+            x = m.add(x, shifted)
+            k *= 2
+        return x
+    # symbolic length: a masked sum over a triangle (n^2 work, exact)
+    xe = expand_dims(x, ax)  # (.., 1, n, ..): j axis at ax+1
+    i = _positions(expand_dims(x, ax + 1), ax)
+    j = _positions(xe, ax + 1)
+    full_shape = x.shape[:ax] + (n, n) + x.shape[ax + 1:]
+    keep = m.less_equal(broadcast_to(j, full_shape), broadcast_to(i, full_shape))
+    return sum(m.where(keep, broadcast_to(xe, full_shape), 0), axis=ax + 1)
+
+
+def cumprod(a, axis=None, dtype=None):
+    a = lift(a, _ctx_of(a))
+    if axis is None:
+        a = reshape_any(a, (a.size,))
+        axis = 0
+    ax = normalize_axis(axis, a.ndim, "cumprod")
+    d = dt.canonicalize(dtype) if dtype is not None else _sum_dtype(a.dtype)
+    x = cast(a, d)
+    n = static_int(x.shape[ax], "cumprod: the scanned axis")
+    k = 1
+    while k < n:
+        head = _slice_axis(x, ax, 0, n - k)
+        # multiply by 1 in the first k lanes: pad (v - 1) with zeros, then add 1
+        shifted = m.add(pad_axis(m.subtract(head, 1), ax, k, 0), 1)
+        x = m.multiply(x, cast(shifted, d))
+        k *= 2
+    return x
+
+
+def cummax(a, axis=0):
+    a = lift(a, _ctx_of(a))
+    ax = normalize_axis(axis, a.ndim, "cummax")
+    n = static_int(a.shape[ax], "cummax: the scanned axis")
+    x, k = a, 1
+    while k < n:
+        head = _slice_axis(x, ax, 0, n - k)
+        first = _slice_axis(x, ax, 0, k)
+        from ._shape import concatenate
+
+        x = m.maximum(x, concatenate([first, head], axis=ax))
+        k *= 2
+    return x
+
+
+def logsumexp(a, axis=None, keepdims=False, b=None):
+    a = lift(a, _ctx_of(a))
+    if not a.dtype.is_float:
+        a = cast(a, dt.float32)
+    mx = max(a, axis=axis, keepdims=True)
+    safe = m.where(m.isfinite(mx), mx, 0.0)
+    e = m.exp(m.subtract(a, safe))
+    if b is not None:
+        e = m.multiply(e, b)
+    s = sum(e, axis=axis, keepdims=True)
+    out = m.add(m.log(s), safe)
+    if not keepdims:
+        axes = _axes(axis, a.ndim, "logsumexp")
+        for ax in sorted(axes, reverse=True):
+            out = reshape_any(out, out.shape[:ax] + out.shape[ax + 1:])
+    return out
+
+
+def nansum(a, axis=None, keepdims=False):
+    a = lift(a, _ctx_of(a))
+    return sum(m.where(m.isnan(a), 0, a) if a.dtype.is_float else a, axis=axis, keepdims=keepdims)
+
+
+def nanmean(a, axis=None, keepdims=False):
+    a = lift(a, _ctx_of(a))
+    ok = m.logical_not(m.isnan(a))
+    return m.true_divide(nansum(a, axis, keepdims), sum(cast(ok, dt.float32), axis=axis, keepdims=keepdims))
+
+
+def nanmax(a, axis=None, keepdims=False):
+    a = lift(a, _ctx_of(a))
+    return max(m.where(m.isnan(a), float("-inf"), a), axis=axis, keepdims=keepdims)
+
+
+def nanmin(a, axis=None, keepdims=False):
+    a = lift(a, _ctx_of(a))
+    return min(m.where(m.isnan(a), float("inf"), a), axis=axis, keepdims=keepdims)
+
+
+def trace(a, offset=0, axis1=0, axis2=1):
+    from ._linalg import diagonal
+
+    return sum(diagonal(a, offset, axis1, axis2), axis=-1)

@@ -1,0 +1,371 @@
+"""Tracer arrays and the primitive builders every front-end function is written with.
+
+A :class:`Tracer` is a (node, view) pair in the graph of the trace that is being recorded.
+Movement ops only change the view; arithmetic appends HLIR nodes.
+"""
+from __future__ import annotations
+
+import contextvars
+from typing import Sequence
+
+import numpy as np
+
+from ..ir import dtypes as dt
+from ..ir.expr import Expr, IntLike, as_expr, same, to_int_or_expr
+from ..ir.graph import Graph
+from ..ir.view import View
+from .errors import DTypeError, ShapeError, TracingError, where
+
+_CURRENT: contextvars.ContextVar = contextvars.ContextVar("luminal_trace", default=None)
+
+
+class TraceContext:
+    """One recording: the graph being built and the jitted function it belongs to."""
+
+    def __init__(self, fn_name: str):
+        self.fn_name = fn_name
+        self.graph = Graph(fn_name)
+        self.active = False
+        self._token = None
+
+    def __enter__(self):
+        self.active = True
+        self._token = _CURRENT.set(self)
+        return self
+
+    def __exit__(self, *exc):
+        self.active = False
+        _CURRENT.reset(self._token)
+
+
+def current() -> TraceContext | None:
+    return _CURRENT.get()
+
+
+def require_context(what: str) -> TraceContext:
+    ctx = _CURRENT.get()
+    if ctx is None:
+        raise TracingError(f"{what} needs a trace: call it inside a function decorated with luminal_fn.jit")
+    return ctx
+
+
+class Tracer:
+    """An abstract array inside a jitted function."""
+
+    __slots__ = ("_ctx", "_node", "_view", "dtype", "weak")
+    __array_priority__ = 1000.0  # NumPy defers binary operators to us
+
+    def __init__(self, ctx: TraceContext, node: int, view: View, dtype: dt.DType, weak: bool = False):
+        self._ctx = ctx
+        self._node = node
+        self._view = view
+        self.dtype = dtype
+        self.weak = weak
+
+    # ---- metadata ---------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._view.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self._view.shape)
+
+    @property
+    def size(self) -> IntLike:
+        return self._view.numel()
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d traced array")
+        d = self.shape[0]
+        if isinstance(d, Expr):
+            raise TracingError(f"len() of an array whose first axis is the symbolic dim {d}; use x.shape[0]")
+        return d
+
+    def __repr__(self):
+        from ..ir.graph import type_str
+
+        return f"Tracer<{type_str(self.dtype, self.shape)}>"
+
+    # ---- impurity guards --------------------------------------------------------------------
+    def _check_live(self):
+        if not self._ctx.active:
+            raise TracingError(
+                f"a traced value of jitted function '{self._ctx.fn_name}' escaped its trace "
+                f"(stored in a global or a closure and used {where(None)}); return it instead"
+            )
+
+    def __bool__(self):
+        raise TracingError(
+            f"Python control flow on a traced value {where(self._ctx.fn_name)}: the truth value of "
+            f"{self!r} is unknown while tracing. Use luminal_fn.numpy.where(...) for data-dependent "
+            "choices, or mark the argument static with static_argnums/static_argnames"
+        )
+
+    def __index__(self):
+        raise TracingError(
+            f"a traced value was used as a Python int {where(self._ctx.fn_name)}; indices that "
+            "depend on data must stay arrays (use take/gather), or make the argument static"
+        )
+
+    __int__ = __index__
+
+    def __float__(self):
+        raise TracingError(f"float() of a traced value {where(self._ctx.fn_name)}: values are unknown while tracing")
+
+    def __array__(self, dtype=None, copy=None):
+        raise TracingError(
+            f"a traced value was converted to a NumPy array {where(self._ctx.fn_name)} (for example "
+            "written into a captured NumPy array, or passed to a NumPy function). Tracing is pure: "
+            "use luminal_fn.numpy functions and return results instead of mutating captured arrays"
+        )
+
+    def __iter__(self):
+        n = len(self)
+        from . import numpy as lnp  # noqa: F401 (circular at import time)
+
+        for i in range(n):
+            yield self[i]
+
+    def __hash__(self):
+        return id(self)
+
+    def __setitem__(self, idx, value):
+        raise TracingError(
+            f"in-place assignment to a traced array {where(self._ctx.fn_name)}; arrays are immutable: "
+            "use x = x.at[idx].set(value)"
+        )
+
+
+# ---- lifting values into the trace ---------------------------------------------------------------
+def lift(x, ctx: TraceContext | None = None, dtype: dt.DType | None = None) -> Tracer:
+    """Any array-like (Tracer, lf.Array, NumPy array, Python scalar) as a Tracer of ``ctx``."""
+    if isinstance(x, Tracer):
+        x._check_live()
+        return x
+    ctx = ctx or require_context("this operation")
+    if isinstance(x, (bool, int, float, np.bool_, np.integer, np.floating)) and not isinstance(x, np.ndarray):
+        d = dtype or dt.scalar_dtype(x)
+        v = _scalar_value(x, d)
+        node = ctx.graph.add("Constant", (), (), d, value=v)
+        return Tracer(ctx, node, View.contiguous(()), d, weak=dtype is None and not isinstance(x, np.generic))
+    arr = _concrete_numpy(x)
+    if arr is None:
+        raise TypeError(f"cannot use a value of type {type(x).__name__} as an array in a jitted function")
+    arr = dt.narrow_array(arr, "a captured array")
+    if dtype is not None and dt.canonicalize(arr.dtype) is not dtype:
+        arr = arr.astype(dt.to_numpy(dtype))
+    d = dt.canonicalize(arr.dtype)
+    if arr.ndim == 0:
+        node = ctx.graph.add("Constant", (), (), d, value=_scalar_value(arr.item(), d))
+    else:
+        node = ctx.graph.add("Constant", (), arr.shape, d, value=np.ascontiguousarray(arr))
+    return Tracer(ctx, node, View.contiguous(arr.shape), d)
+
+
+def _scalar_value(v, d: dt.DType):
+    if d.is_bool:
+        return bool(v)
+    if d.is_int:
+        return int(v)
+    return float(v)
+
+
+def _concrete_numpy(x):
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "__luminal_array__"):
+        return x.__luminal_array__()
+    if isinstance(x, (list, tuple)):
+        try:
+            return np.asarray(x)
+        except Exception:
+            return None
+    return None
+
+
+def is_arraylike(x) -> bool:
+    return isinstance(x, (Tracer, np.ndarray, np.generic, bool, int, float)) or hasattr(x, "__luminal_array__")
+
+
+# ---- node builders -------------------------------------------------------------------------------
+def _new(ctx: TraceContext, op: str, inputs, shape, dtype: dt.DType, weak=False, **attrs) -> Tracer:
+    shape = tuple(to_int_or_expr(d) for d in shape)
+    node = ctx.graph.add(op, tuple((t._node, t._view) for t in inputs), shape, dtype, **attrs)
+    return Tracer(ctx, node, View.contiguous(shape), dtype, weak)
+
+
+def materialize(x: Tracer) -> Tracer:
+    """A contiguous copy (a same-dtype Cast) so that any reshape can follow."""
+    return _new(x._ctx, "Cast", [x], x.shape, x.dtype, x.weak)
+
+
+def cast(x, dtype) -> Tracer:
+    x = lift(x)
+    d = dt.canonicalize(dtype)
+    if d is x.dtype:
+        return Tracer(x._ctx, x._node, x._view, d, False)
+    return _new(x._ctx, "Cast", [x], x.shape, d)
+
+
+def unary(op: str, x, float_only: bool = True) -> Tracer:
+    x = lift(x)
+    if float_only and not x.dtype.is_float:
+        x = cast(x, dt.float32)
+    return _new(x._ctx, op, [x], x.shape, x.dtype, x.weak)
+
+
+def result_dtype(a: Tracer, b: Tracer) -> dt.DType:
+    if a.weak and not b.weak:
+        return _weak_join(b.dtype, a.dtype)
+    if b.weak and not a.weak:
+        return _weak_join(a.dtype, b.dtype)
+    return dt.promote(a.dtype, b.dtype)
+
+
+def _weak_join(strong: dt.DType, weak: dt.DType) -> dt.DType:
+    if weak.is_float and not strong.is_float:
+        return dt.float32
+    if weak.is_int and strong.is_bool:
+        return dt.int32
+    return strong
+
+
+def broadcast_shapes(*shapes, op: str = "broadcast") -> tuple:
+    nd = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(nd):
+        dim: IntLike = 1
+        for s in shapes:
+            j = i - (nd - len(s))
+            if j < 0:
+                continue
+            d = s[j]
+            if same(d, 1):
+                continue
+            if same(dim, 1):
+                dim = d
+            elif not same(dim, d):
+                ctx = current()
+                raise ShapeError(
+                    f"{op}: shapes {' and '.join(_fmt_shape(s) for s in shapes)} cannot be broadcast "
+                    f"together (axis {i - nd}: {dim} vs {d}) {where(ctx.fn_name if ctx else None)}"
+                )
+        out.append(dim)
+    return tuple(out)
+
+
+def _fmt_shape(s) -> str:
+    return "(" + ", ".join(str(d) for d in s) + ("," if len(s) == 1 else "") + ")"
+
+
+def broadcast_to(x: Tracer, shape: Sequence[IntLike], op: str = "broadcast_to") -> Tracer:
+    shape = tuple(to_int_or_expr(d) for d in shape)
+    if len(shape) == x.ndim and all(same(a, b) for a, b in zip(shape, x.shape)):
+        return x
+    if x.ndim > len(shape):
+        raise ShapeError(f"{op}: cannot broadcast shape {_fmt_shape(x.shape)} to {_fmt_shape(shape)}")
+    v = x._view
+    for _ in range(len(shape) - x.ndim):
+        v = v.insert_axis(0, 1)
+    for ax, (have, want) in enumerate(zip(v.shape, shape)):
+        if same(have, want):
+            continue
+        if not same(have, 1):
+            ctx = current()
+            raise ShapeError(
+                f"{op}: cannot broadcast shape {_fmt_shape(x.shape)} to {_fmt_shape(shape)} "
+                f"{where(ctx.fn_name if ctx else None)}"
+            )
+        v = v.expand(ax, want)
+    return Tracer(x._ctx, x._node, v, x.dtype, x.weak)
+
+
+def binary(op: str, a, b, out_dtype: dt.DType | None = None, opname: str | None = None,
+           compute_dtype: dt.DType | None = None) -> Tracer:
+    """Broadcast, promote, and append a binary primitive."""
+    ctx = _ctx_of(a, b)
+    a, b = lift(a, ctx), lift(b, ctx)
+    d = compute_dtype or result_dtype(a, b)
+    weak = a.weak and b.weak
+    a, b = cast(a, d), cast(b, d)
+    a.weak = b.weak = False
+    shape = broadcast_shapes(a.shape, b.shape, op=opname or op)
+    a, b = broadcast_to(a, shape), broadcast_to(b, shape)
+    return _new(ctx, op, [a, b], shape, out_dtype or d, weak and out_dtype is None)
+
+
+def _ctx_of(*xs) -> TraceContext:
+    for x in xs:
+        if isinstance(x, Tracer):
+            x._check_live()
+            return x._ctx
+    return require_context("this operation")
+
+
+def reduce(op: str, x: Tracer, axis: int) -> Tracer:
+    shape = x.shape[:axis] + x.shape[axis + 1:]
+    return _new(x._ctx, op, [x], shape, x.dtype, False, axis=axis)
+
+
+def iota(expr: Expr | None, n: IntLike, ctx: TraceContext | None = None) -> Tracer:
+    """int32 [n] with values expr(z) for z in 0..n-1 (plain arange when expr is None)."""
+    ctx = ctx or require_context("iota")
+    from ..ir.expr import Z
+
+    return _new(ctx, "Iota", [], (n,), dt.int32, expr=expr if expr is not None else Z)
+
+
+def with_view(x: Tracer, view: View | None, fallback) -> Tracer:
+    """A new view of x, or ``fallback(materialize(x))`` when the view is inexpressible."""
+    if view is not None:
+        return Tracer(x._ctx, x._node, view, x.dtype, x.weak)
+    return fallback(materialize(x))
+
+
+def normalize_axis(axis: int, ndim: int, fn: str) -> int:
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise ShapeError(f"{fn}: axis must be an int, got {axis!r}")
+    axis = int(axis)
+    if not -ndim <= axis < max(ndim, 1) and not (ndim == 0 and axis in (0, -1)):
+        ctx = current()
+        raise ShapeError(f"{fn}: axis {axis} is out of bounds for an array of {ndim} dims "
+                         f"{where(ctx.fn_name if ctx else None)}")
+    return axis % ndim if ndim else 0
+
+
+def check_dtype(x: Tracer, fn: str, allowed: str) -> None:
+    """allowed: a string of dtype kinds ('f', 'i', 'b')."""
+    if x.dtype.kind not in allowed:
+        names = {"f": "float", "i": "int32", "b": "bool"}
+        raise DTypeError(f"{fn}: unsupported dtype {x.dtype} (expects {', '.join(names[k] for k in allowed)})")
+
+
+def static_int(v, what: str) -> int:
+    if isinstance(v, Expr):
+        if v.is_const:
+            return v.value
+        raise ShapeError(f"{what} must be static, got the symbolic dim {v}")
+    return int(v)
+
+
+def as_int_or_expr(v) -> IntLike:
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    return to_int_or_expr(as_expr(v))
+
+
+def reshape_any(x: Tracer, shape: Sequence[IntLike]) -> Tracer:
+    """Reshape through the view when strides allow, else through a contiguous copy."""
+    shape = tuple(to_int_or_expr(d) for d in shape)
+    v = x._view.reshape(shape)
+    if v is not None:
+        return Tracer(x._ctx, x._node, v, x.dtype, x.weak)
+    m = materialize(x)
+    return Tracer(m._ctx, m._node, m._view.reshape(shape), m.dtype, m.weak)
+
+
+def pad_axis(x: Tracer, axis: int, before: IntLike, after: IntLike) -> Tracer:
+    """Zero padding along one axis (non-negative amounts)."""
+    return Tracer(x._ctx, x._node, x._view.pad(axis, before, after), x.dtype, x.weak)

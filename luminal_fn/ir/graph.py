@@ -1,0 +1,142 @@
+"""The HLIR graph: nodes in creation (= topological) order, each an op with viewed inputs."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional
+
+import numpy as np
+
+from . import dtypes as dt
+from .expr import Expr, render
+from .ops import PRIMITIVES
+from .view import View
+
+
+def _freeze(v: Any):
+    """A hashable stand-in for an attribute value (arrays hash by content)."""
+    if isinstance(v, np.ndarray):
+        return ("ndarray", v.dtype.str, v.shape, hashlib.sha1(np.ascontiguousarray(v).tobytes()).hexdigest())
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    if isinstance(v, float) and v != v:
+        return ("nan",)
+    return v
+
+
+@dataclass
+class Node:
+    id: int
+    op: str
+    inputs: tuple  # ((producer id, View), ...)
+    shape: tuple
+    dtype: dt.DType
+    attrs: dict = field(default_factory=dict)
+
+    def key(self) -> tuple:
+        return (self.op, tuple((i, v.key()) for i, v in self.inputs), self.shape, self.dtype.name,
+                _freeze(self.attrs))
+
+
+class Graph:
+    """A DAG of primitive ops. ``inputs`` and ``outputs`` list node ids in argument/result order."""
+
+    def __init__(self, name: str = "fn"):
+        self.name = name
+        self.nodes: list[Optional[Node]] = []
+        self.inputs: list[int] = []
+        self.outputs: list[int] = []
+        self._cse: dict = {}
+
+    def __len__(self):
+        return sum(1 for n in self.nodes if n is not None)
+
+    def add(self, op: str, inputs: Iterable = (), shape: tuple = (), dtype: dt.DType = dt.float32,
+            **attrs) -> int:
+        if op not in PRIMITIVES:
+            raise ValueError(f"unknown HLIR op {op!r}")
+        inputs = tuple(inputs)
+        node = Node(len(self.nodes), op, inputs, tuple(shape), dtype, attrs)
+        if op not in ("Input", "Output"):
+            k = node.key()
+            hit = self._cse.get(k)
+            if hit is not None:
+                return hit
+            self._cse[k] = node.id
+        self.nodes.append(node)
+        if op == "Input":
+            self.inputs.append(node.id)
+        elif op == "Output":
+            self.outputs.append(node.id)
+        return node.id
+
+    def node(self, i: int) -> Node:
+        return self.nodes[i]
+
+    def live_nodes(self):
+        return [n for n in self.nodes if n is not None]
+
+    def consumers(self) -> dict:
+        out: dict = {n.id: [] for n in self.live_nodes()}
+        for n in self.live_nodes():
+            for i, _ in n.inputs:
+                out[i].append(n.id)
+        return out
+
+    def symbols(self) -> frozenset:
+        syms = frozenset()
+        for n in self.live_nodes():
+            for d in n.shape:
+                if isinstance(d, Expr):
+                    syms |= d.free_symbols()
+        return syms - {"z"}
+
+    # ---- identity ---------------------------------------------------------------------------
+    def structural_hash(self) -> str:
+        """A stable hash of the graph's structure, shapes, dtypes and attributes."""
+        h = hashlib.sha256()
+        for n in self.live_nodes():
+            h.update(repr(n.key()).encode())
+        h.update(repr((self.inputs, self.outputs)).encode())
+        return h.hexdigest()[:32]
+
+    # ---- printing ---------------------------------------------------------------------------
+    def as_text(self) -> str:
+        lines = [f"hlir {self.name} ({len(self)} nodes)"]
+        for n in self.live_nodes():
+            ins = ", ".join(f"%{i}" + ("" if v.is_contiguous and _shape_eq(v.shape, self.nodes[i].shape)
+                                       else f"<{v}>") for i, v in n.inputs)
+            attrs = _fmt_attrs(n)
+            lines.append(f"  %{n.id} = {n.op}{attrs}({ins}) : {type_str(n.dtype, n.shape)}")
+        return "\n".join(lines)
+
+    __str__ = as_text
+
+
+def _shape_eq(a, b):
+    return len(a) == len(b) and all(x == y for x, y in zip(a, b))
+
+
+_SHORT = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "int32": "i32", "bool": "bool"}
+
+
+def type_str(dtype: dt.DType, shape: tuple) -> str:
+    dims = ",".join(str(d) if isinstance(d, int) else render(d) for d in shape)
+    return f"{_SHORT[dtype.name]}[{dims}]"
+
+
+def _fmt_attrs(n: Node) -> str:
+    if not n.attrs:
+        return ""
+    parts = []
+    for k, v in n.attrs.items():
+        if isinstance(v, np.ndarray):
+            v = f"array{list(v.shape)}" if v.size > 4 else np.array2string(v, separator=",")
+        elif isinstance(v, Expr):
+            v = render(v)
+        elif isinstance(v, dt.DType):
+            v = v.name
+        parts.append(f"{k}={v}")
+    return "[" + " ".join(parts) + "]"

@@ -1,0 +1,161 @@
+"""Graph passes before optimisation: constant folding, common-subexpression elimination and
+dead-code elimination. Each returns a new, compacted graph; inputs are always kept so the call
+signature holds."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes as dt
+from .graph import Graph, Node
+from .view import View
+
+# Folding materialises arrays; larger results stay as ops (they are cheap to recompute on device).
+FOLD_LIMIT = 1 << 16
+
+
+def _uniform_value(g: Graph, nid: int, view: View):
+    """The scalar a read yields everywhere, or None when the read is not uniform."""
+    n = g.nodes[nid]
+    if n.op != "Constant" or view.mask is not None:
+        return None
+    v = n.attrs["value"]
+    if isinstance(v, np.ndarray):
+        return None
+    return v
+
+
+def _static_numel(shape) -> int | None:
+    total = 1
+    for d in shape:
+        if not isinstance(d, int):
+            return None
+        total *= d
+    return total
+
+
+def _eval_node(src: Graph, node: Node):
+    """Run one node on constant inputs with the NumPy kernels; returns an ndarray."""
+    from ..backends.numpy.executor import KERNELS, make_reader
+
+    readers = [make_reader(i, v, src.nodes[i].shape) for i, v in node.inputs]
+    step = KERNELS[node.op](node, readers)
+    vals = {}
+    for i, _ in node.inputs:
+        vals[i] = np.asarray(src.nodes[i].attrs["value"], dtype=dt.to_numpy(src.nodes[i].dtype))
+    return np.asarray(step(vals, {}))
+
+
+_FOLDABLE = ("Cast", "Exp2", "Log2", "Sin", "Sqrt", "Recip", "Add", "Mul", "Mod", "LessThan",
+             "SumReduce", "MaxReduce", "Gather", "Iota")
+
+
+def simplify(g: Graph, fold: bool = True) -> Graph:
+    """Constant folding + CSE (through Graph.add's hash-consing) + DCE."""
+    out = Graph(g.name)
+    remap: dict[int, tuple] = {}  # old id -> (new id, view override or None)
+    for node in g.live_nodes():
+        inputs = []
+        for i, v in node.inputs:
+            nid, override = remap[i]
+            inputs.append((nid, _compose(override, v)))
+        new = Node(-1, node.op, tuple(inputs), node.shape, node.dtype, dict(node.attrs))
+        if fold and node.op in _FOLDABLE:
+            r = _try_fold(out, new)
+            if r is not None:
+                remap[node.id] = r
+                continue
+        if fold:
+            r = _try_identity(out, new)
+            if r is not None:
+                remap[node.id] = r
+                continue
+        nid = out.add(new.op, new.inputs, new.shape, new.dtype, **new.attrs)
+        remap[node.id] = (nid, None)
+    return dce(out)
+
+
+def _compose(override, v: View) -> View:
+    """A consumer's view over a node that was replaced by a uniform constant."""
+    if override is None:
+        return v
+    return View(v.shape, (0,) * len(v.shape), 0, v.mask)
+
+
+def _try_fold(g: Graph, node: Node):
+    if node.op == "Iota":
+        if node.attrs["expr"].free_symbols() - {"z"} or _static_numel(node.shape) is None:
+            return None
+        if _static_numel(node.shape) > FOLD_LIMIT:
+            return None
+        # small static iotas stay symbolic-friendly as ops; only fold when consumers would
+        # otherwise see a constant anyway (keeps graphs readable)
+        return None
+    if not node.inputs or any(g.nodes[i].op != "Constant" for i, _ in node.inputs):
+        return None
+    uniform = [_uniform_value(g, i, v) for i, v in node.inputs]
+    if all(u is not None for u in uniform) and node.op not in ("SumReduce", "Gather"):
+        scalar_node = Node(-1, node.op, tuple((i, View.contiguous(())) for i, _ in node.inputs), (),
+                           node.dtype, {k: v for k, v in node.attrs.items()})
+        if node.op == "MaxReduce":
+            return None
+        val = _eval_node(g, scalar_node).item()
+        c = g.add("Constant", (), (), node.dtype, value=_py(val, node.dtype))
+        return (c, "uniform")
+    numel = _static_numel(node.shape)
+    if numel is None or numel > FOLD_LIMIT:
+        return None
+    if any(not v.is_static() for _, v in node.inputs):
+        return None
+    val = _eval_node(g, node)
+    c = g.add("Constant", (), node.shape, node.dtype, value=np.ascontiguousarray(val))
+    return (c, None)
+
+
+def _py(v, d: dt.DType):
+    if d.is_bool:
+        return bool(v)
+    if d.is_int:
+        return int(v)
+    return float(v)
+
+
+def _try_identity(g: Graph, node: Node):
+    """x * 1 and x + 0 read x directly when x is read plainly (same shape, contiguous)."""
+    if node.op not in ("Add", "Mul") or len(node.inputs) != 2:
+        return None
+    unit = 0 if node.op == "Add" else 1
+    for k in (0, 1):
+        ci, cv = node.inputs[k]
+        xi, xv = node.inputs[1 - k]
+        u = _uniform_value(g, ci, cv)
+        if u is None or u != unit or isinstance(u, bool) and node.op == "Add":
+            continue
+        xn = g.nodes[xi]
+        if xn.dtype is not node.dtype or not xv.is_contiguous:
+            continue
+        if len(xv.shape) != len(xn.shape) or any(a != b for a, b in zip(xv.shape, xn.shape)):
+            continue
+        return (xi, None)
+    return None
+
+
+def dce(g: Graph) -> Graph:
+    """Drop nodes no output depends on; keep every Input. Renumbers densely."""
+    live = set(g.inputs) | set(g.outputs)
+    for node in reversed(g.live_nodes()):
+        if node.id in live:
+            for i, _ in node.inputs:
+                live.add(i)
+    out = Graph(g.name)
+    remap = {}
+    for node in g.live_nodes():
+        if node.id not in live:
+            continue
+        ins = tuple((remap[i], v) for i, v in node.inputs)
+        remap[node.id] = out.add(node.op, ins, node.shape, node.dtype, **node.attrs)
+    return out
+
+
+def cse(g: Graph) -> Graph:
+    """Rebuild through Graph.add, which hash-conses identical nodes."""
+    return simplify(g, fold=False)
