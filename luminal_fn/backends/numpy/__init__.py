@@ -5,6 +5,7 @@ import numpy as np
 
 from ..base import Backend, Executable, register_backend
 from .executor import KERNELS, Plan, kernel, read_view
+from . import kernels as _kernels  # noqa: F401  (registers fused, fused_reduce, matmul)
 
 
 class NumpyExecutable(Executable):

@@ -1,0 +1,139 @@
+"""The NumPy backend's LLIR kernels: fused trees, fused reductions and np.matmul."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir import dtypes as dt
+from ...ir.expr import compile_np
+from .executor import KERNELS, _compute_dtype, _fmod, kernel
+
+_NP_UNARY = {"Exp2": np.exp2, "Log2": np.log2, "Sin": np.sin, "Sqrt": np.sqrt}
+
+
+def _recip(x):
+    if x.dtype.kind == "f":
+        return np.reciprocal(x)
+    return (1.0 / x).astype(x.dtype)
+
+
+def compile_tree(tree, out_shape_fn):
+    """A function (args, dims) -> ndarray evaluating an LLIR expression tree with NumPy.
+    ``args`` are the kernel's inputs already read through their views."""
+    tag = tree[0]
+    if tag == "in":
+        k = tree[1]
+        return lambda args, dims: args[k]
+    if tag == "const":
+        v = np.asarray(tree[1], dtype=_compute_dtype(dt.BY_NAME[tree[2]]))
+        return lambda args, dims: v
+    if tag == "iota":
+        fn = compile_np(tree[1])
+
+        def iota(args, dims):
+            shape = out_shape_fn(dims)
+            n = int(np.prod(shape)) if shape else 1
+            z = np.arange(n, dtype=np.int64)
+            return np.broadcast_to(np.asarray(fn({**dims, "z": z})), (n,)).astype(np.int32).reshape(shape)
+
+        return iota
+    d = dt.BY_NAME[tree[1]]
+    cd = _compute_dtype(d)
+    if tag == "Cast":
+        a = compile_tree(tree[2], out_shape_fn)
+        if d is dt.bool_:
+            return lambda args, dims: np.not_equal(a(args, dims), 0)
+        if d is dt.int32:
+            def to_int(args, dims):
+                x = a(args, dims)
+                if x.dtype.kind == "f":
+                    with np.errstate(invalid="ignore"):
+                        x = np.nan_to_num(x, nan=0, posinf=2**31 - 1, neginf=-(2**31))
+                return x.astype(np.int32)
+            return to_int
+        return lambda args, dims: np.asarray(a(args, dims)).astype(cd)
+    if tag in _NP_UNARY or tag == "Recip":
+        fn = _NP_UNARY.get(tag, _recip)
+        a = compile_tree(tree[2], out_shape_fn)
+        return lambda args, dims: fn(np.asarray(a(args, dims), dtype=cd))
+    if tag in ("Add", "Mul", "Mod", "LessThan"):
+        fn = {"Add": np.add, "Mul": np.multiply, "Mod": _fmod, "LessThan": np.less}[tag]
+        a, b = compile_tree(tree[2], out_shape_fn), compile_tree(tree[3], out_shape_fn)
+        if tag == "LessThan":
+            return lambda args, dims: fn(a(args, dims), b(args, dims))
+        return lambda args, dims: fn(np.asarray(a(args, dims), dtype=cd), np.asarray(b(args, dims), dtype=cd))
+    if tag == "Select":
+        c, x, y = (compile_tree(t, out_shape_fn) for t in tree[2:5])
+        return lambda args, dims: np.where(c(args, dims), x(args, dims), y(args, dims)).astype(cd, copy=False)
+    if tag == "Gather":
+        k = tree[2]
+        idx = compile_tree(tree[3], out_shape_fn)
+
+        def gather(args, dims):
+            data = np.ascontiguousarray(args[k]).reshape(-1)
+            i = np.asarray(idx(args, dims))
+            return data[np.clip(i, 0, max(data.size - 1, 0))]
+
+        return gather
+    raise NotImplementedError(f"fused tree op {tag!r}")
+
+
+def _shape_fn(shape):
+    if all(isinstance(d, int) for d in shape):
+        return lambda dims: shape
+    return lambda dims: tuple(d if isinstance(d, int) else d.evaluate(dims) for d in shape)
+
+
+@kernel("fused")
+def _fused(node, readers):
+    shape_fn = _shape_fn(node.shape)
+    fn = compile_tree(node.attrs["expr"], shape_fn)
+    od = dt.to_numpy(node.dtype)
+
+    def step(vals, dims):
+        args = [r(vals, dims) for r in readers]
+        with np.errstate(all="ignore"):
+            out = fn(args, dims)
+        return np.ascontiguousarray(np.broadcast_to(out, shape_fn(dims)), dtype=od)
+
+    return step
+
+
+@kernel("fused_reduce")
+def _fused_reduce(node, readers):
+    in_shape_fn = _shape_fn(tuple(node.attrs["in_shape"]))
+    fn = compile_tree(node.attrs["expr"], in_shape_fn)
+    axis = node.attrs["axis"]
+    op = node.attrs["op"]
+    od = dt.to_numpy(node.dtype)
+    acc = np.float32 if node.dtype.is_float else od
+
+    def step(vals, dims):
+        args = [r(vals, dims) for r in readers]
+        with np.errstate(all="ignore"):
+            x = np.broadcast_to(fn(args, dims), in_shape_fn(dims))
+            if op == "sum":
+                out = np.sum(x, axis=axis, dtype=acc)
+            else:
+                init = -np.inf if node.dtype.is_float else np.iinfo(np.int32).min
+                out = np.max(x, axis=axis, initial=init)
+        return np.asarray(out).astype(od, copy=False)
+
+    return step
+
+
+@kernel("matmul")
+def _matmul(node, readers):
+    ra, rb = readers
+    od = dt.to_numpy(node.dtype)
+    cd = _compute_dtype(node.dtype)
+
+    def step(vals, dims):
+        a, b = ra(vals, dims), rb(vals, dims)
+        if a.dtype != cd:
+            a, b = a.astype(cd), b.astype(cd)
+        return np.matmul(a, b).astype(od, copy=False)
+
+    return step
+
+
+__all__ = ["compile_tree", "KERNELS"]

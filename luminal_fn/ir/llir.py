@@ -1,0 +1,75 @@
+"""The LLIR: the graph of kernels a backend runs, chosen by the optimizer's extraction.
+
+An LLIR is an :class:`~luminal_fn.ir.graph.Graph` whose nodes are HLIR primitives (each its own
+kernel) or ``CustomOp`` nodes whose ``attrs["name"]`` names a kernel kind. The generic kinds below
+are implemented by every backend; a backend may add its own (registered with the optimizer with
+the rules that create them).
+
+Generic kernel kinds
+--------------------
+``fused``        an elementwise region. Every input edge's view has the node's output shape.
+                 attrs: ``expr`` (a tree, below) evaluated at each output index.
+``fused_reduce`` a reduction with its elementwise prologue. Every input edge's view has the
+                 pre-reduction shape ``attrs["in_shape"]``; ``attrs["expr"]`` is evaluated over that
+                 space, then reduced over ``attrs["axis"]`` with ``attrs["op"]`` ("sum" or "max").
+``matmul``       inputs A with view shape (..., M, K) and B with view shape (..., K, N) (batch dims
+                 already broadcast; transposed operands are just strides); output (..., M, N).
+                 attrs: ``m``, ``n``, ``k`` (ints or Exprs).
+``select``       (not a node: a tree op) ``x if c else y``.
+
+Expression trees (nested tuples; dtypes by name)
+    ("in", k)                      input edge k read at the current index through its view
+    ("const", value, dtype)        a scalar literal
+    ("iota", expr)                 the int32 value of a symbolic Expr at the flat index ``z``
+    (op, dtype, a)                 op in Cast, Exp2, Log2, Sin, Sqrt, Recip
+    (op, dtype, a, b)              op in Add, Mul, Mod, LessThan (LessThan's dtype is "bool")
+    ("Select", dtype, c, x, y)     x where c else y
+    ("Gather", dtype, k, idx)      input edge k read as its logical flat array at int index idx
+                                   (clamped to range), idx itself a tree
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+UNARY_TREE_OPS = ("Cast", "Exp2", "Log2", "Sin", "Sqrt", "Recip")
+BINARY_TREE_OPS = ("Add", "Mul", "Mod", "LessThan")
+GENERIC_KINDS = ("fused", "fused_reduce", "matmul")
+
+
+def tree_inputs(tree) -> Iterator[int]:
+    """The input indices a tree reads (directly or as gather sources)."""
+    tag = tree[0]
+    if tag == "in":
+        yield tree[1]
+    elif tag in ("const", "iota"):
+        return
+    elif tag == "Gather":
+        yield tree[2]
+        yield from tree_inputs(tree[3])
+    else:
+        for child in tree[2:]:
+            yield from tree_inputs(child)
+
+
+def tree_size(tree) -> int:
+    tag = tree[0]
+    if tag in ("in", "const", "iota"):
+        return 1
+    if tag == "Gather":
+        return 1 + tree_size(tree[3])
+    return 1 + sum(tree_size(c) for c in tree[2:])
+
+
+def tree_text(tree) -> str:
+    """A readable one-line rendering (used in Compiled.as_text())."""
+    tag = tree[0]
+    if tag == "in":
+        return f"in{tree[1]}"
+    if tag == "const":
+        return repr(tree[1])
+    if tag == "iota":
+        return f"iota({tree[1]})"
+    if tag == "Gather":
+        return f"in{tree[2]}[{tree_text(tree[3])}]"
+    args = ", ".join(tree_text(c) for c in tree[2:])
+    return f"{tag}({args})"
