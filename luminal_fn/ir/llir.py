@@ -11,7 +11,7 @@ Generic kernel kinds
                  attrs: ``expr`` (a tree, below) evaluated at each output index.
 ``fused_reduce`` a reduction with its elementwise prologue. Every input edge's view has the
                  pre-reduction shape ``attrs["in_shape"]``; ``attrs["expr"]`` is evaluated over that
-                 space, then reduced over ``attrs["axis"]`` with ``attrs["op"]`` ("sum" or "max").
+                 space, then reduced over ``attrs["axis"]`` with ``attrs["reduce"]`` ("sum" or "max").
 ``matmul``       inputs A with view shape (..., M, K) and B with view shape (..., K, N) (batch dims
                  already broadcast; transposed operands are just strides); output (..., M, N).
                  attrs: ``m``, ``n``, ``k`` (ints or Exprs).

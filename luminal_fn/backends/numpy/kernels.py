@@ -103,7 +103,7 @@ def _fused_reduce(node, readers):
     in_shape_fn = _shape_fn(tuple(node.attrs["in_shape"]))
     fn = compile_tree(node.attrs["expr"], in_shape_fn)
     axis = node.attrs["axis"]
-    op = node.attrs["op"]
+    op = node.attrs["reduce"]
     od = dt.to_numpy(node.dtype)
     acc = np.float32 if node.dtype.is_float else od
 
