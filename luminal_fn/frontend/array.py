@@ -57,8 +57,17 @@ class Array:
     def __array__(self, dtype=None, copy=None):
         self._check()
         out = self._backend.to_numpy(self._buf)
-        if dtype is not None:
-            out = out.astype(dtype)
+        if dtype is not None and np.dtype(dtype) != out.dtype:
+            if copy is False:
+                raise ValueError(f"np.asarray(Array, dtype={dtype}, copy=False) would need a copy")
+            return out.astype(dtype)
+        if copy:
+            return np.array(out, copy=True)
+        if out is self._buf:
+            # The buffer itself (NumPy backend): hand out a read-only view, as JAX does, so that
+            # writing through np.asarray(a) cannot change an immutable Array.
+            out = out.view()
+            out.flags.writeable = False
         return out
 
     def __luminal_array__(self):
@@ -69,8 +78,8 @@ class Array:
         self._backend.synchronize()
         return self
 
-    def item(self):
-        return np.asarray(self).item()
+    def item(self, *args):
+        return np.asarray(self).item(*args)
 
     def tolist(self):
         return np.asarray(self).tolist()
@@ -159,10 +168,25 @@ def _install_operators():
         setattr(Array, name, (lambda f: lambda a, *x, **k: f(a, *x, **k))(getattr(lnp, name)))
 
 
-def device_put(x, backend=None) -> Array:
-    """Move NumPy data (or an Array from another backend) onto a backend's device once.
-    Inputs are narrowed by the boundary rule (float64 -> float32, int64 -> int32)."""
+from . import pytree as _pytree  # noqa: E402
+
+_pytree.register_leaf_type(Array)
+_pytree.register_leaf_type(np.ndarray)
+
+
+def device_put(x, backend=None):
+    """Move NumPy data (or an Array from another backend) onto a backend's device once; a
+    pytree (dict, list, tuple, ...) of arrays gives the same pytree of Arrays. The data is
+    copied, so changing the source later does not change the Array. Inputs are narrowed by the
+    boundary rule (float64 -> float32, int64 -> int32)."""
     be = get_backend(backend)
+    if type(x) in (dict, list, tuple) or _pytree._is_namedtuple(x) or (
+            _pytree.dataclasses.is_dataclass(x) and not isinstance(x, type)):
+        return _pytree.tree_map(lambda leaf: _put_leaf(leaf, be), x)
+    return _put_leaf(x, be)
+
+
+def _put_leaf(x, be) -> Array:
     if isinstance(x, Array):
         if x._backend is be:
             return x
@@ -170,5 +194,9 @@ def device_put(x, backend=None) -> Array:
     if be.is_buffer(x) and not isinstance(x, np.ndarray):
         shape, npd = be.buffer_shape_dtype(x)
         return Array(x, be, tuple(shape), dt.canonicalize(npd))
-    arr = dt.narrow_array(np.asarray(x), "device_put")
-    return Array(be.from_numpy(arr), be, tuple(arr.shape), dt.canonicalize(arr.dtype))
+    src = np.asarray(x)
+    arr = dt.narrow_array(src, "device_put")
+    buf = be.from_numpy(arr)
+    if isinstance(buf, np.ndarray) and np.may_share_memory(buf, src):
+        buf = buf.copy()  # the caller may change their array later; the Array must not change
+    return Array(buf, be, tuple(arr.shape), dt.canonicalize(arr.dtype))

@@ -2,7 +2,14 @@
 
 Stages mirror JAX: ``f.trace(*args)`` -> :class:`Traced`, ``.lower()`` -> :class:`Lowered`,
 ``.compile()`` -> :class:`Compiled`. Calling ``f`` runs all three once per signature and then
-only dispatches: flatten the arguments, look the signature up, read dims, run.
+only dispatches. Two caches sit in front of the compiled graphs:
+
+* the trace cache, keyed by the abstract signature (pytree structure, static values, dtypes,
+  shapes with dynamic axes as symbols): a hit never retraces;
+* a dispatch cache for the common call ``f(a, b, ...)`` whose arguments are all plain leaves
+  (arrays, Python scalars, static values), keyed by concrete shapes and raw dtypes so a repeat
+  call skips binding, flattening and canonicalising. Its misses go through the trace cache, so a
+  new value of a dynamic dim adds a dispatch entry but never a trace or a compile.
 """
 from __future__ import annotations
 
@@ -20,10 +27,14 @@ from ..ir.passes import simplify
 from ..ir.view import View
 from . import pytree
 from .array import Array
-from .errors import ShapeError, TracingError
-from .tracer import TraceContext, Tracer, lift
+from .errors import (ArgumentError, DonationError, DTypeError, LuminalError, ShapeError,
+                     TracingError, annotate, luminal_cause)
+from .tracer import TraceContext, Tracer, current, lift
+
+pytree.register_leaf_type(Tracer)
 
 _SCALARS = (bool, int, float)
+_DISPATCH_CACHE_LIMIT = 4096  # concrete signatures kept per function (dynamic dims add entries)
 
 
 class _Leaf:
@@ -47,30 +58,66 @@ class _Layout:
         self.donated = donated  # leaf indices whose Arrays are consumed by the call
 
 
-def _abstract(x, dyn: dict, path: str):
+def _abstract(x, dyn: dict, path: str, fn_name: str):
     """The part of a leaf that selects a trace: dtype and shape with dynamic axes symbolic."""
     t = type(x)
-    if t is Array:
-        shape, d = x.shape, x.dtype
-    elif t is np.ndarray:
-        shape, d = x.shape, dt.canonicalize(x.dtype)
-    elif t in _SCALARS or isinstance(x, (np.generic,)):
-        if isinstance(x, np.generic):
-            return (dt.canonicalize(x.dtype), ())
-        return ("weak", dt.scalar_dtype(x))
-    elif hasattr(x, "__dlpack__") or hasattr(x, "__array__"):
-        arr = np.asarray(x)
-        shape, d = arr.shape, dt.canonicalize(arr.dtype)
-    else:
-        raise TypeError(
-            f"argument {path!r} is a {t.__name__}, which is not an array; pass arrays, Python "
-            "scalars or pytrees of them, or mark the argument static (static_argnums/static_argnames)")
+    try:
+        if t is Array:
+            if x._deleted:
+                raise _donated(fn_name, path)
+            shape, d = x.shape, x.dtype
+        elif t is np.ndarray:
+            shape, d = x.shape, dt.canonicalize(x.dtype)
+        elif t in _SCALARS or isinstance(x, _SCALARS):
+            if dyn:
+                raise ShapeError(f"{fn_name}: dynamic_axes names axes of {path!r}, which is a Python scalar")
+            return ("weak", dt.scalar_dtype(x))
+        elif isinstance(x, np.generic):
+            shape, d = (), dt.canonicalize(x.dtype)
+        elif isinstance(x, Tracer):
+            raise TracingError(f"{fn_name}: argument {path!r} is a traced value of another trace")
+        elif hasattr(x, "__dlpack__") or hasattr(x, "__array__"):
+            arr = np.asarray(x)
+            shape, d = arr.shape, dt.canonicalize(arr.dtype)
+        else:
+            raise ArgumentError(
+                f"{fn_name}: argument {path!r} is a {t.__name__}, which is not an array; pass "
+                "arrays, Python scalars or pytrees of them, or mark the argument static "
+                "(static_argnums/static_argnames)")
+    except DTypeError as e:
+        raise DTypeError(f"{fn_name}: argument {path!r}: {e}") from None
     if dyn:
-        shape = tuple(dyn.get(i, s) for i, s in enumerate(shape))
         for ax in dyn:
-            if ax >= len(x.shape):
-                raise ShapeError(f"dynamic_axes names axis {ax} of {path!r}, which has shape {x.shape}")
+            if ax >= len(shape):
+                raise ShapeError(f"{fn_name}: dynamic_axes names axis {ax} of {path!r}, which has "
+                                 f"shape {tuple(shape)}")
+        shape = tuple(dyn.get(i, s) for i, s in enumerate(shape))
     return (d, shape)
+
+
+def _donated(fn_name: str, path: str) -> DonationError:
+    return DonationError(
+        f"{fn_name}: argument {path!r} is an Array that was donated to an earlier jitted call "
+        "(donate_argnums) and deleted; pass that call's result instead")
+
+
+def _fast_key(args, static_pos):
+    """A dispatch-cache key for a call whose arguments are all plain leaves, else None."""
+    key = []
+    add = key.append
+    for i, x in enumerate(args):
+        if i in static_pos:
+            add((i, x))  # hashed by dict.get; an unhashable value falls back to the slow path
+            continue
+        t = type(x)
+        if t is Array or t is np.ndarray:
+            add(x.shape)
+            add(x.dtype)  # a DType for Arrays, a NumPy dtype for ndarrays: they never collide
+        elif t is float or t is int or t is bool:
+            add(t)
+        else:
+            return None
+    return tuple(key)
 
 
 class Jitted:
@@ -78,6 +125,8 @@ class Jitted:
 
     def __init__(self, fn: Callable, static_argnums=(), static_argnames=(), donate_argnums=(),
                  dynamic_axes=None, buckets=None, backend=None, search=None):
+        if not callable(fn):
+            raise ArgumentError(f"jit expects a function, got a {type(fn).__name__}")
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name = getattr(fn, "__name__", "fn")
@@ -88,34 +137,69 @@ class Jitted:
             self._sig, params = None, []
         self._param_names = [p.name for p in params
                              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self._all_names = {p.name for p in params}
         self._has_varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
-        self._has_kwonly = any(p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD) for p in params)
-        static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+        self._has_varkw = any(p.kind == p.VAR_KEYWORD for p in params)
+        self._has_kwonly = any(p.kind == p.KEYWORD_ONLY for p in params)
+        n = len(self._param_names)
+        nums = set(self._argnums(static_argnums, "static_argnums"))
         static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
-        nums = set(static_argnums)
-        for n in static_argnames:
-            if n in self._param_names:
-                nums.add(self._param_names.index(n))
+        for name in static_argnames:
+            if self._sig is not None and name not in self._all_names and not self._has_varkw:
+                raise ArgumentError(f"jit({self.name}): static_argnames names {name!r}, which is not "
+                                    f"a parameter of {self.name}{self._sig}")
+            if name in self._param_names:
+                nums.add(self._param_names.index(name))
         self.static_argnums = frozenset(nums)
-        self.static_argnames = frozenset(static_argnames) | {self._param_names[i] for i in nums if i < len(self._param_names)}
-        donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
-        self.donate_argnums = frozenset(donate)
+        self.static_argnames = frozenset(static_argnames) | {self._param_names[i] for i in nums if i < n}
+        self.donate_argnums = frozenset(self._argnums(donate_argnums, "donate_argnums"))
+        both = self.static_argnums & self.donate_argnums
+        if both:
+            raise ArgumentError(f"jit({self.name}): argument {self._arg_name(min(both))!r} is both "
+                                "static and donated; only arrays can be donated")
         self.dynamic_axes = _normalize_dynamic_axes(dynamic_axes, self._param_names)
+        if self._sig is not None and not self._has_varkw and not self._has_varargs:
+            for k in self.dynamic_axes:
+                if k.split("/")[0] not in self._all_names:
+                    raise ArgumentError(f"jit({self.name}): dynamic_axes names {k!r}, but "
+                                        f"{self.name}{self._sig} has no argument {k.split('/')[0]!r}")
         self.buckets = buckets
         self.backend = backend
         self.search = search
         self._layouts: dict = {}
-        self._entries: dict = {}
+        self._entries: dict = {}  # abstract signature -> Compiled
+        self._fast: dict = {}  # concrete signature of a plain positional call -> Compiled
+        # The dispatch cache needs every parameter given positionally (no defaults to fill in).
+        self._fast_ok = self._sig is not None and not self._has_kwonly
+        self._n_params = n
         self.trace_count = 0
         self.compile_count = 0
 
+    def _argnums(self, nums, what: str) -> list:
+        nums = (nums,) if isinstance(nums, int) else tuple(nums)
+        n = len(self._param_names)
+        out = []
+        for i in nums:
+            if not isinstance(i, int):
+                raise ArgumentError(f"jit({self.name}): {what} must be ints, got {i!r}")
+            if i < 0:
+                if not n:
+                    raise ArgumentError(f"jit({self.name}): negative {what} need a known signature")
+                i += n
+            if self._sig is not None and not self._has_varargs and not 0 <= i < n:
+                raise ArgumentError(f"jit({self.name}): {what} has {i}, but {self.name} takes "
+                                    f"{n} positional argument(s)")
+            out.append(i)
+        return out
+
     # ---- argument handling ------------------------------------------------------------------
     def _split(self, args: tuple, kwargs: dict):
-        """(dynamic positional args, static values key, static kwargs) from a call."""
-        if kwargs:
-            if self._sig is None:
-                raise TypeError(f"{self.name}: keyword arguments need an inspectable signature")
-            bound = self._sig.bind(*args, **kwargs)
+        """(dynamic positional args, static values key, static kwargs, dynamic kwargs)."""
+        if self._sig is not None and (kwargs or len(args) != self._n_params or self._has_kwonly):
+            try:
+                bound = self._sig.bind(*args, **kwargs)
+            except TypeError as e:
+                raise ArgumentError(f"{self.name}: {e}") from None
             bound.apply_defaults()
             pos, kw = [], {}
             for name, val in bound.arguments.items():
@@ -128,21 +212,16 @@ class Jitted:
                     kw[name] = val
                 else:
                     pos.append(val)
-            args = tuple(pos)
-            kwargs = kw
-        elif self._sig is not None and len(args) < len(self._param_names):
-            bound = self._sig.bind(*args)
-            bound.apply_defaults()
-            args = tuple(bound.arguments[n] for n in self._param_names if n in bound.arguments)
-        statics = []
-        dyn = []
+            args, kwargs = tuple(pos), kw
+        elif kwargs:
+            raise ArgumentError(f"{self.name}: keyword arguments need an inspectable signature")
+        statics, dyn = [], []
         for i, a in enumerate(args):
             if i in self.static_argnums:
                 statics.append((i, _hashable(a, self.name, self._arg_name(i))))
             else:
                 dyn.append(a)
-        static_kw = {}
-        dyn_kw = {}
+        static_kw, dyn_kw = {}, {}
         for k, v in kwargs.items():
             if k in self.static_argnames:
                 static_kw[k] = _hashable(v, self.name, k)
@@ -153,27 +232,24 @@ class Jitted:
     def _arg_name(self, i: int) -> str:
         return self._param_names[i] if i < len(self._param_names) else f"args[{i}]"
 
-    def _dynamic_names(self, n_dyn: int, dyn_kw: dict) -> list:
+    def _dynamic_names(self, n_dyn: int) -> list:
         names = [self._arg_name(i) for i in range(n_dyn + len(self.static_argnums))
-                 if i not in self.static_argnums][:n_dyn]
-        return names + list(dyn_kw)
+                 if i not in self.static_argnums]
+        return names[:n_dyn]
 
     def _layout(self, dyn: tuple, dyn_kw: dict):
         tree = (dyn, dyn_kw) if dyn_kw else dyn
         leaves, td = pytree.flatten(tree)
         lay = self._layouts.get(td)
         if lay is None:
-            names = self._dynamic_names(len(dyn), dyn_kw)
-            paths = []
-            if dyn_kw:
-                pos_td, kw_td = td.children
-                for name, child in zip(names, pos_td.children):
-                    paths += pytree.leaf_paths(child, name)
+            names = self._dynamic_names(len(dyn))
+            paths: list = []
+            pos_td, kw_td = td.children if dyn_kw else (td, None)
+            for name, child in zip(names, pos_td.children):
+                paths += pytree.leaf_paths(child, name)
+            if kw_td is not None:
                 for key, child in zip(kw_td.meta, kw_td.children):
                     paths += pytree.leaf_paths(child, key)
-            else:
-                for name, child in zip(names, td.children):
-                    paths += pytree.leaf_paths(child, name)
             specs = [_Leaf(p, _dyn_for(p, self.dynamic_axes)) for p in paths]
             donated = []
             if self.donate_argnums:
@@ -182,82 +258,110 @@ class Jitted:
             lay = self._layouts[td] = _Layout(td, specs, tuple(donated))
         return leaves, lay
 
+    def _signature(self, leaves, lay, statics, static_kw) -> tuple:
+        return (lay.treedef, statics, tuple(sorted(static_kw.items())) if static_kw else (),
+                tuple(_abstract(x, s.dyn, s.path, self.name) for x, s in zip(leaves, lay.leaves)))
+
     # ---- the call path ----------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        if not kwargs and self._fast:
+            key = _fast_key(args, self.static_argnums)
+            if key is not None:
+                try:
+                    compiled = self._fast.get(key)
+                except TypeError:  # an unhashable static value: the slow path says so clearly
+                    compiled = None
+                if compiled is not None:
+                    if self.static_argnums:
+                        args = [a for i, a in enumerate(args) if i not in self.static_argnums]
+                    return compiled.call_leaves(args)
+        return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
+        if current() is not None and any(isinstance(x, Tracer) for x in pytree.tree_leaves((args, kwargs))):
+            return self.fn(*args, **kwargs)  # a jitted function called while tracing: inline it
         dyn, statics, static_kw, dyn_kw = self._split(args, kwargs)
         leaves, lay = self._layout(dyn, dyn_kw)
-        specs = lay.leaves
-        key = (lay.treedef, statics, tuple(sorted(static_kw.items())) if static_kw else (),
-               tuple(_abstract(x, s.dyn, s.path) for x, s in zip(leaves, specs)))
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self._build(key, dyn, statics, static_kw, dyn_kw, leaves, lay)
-        dims = _read_dims(leaves, specs, self.name) if entry.has_dims else _NO_DIMS
-        out = entry.compiled.run_leaves(leaves, dims)
-        for k in lay.donated:
-            x = leaves[k]
-            if type(x) is Array:
-                x.delete()
-        return pytree.unflatten(entry.out_tree, out)
-
-    def _build(self, key, dyn, statics, static_kw, dyn_kw, leaves, lay):
-        traced = self._trace_with(dyn, statics, static_kw, dyn_kw, leaves, lay)
-        compiled = traced.lower(self.backend).compile()
-        entry = _Entry(traced, compiled)
-        self._entries[key] = entry
-        return entry
+        key = self._signature(leaves, lay, statics, static_kw)
+        compiled = self._entries.get(key)
+        if compiled is None:
+            _check_dims(leaves, lay, self.name)  # before tracing: a mismatch is the caller's error
+            traced = self._trace_with(key, dyn, statics, static_kw, dyn_kw, leaves, lay)
+            compiled = self._entries[key] = traced.lower().compile()
+        n = self._n_params
+        if not kwargs and self._fast_ok and (len(args) == n or (self._has_varargs and len(args) > n)):
+            fk = _fast_key(args, self.static_argnums)
+            if fk is not None:
+                if len(self._fast) >= _DISPATCH_CACHE_LIMIT:
+                    self._fast.clear()
+                self._fast[fk] = compiled
+        return compiled.call_leaves(leaves)
 
     # ---- stages -----------------------------------------------------------------------------
     def trace(self, *args, **kwargs) -> "Traced":
         dyn, statics, static_kw, dyn_kw = self._split(args, kwargs)
         leaves, lay = self._layout(dyn, dyn_kw)
-        return self._trace_with(dyn, statics, static_kw, dyn_kw, leaves, lay)
+        key = self._signature(leaves, lay, statics, static_kw)
+        return self._trace_with(key, dyn, statics, static_kw, dyn_kw, leaves, lay)
 
     def lower(self, *args, **kwargs) -> "Lowered":
-        return self.trace(*args, **kwargs).lower(self.backend)
+        return self.trace(*args, **kwargs).lower()
 
-    def _trace_with(self, dyn, statics, static_kw, dyn_kw, leaves, lay) -> "Traced":
+    def _trace_with(self, key, dyn, statics, static_kw, dyn_kw, leaves, lay) -> "Traced":
         self.trace_count += 1
         ctx = TraceContext(self.name)
         in_avals = []
         with ctx:
             tracers = []
-            for i, (x, spec) in enumerate(zip(leaves, lay.leaves)):
-                a = _abstract(x, spec.dyn, spec.path)
+            for i, (a, spec) in enumerate(zip(key[3], lay.leaves)):
                 if a[0] == "weak":
                     d, shape, weak = a[1], (), True
                 else:
                     d, shape, weak = a[0], tuple(var(s) if isinstance(s, str) else s for s in a[1]), False
                 nid = ctx.graph.add("Input", (), shape, d, index=i, name=spec.path)
                 tracers.append(Tracer(ctx, nid, View.contiguous(shape), d, weak))
-                in_avals.append((spec.path, d, shape))
+                in_avals.append((spec.path, d, shape, weak))
             rebuilt = pytree.unflatten(lay.treedef, tracers)
             pos, kw = (rebuilt if dyn_kw else (rebuilt, {}))
             call_args = list(pos)
             for i, v in statics:
                 call_args.insert(i, v)
             kw = {**kw, **static_kw}
-            result = self.fn(*call_args, **kw)
-            out_leaves, out_tree = pytree.flatten(result)
-            for k, o in enumerate(out_leaves):
-                if not isinstance(o, Tracer):
-                    if o is None:
-                        continue
-                    try:
-                        o = lift(o, ctx)
-                    except TypeError:
-                        raise TracingError(
-                            f"jitted function '{self.name}' returned a {type(o).__name__} at output "
-                            f"{k}; results must be arrays, scalars or pytrees of them") from None
-                elif o._ctx is not ctx:
-                    raise TracingError(f"jitted function '{self.name}' returned a tracer from another trace")
-                ctx.graph.add("Output", ((o._node, o._view),), o.shape, o.dtype, index=k)
+            try:
+                result = self.fn(*call_args, **kw)
+                out_leaves, out_tree = pytree.flatten(result)
+                self._add_outputs(ctx, out_leaves)
+            except LuminalError as e:
+                annotate(e, self.name, e.__traceback__)
+                raise
+            except Exception as e:
+                inner = luminal_cause(e)
+                if inner is None:
+                    raise
+                annotate(inner, self.name, e.__traceback__)
+                raise inner.with_traceback(e.__traceback__) from None
         graph = simplify(ctx.graph)
-        return Traced(self, graph, in_avals, out_tree, self.buckets, self.search)
+        return Traced(self, graph, in_avals, out_tree, key, lay)
+
+    def _add_outputs(self, ctx, out_leaves):
+        for k, o in enumerate(out_leaves):
+            if not isinstance(o, Tracer):
+                try:
+                    o = lift(o, ctx)
+                except (TypeError, ValueError):
+                    raise TracingError(
+                        f"jitted function '{self.name}' returned a {type(o).__name__} at output "
+                        f"{k}; results must be arrays, scalars or pytrees of them") from None
+            elif o._ctx is not ctx:
+                o._check_live()
+                raise TracingError(f"jitted function '{self.name}' returned a traced value of "
+                                   f"another function ('{o._ctx.fn_name}')")
+            ctx.graph.add("Output", ((o._node, o._view),), o.shape, o.dtype, index=k)
 
     def clear_cache(self):
         self._entries.clear()
         self._layouts.clear()
+        self._fast.clear()
 
     def __repr__(self):
         return f"<luminal_fn.jit of {self.name}>"
@@ -268,45 +372,31 @@ class Jitted:
         return functools.partial(self, obj)
 
 
-_NO_DIMS: dict = {}
-
-
-class _Entry:
-    __slots__ = ("traced", "compiled", "out_tree", "has_dims")
-
-    def __init__(self, traced, compiled):
-        self.traced = traced
-        self.compiled = compiled
-        self.out_tree = traced.out_tree
-        self.has_dims = bool(traced.symbols)
-
-
-def _read_dims(leaves, specs, fn_name) -> dict:
-    dims: dict = {}
-    for x, s in zip(leaves, specs):
-        if not s.dyn:
-            continue
-        shape = x.shape
-        for ax, sym in s.dyn.items():
-            v = shape[ax]
-            have = dims.get(sym)
-            if have is None:
-                dims[sym] = v
-            elif have != v:
+def _check_dims(leaves, lay, fn_name):
+    seen: dict = {}
+    for x, spec in zip(leaves, lay.leaves):
+        for ax, sym in spec.dyn.items():
+            v = np.shape(x)[ax]
+            if sym in seen and seen[sym][0] != v:
                 raise ShapeError(
-                    f"{fn_name}: dynamic dim {sym!r} is {have} in one argument but {v} in {s.path!r} "
-                    f"(axis {ax}); every axis named {sym!r} must have the same length in a call")
-    return dims
+                    f"{fn_name}: dynamic dim {sym!r} is {seen[sym][0]} in argument {seen[sym][1]!r} "
+                    f"but {v} in {spec.path!r} (axis {ax}); every axis named {sym!r} in dynamic_axes "
+                    "must have the same length in one call")
+            seen.setdefault(sym, (v, spec.path))
+
+
+def _sig_text(in_avals) -> str:
+    return ", ".join(f"{p}: {type_str(d, s)}" + ("{weak}" if w else "") for p, d, s, w in in_avals)
 
 
 def _hashable(v, fn_name, arg):
     try:
         hash(v)
     except TypeError:
-        raise TypeError(
+        raise ArgumentError(
             f"{fn_name}: static argument {arg!r} of type {type(v).__name__} is not hashable; static "
-            "arguments are part of the compile cache key (use a tuple instead of a list, or pass "
-            "the value as a traced array)") from None
+            "arguments are part of the compile cache key (use a tuple instead of a list, a frozen "
+            "dataclass instead of a dict, or pass the value as a traced array)") from None
     return v
 
 
@@ -319,7 +409,11 @@ def _normalize_dynamic_axes(spec, names) -> dict:
             k = names[k] if k < len(names) else f"args[{k}]"
         if isinstance(v, (list, tuple)):
             v = dict(v) if v and isinstance(v[0], (list, tuple)) else {i: s for i, s in enumerate(v) if s}
-        out[str(k)] = {int(a): str(s) for a, s in v.items()}
+        if not isinstance(v, dict) or not all(isinstance(a, int) and a >= 0 and isinstance(s, str)
+                                              for a, s in v.items()):
+            raise ArgumentError(f"dynamic_axes[{k!r}] must map non-negative axis numbers to symbol "
+                                f"names, like {{0: 's'}}; got {v!r}")
+        out[str(k)] = dict(v)
     return out
 
 
@@ -335,25 +429,32 @@ def _dyn_for(path: str, spec: dict) -> dict:
 class Traced:
     """A traced function: the HLIR graph and the abstract signature it was traced for."""
 
-    def __init__(self, jitted: Jitted, graph: Graph, in_avals, out_tree, buckets, search):
+    def __init__(self, jitted: Jitted, graph: Graph, in_avals, out_tree, key, layout):
         self.jitted = jitted
         self.hlir = graph
         self.in_avals = in_avals
         self.out_tree = out_tree
-        self.buckets = buckets
-        self.search = search
+        self.key = key
+        self.layout = layout
+        self.buckets = jitted.buckets
+        self.search = jitted.search
         self.symbols = sorted(graph.symbols())
 
+    def signature_text(self) -> str:
+        return _sig_text(self.in_avals)
+
     def as_text(self) -> str:
-        sig = ", ".join(f"{p}: {type_str(d, s)}" for p, d, s in self.in_avals)
-        return f"{self.hlir.name}({sig})\n{self.hlir.as_text()}"
+        return f"{self.hlir.name}({self.signature_text()})\n{self.hlir.as_text()}"
 
     __str__ = as_text
+
+    def __repr__(self):
+        return f"<Traced {self.hlir.name}({self.signature_text()})>"
 
     def lower(self, backend=None) -> "Lowered":
         from ..optimize import lower_graph
 
-        be = get_backend(backend)
+        be = get_backend(backend if backend is not None else self.jitted.backend)
         program = lower_graph(self.hlir, be, search=self.search, buckets=self.buckets,
                               symbols=self.symbols, fn_name=self.jitted.name)
         return Lowered(self, be, program)
@@ -382,31 +483,97 @@ class Compiled:
     """Searched and compiled: callable with the same arguments as the traced function."""
 
     def __init__(self, lowered: Lowered, runner):
+        traced = lowered.traced
         self.lowered = lowered
         self.backend = lowered.backend
         self.runner = runner
-        self._in_dtypes = [d for _, d, _ in lowered.traced.in_avals]
+        self._run = runner.run
+        self._name = traced.jitted.name
+        lay = traced.layout
+        self._paths = [s.path for s in lay.leaves]
+        self._in_np = [dt.to_numpy(d) for _, d, _, _ in traced.in_avals]
+        self._donated = lay.donated
+        self._dim_reads = [(k, ax, sym) for k, s in enumerate(lay.leaves) for ax, sym in s.dyn.items()]
+        g = traced.hlir
+        self._out_dtypes = [g.nodes[o].dtype for o in g.outputs]
+        self._wrap = _builder(traced.out_tree)
 
-    def run_leaves(self, leaves: Sequence[Any], dims: dict) -> list:
+    # ---- dispatch: convert, read dims, run, wrap ----------------------------------------------
+    def call_leaves(self, leaves: Sequence[Any]):
         be = self.backend
         bufs = []
-        for x, d in zip(leaves, self._in_dtypes):
-            if type(x) is Array:
+        add = bufs.append
+        in_np = self._in_np
+        for k, x in enumerate(leaves):
+            t = type(x)
+            if t is Array:
+                if x._deleted:
+                    raise _donated(self._name, self._paths[k])
                 if x._backend is be:
-                    bufs.append(x.buffer)
+                    add(x._buf)
                     continue
                 x = np.asarray(x)
-            bufs.append(_to_buffer(be, x, d))
-        outs = self.runner.run(bufs, dims)
-        return [Array(b, be, tuple(b.shape), dt.canonicalize(b.dtype) if not hasattr(b, "_lf_dtype") else b._lf_dtype)
-                for b in outs]
+                t = np.ndarray
+            if t is np.ndarray:
+                d = x.dtype
+                if d is not in_np[k] and d != in_np[k]:
+                    x = dt.narrow_array(x, f"{self._name}: argument {self._paths[k]!r}")
+                add(be.from_numpy(x))
+            else:
+                add(be.from_numpy(self._other_leaf(x, k)))
+        dims = self._read_dims(leaves) if self._dim_reads else {}
+        outs = self._run(bufs, dims)
+        for k in self._donated:
+            x = leaves[k]
+            if type(x) is Array:
+                x.delete()
+        return self._wrap([Array(b, be, tuple(b.shape), d) for b, d in zip(outs, self._out_dtypes)])
+
+    def _other_leaf(self, x, k) -> np.ndarray:
+        """A Python or NumPy scalar, or a foreign array, as a NumPy array of the traced dtype."""
+        npd = self._in_np[k]
+        if isinstance(x, _SCALARS):
+            if npd.kind == "i" and not -2**31 <= x < 2**31:
+                raise OverflowError(f"{self._name}: argument {self._paths[k]!r} is the Python int "
+                                    f"{x}, outside the int32 range that luminal_fn computes in")
+            if npd.kind == "f" and abs(x) > 3.4028234663852886e38 and x not in (float("inf"), float("-inf")):
+                raise OverflowError(f"{self._name}: argument {self._paths[k]!r} is {x}, beyond the "
+                                    "float32 range that luminal_fn computes in")
+            return np.asarray(x, dtype=npd)
+        if isinstance(x, Tracer):
+            raise TracingError(f"{self._name}: argument {self._paths[k]!r} is a traced value; "
+                               "call the jitted function itself while tracing")
+        arr = dt.narrow_array(np.asarray(x), f"{self._name}: argument {self._paths[k]!r}")
+        return arr
+
+    def _read_dims(self, leaves) -> dict:
+        dims: dict = {}
+        for k, ax, sym in self._dim_reads:
+            v = leaves[k].shape[ax]
+            have = dims.get(sym)
+            if have is None:
+                dims[sym] = v
+            elif have != v:
+                first = next(self._paths[j] for j, a, s in self._dim_reads if s == sym)
+                raise ShapeError(
+                    f"{self._name}: dynamic dim {sym!r} is {have} in argument {first!r} but {v} in "
+                    f"{self._paths[k]!r} (axis {ax}); every axis named {sym!r} in dynamic_axes must "
+                    "have the same length in one call")
+        return dims
 
     def __call__(self, *args, **kwargs):
-        j = self.lowered.traced.jitted
+        traced = self.lowered.traced
+        j = traced.jitted
         dyn, statics, static_kw, dyn_kw = j._split(args, kwargs)
         leaves, lay = j._layout(dyn, dyn_kw)
-        dims = _read_dims(leaves, lay.leaves, j.name)
-        return pytree.unflatten(self.lowered.traced.out_tree, self.run_leaves(leaves, dims))
+        key = j._signature(leaves, lay, statics, static_kw)
+        if key != traced.key:
+            got = _sig_text([(s.path, *_aval_of(a)) for s, a in zip(lay.leaves, key[3])])
+            raise ArgumentError(
+                f"{j.name}: this Compiled stage was built for ({traced.signature_text()}) and "
+                f"cannot run ({got}) or other static values / structure; call the jitted function "
+                "(it traces new signatures) or compile one for these arguments")
+        return self.call_leaves(leaves)
 
     def as_text(self) -> str:
         return self.runner.as_text()
@@ -415,15 +582,19 @@ class Compiled:
         return self.runner.cost()
 
 
-def _to_buffer(be, x, d: dt.DType):
-    if type(x) is np.ndarray:
-        if x.dtype != d.np:
-            x = dt.narrow_array(x, "an argument")
-        return be.from_numpy(x)
-    if be.is_buffer(x):
-        return x
-    return be.from_numpy(np.asarray(x, dtype=d.np) if not hasattr(x, "__array__") or isinstance(x, _SCALARS)
-                         else dt.narrow_array(np.asarray(x), "an argument"))
+def _aval_of(a):
+    if a[0] == "weak":
+        return a[1], (), True
+    return a[0], tuple(var(s) if isinstance(s, str) else s for s in a[1]), False
+
+
+def _builder(td: pytree.TreeDef) -> Callable:
+    """The fastest way to rebuild the result pytree from output Arrays."""
+    if td is pytree.LEAF or td.kind == "leaf":
+        return lambda a: a[0]
+    if td.kind in ("tuple", "list") and all(c.kind == "leaf" for c in td.children):
+        return tuple if td.kind == "tuple" else list
+    return lambda a: pytree.unflatten(td, a)
 
 
 def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(), donate_argnums=(),

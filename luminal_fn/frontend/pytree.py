@@ -49,6 +49,15 @@ LEAF = TreeDef("leaf", None, ())
 NONE = TreeDef("none", None, ())
 
 
+# Types that are always leaves, checked first so flattening arrays costs one set lookup each
+# (arrays are by far the most common leaves; the front end registers Array and Tracer).
+_LEAF_TYPES: set = {float, int, bool, complex, str, bytes}
+
+
+def register_leaf_type(t: type) -> None:
+    _LEAF_TYPES.add(t)
+
+
 def _is_namedtuple(x) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
@@ -64,6 +73,9 @@ def _flatten(x, leaves: list, is_leaf) -> TreeDef:
         leaves.append(x)
         return LEAF
     t = type(x)
+    if t in _LEAF_TYPES:
+        leaves.append(x)
+        return LEAF
     if t is tuple or t is list:
         kids = tuple(_flatten(c, leaves, is_leaf) for c in x)
         return TreeDef("tuple" if t is tuple else "list", None, kids)

@@ -89,14 +89,18 @@ class Tracer:
         return f"Tracer<{type_str(self.dtype, self.shape)}>"
 
     # ---- impurity guards --------------------------------------------------------------------
+    # Each guard first checks the trace is still running, so that an escaped tracer is reported
+    # as escaped rather than as the misuse that happened to touch it.
     def _check_live(self):
         if not self._ctx.active:
             raise TracingError(
                 f"a traced value of jitted function '{self._ctx.fn_name}' escaped its trace "
-                f"(stored in a global or a closure and used {where(None)}); return it instead"
+                f"(stored in a global, a closure or an attribute) and was used later {where(None)}; "
+                "return it from the function instead"
             )
 
     def __bool__(self):
+        self._check_live()
         raise TracingError(
             f"Python control flow on a traced value {where(self._ctx.fn_name)}: the truth value of "
             f"{self!r} is unknown while tracing. Use luminal_fn.numpy.where(...) for data-dependent "
@@ -104,22 +108,79 @@ class Tracer:
         )
 
     def __index__(self):
+        self._check_live()
         raise TracingError(
-            f"a traced value was used as a Python int {where(self._ctx.fn_name)}; indices that "
-            "depend on data must stay arrays (use take/gather), or make the argument static"
+            f"int() of a traced value, or its use as a Python index or size, {where(self._ctx.fn_name)}: "
+            "values are unknown while tracing; indices that depend on data must stay arrays "
+            "(use take/gather), or make the argument static (static_argnums/static_argnames)"
         )
 
     __int__ = __index__
 
     def __float__(self):
-        raise TracingError(f"float() of a traced value {where(self._ctx.fn_name)}: values are unknown while tracing")
+        self._check_live()
+        raise TracingError(
+            f"float() of a traced value {where(self._ctx.fn_name)}: values are unknown while "
+            "tracing (this also happens when a traced value is written into a NumPy array: tracing "
+            "is pure, return the value instead); keep it an array, or make the argument static"
+        )
+
+    def __complex__(self):
+        self._check_live()
+        raise TracingError(f"complex() of a traced value {where(self._ctx.fn_name)}: values are unknown while tracing")
+
+    def item(self, *args):
+        self._check_live()
+        raise TracingError(
+            f"x.item() on a traced value {where(self._ctx.fn_name)}: values are unknown while "
+            "tracing; keep it an array, or return it and call .item() on the result"
+        )
+
+    tolist = item
+
+    def __format__(self, spec):
+        if not spec:
+            return repr(self)
+        self._check_live()
+        raise TracingError(f"formatting a traced value with {spec!r} {where(self._ctx.fn_name)}: values are unknown while tracing")
 
     def __array__(self, dtype=None, copy=None):
+        self._check_live()
         raise TracingError(
             f"a traced value was converted to a NumPy array {where(self._ctx.fn_name)} (for example "
             "written into a captured NumPy array, or passed to a NumPy function). Tracing is pure: "
             "use luminal_fn.numpy functions and return results instead of mutating captured arrays"
         )
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """NumPy ufuncs on traced values run as the luminal_fn.numpy function of the same name
+        (``np.exp(x)``, ``ndarray + x``); writing into a NumPy array (``out=``) is refused."""
+        self._check_live()
+        if "out" in kwargs:
+            raise TracingError(
+                f"numpy.{ufunc.__name__}(..., out=...) would write a traced value into a NumPy "
+                f"array {where(self._ctx.fn_name)}; tracing is pure: return the result instead"
+            )
+        f = _namespace_function(ufunc.__name__) if method == "__call__" else None
+        if f is None:
+            raise TracingError(
+                f"numpy.{ufunc.__name__}{'' if method == '__call__' else '.' + method} cannot take "
+                f"traced values {where(self._ctx.fn_name)} and luminal_fn.numpy has no equivalent; "
+                "use luminal_fn.numpy functions inside jitted functions"
+            )
+        return f(*inputs, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        """NumPy functions on traced values (``np.sum(x)``) run as luminal_fn.numpy's."""
+        self._check_live()
+        f = _namespace_function(func.__name__) if func.__module__ == "numpy" else None
+        if f is None:
+            raise TracingError(
+                f"numpy.{func.__name__} cannot take traced values {where(self._ctx.fn_name)} "
+                "(it would read or write concrete data); use the luminal_fn.numpy function instead"
+                " and return results rather than mutating NumPy arrays"
+            )
+        return f(*args, **kwargs)
 
     def __iter__(self):
         n = len(self)
@@ -136,6 +197,16 @@ class Tracer:
             f"in-place assignment to a traced array {where(self._ctx.fn_name)}; arrays are immutable: "
             "use x = x.at[idx].set(value)"
         )
+
+
+def _namespace_function(name: str):
+    """luminal_fn.numpy's function of this NumPy name, or None."""
+    from . import numpy as lnp
+
+    if name not in lnp.__all__:
+        return None
+    f = getattr(lnp, name, None)
+    return f if callable(f) else None
 
 
 # ---- lifting values into the trace ---------------------------------------------------------------

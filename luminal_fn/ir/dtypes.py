@@ -2,8 +2,12 @@
 
 Narrowing rule (applied to every array that enters a jitted function, on every backend):
   * float64 -> float32; int64/uint32/uint64 -> int32, int8/int16/uint8/uint16 -> int32.
-  * Integers are converted by value, never reinterpreted: a value outside the int32 range raises
-    ``OverflowError`` naming the argument, instead of wrapping or reading half-words.
+  * Values are converted, never reinterpreted: an integer outside the int32 range, or a finite
+    float64 beyond the float32 range (it would become inf), raises ``OverflowError`` naming the
+    argument instead of wrapping, saturating or reading half-words. float64 -> float32 rounding
+    of in-range values is the only change the rule makes to a value.
+  * Non-native byte order is converted to native; complex, string and object arrays are not
+    supported (``DTypeError``).
 Python scalars are weakly typed as in JAX: ``x * 2`` keeps ``x``'s dtype.
 """
 from __future__ import annotations
@@ -20,11 +24,24 @@ except ImportError:  # pragma: no cover - ml_dtypes is a declared dependency
     _BF16_NP = None
 
 
-@dataclass(frozen=True)
+class DTypeError(TypeError):
+    """An unsupported dtype. The front end replaces ``unsupported_error`` below with its
+    ``luminal_fn.DTypeError`` (a LuminalError), so this layer need not import the front end."""
+
+
+unsupported_error: type = DTypeError
+
+
+# eq=False: the five dtypes are singletons, compared and hashed by identity. That keeps them
+# cheap as cache keys on the dispatch path (a field-wise dataclass hash costs ~0.3 us each).
+@dataclass(frozen=True, eq=False)
 class DType:
     name: str
     itemsize: int
     kind: str  # "f" float, "i" signed int, "b" bool
+
+    def __reduce__(self):  # pickling and deepcopy give back the singleton
+        return (_by_name, (self.name,))
 
     @property
     def is_float(self) -> bool:
@@ -58,6 +75,10 @@ ALL = (float32, float16, bfloat16, int32, bool_)
 BY_NAME = {d.name: d for d in ALL}
 BY_NAME["bool_"] = bool_
 
+
+def _by_name(name: str) -> DType:
+    return BY_NAME[name]
+
 _TO_NP = {
     float32: np.dtype(np.float32),
     float16: np.dtype(np.float16),
@@ -72,7 +93,7 @@ def to_numpy(d: DType) -> np.dtype:
     try:
         return _TO_NP[d]
     except KeyError:
-        raise TypeError(f"dtype {d} has no NumPy equivalent here (install ml_dtypes)") from None
+        raise unsupported_error(f"dtype {d} has no NumPy equivalent here (install ml_dtypes)") from None
 
 
 # NumPy dtypes accepted at the boundary, and what they become.
@@ -94,6 +115,7 @@ if _BF16_NP is not None:
     _NARROW[_BF16_NP] = bfloat16
 
 _I32 = np.iinfo(np.int32)
+_F32_MAX = float(np.finfo(np.float32).max)
 
 
 def canonicalize(dtype) -> DType:
@@ -111,30 +133,47 @@ def canonicalize(dtype) -> DType:
     try:
         npd = np.dtype(dtype)
     except TypeError:
-        raise TypeError(
+        raise unsupported_error(
             f"unsupported dtype {dtype!r}: luminal_fn supports float32, float16, bfloat16, int32 "
             "and bool (float64/int64 are narrowed to 32 bits)"
         ) from None
-    if npd in _NARROW:
-        return _NARROW[npd]
-    raise TypeError(
-        f"unsupported dtype {npd}: luminal_fn supports float32, float16, bfloat16, int32 and bool; "
-        "convert the array first (for example x.astype(np.float32))"
+    d = _NARROW.get(npd)
+    if d is None and npd.byteorder not in "=|":  # big-endian data converts like native data
+        d = _NARROW.get(npd.newbyteorder("="))
+    if d is not None:
+        return d
+    raise unsupported_error(
+        f"unsupported dtype {npd}: luminal_fn supports float32, float16, bfloat16, int32 and bool "
+        "(float64/int64 are narrowed to 32 bits); convert the array first (for example "
+        "x.real.astype(np.float32) for complex data)"
     )
 
 
 def narrow_array(x: np.ndarray, what: str = "argument") -> np.ndarray:
-    """Apply the boundary narrowing rule to a NumPy array (returns x itself when no change)."""
-    d = canonicalize(x.dtype)
+    """Apply the boundary narrowing rule to a NumPy array (returns x itself when no change).
+    ``what`` names the value in errors (for example "f: argument 'x'")."""
+    try:
+        d = canonicalize(x.dtype)
+    except DTypeError as e:
+        raise unsupported_error(f"{what}: {e}") from None
     target = to_numpy(d)
     if x.dtype == target:
         return x
-    if d is int32 and x.size:
+    if x.size and d is int32 and x.dtype.kind in "iu" and x.dtype.itemsize >= 4:
         lo, hi = x.min(), x.max()
         if lo < _I32.min or hi > _I32.max:
             raise OverflowError(
                 f"{what} has {x.dtype} values in [{lo}, {hi}], outside the int32 range that "
-                "luminal_fn computes in; values are converted, never truncated: rescale or split them"
+                "luminal_fn computes in; values are converted, never wrapped: rescale, offset or "
+                "split them"
+            )
+    if x.size and d is float32 and x.dtype.itemsize > 4:
+        with np.errstate(invalid="ignore"):
+            big = np.abs(x[np.isfinite(x)]).max(initial=0.0)
+        if big > _F32_MAX:
+            raise OverflowError(
+                f"{what} has {x.dtype} values up to {big:.6g}, beyond the float32 range that "
+                "luminal_fn computes in (they would become inf); rescale them"
             )
     return x.astype(target)
 
@@ -161,7 +200,7 @@ def promote_weak(strong: DType, scalar) -> DType:
         return int32 if strong is bool_ else strong
     if isinstance(scalar, float):
         return strong if strong.is_float else float32
-    raise TypeError(f"unsupported scalar {scalar!r}")
+    raise unsupported_error(f"unsupported scalar {scalar!r}")
 
 
 def scalar_dtype(v) -> DType:
@@ -171,4 +210,4 @@ def scalar_dtype(v) -> DType:
         return int32
     if isinstance(v, (float, np.floating)):
         return float32
-    raise TypeError(f"unsupported scalar {v!r} of type {type(v).__name__}")
+    raise unsupported_error(f"unsupported scalar {v!r} of type {type(v).__name__}")

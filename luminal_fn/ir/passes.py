@@ -107,7 +107,7 @@ def _try_fold(g: Graph, node: Node):
     if any(not v.is_static() for _, v in node.inputs):
         return None
     val = _eval_node(g, node)
-    c = g.add("Constant", (), node.shape, node.dtype, value=np.ascontiguousarray(val))
+    c = g.add("Constant", (), node.shape, node.dtype, value=np.asarray(val, order="C"))  # asarray: keeps 0-d
     return (c, None)
 
 

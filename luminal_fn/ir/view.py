@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from .expr import Expr, IntLike, as_expr, ceildiv, maximum, minimum, render, same, to_int_or_expr
+from .expr import Expr, IntLike, as_expr, ceildiv, compare, maximum, minimum, render, same, to_int_or_expr
 
 
 def _norm(x: IntLike) -> IntLike:
@@ -31,6 +31,29 @@ def contiguous_strides(shape: Sequence[IntLike]) -> tuple:
         strides.append(acc)
         acc = _mul(acc, d)
     return tuple(reversed(strides))
+
+
+def _full(m, d) -> bool:
+    """A mask interval that provably covers the whole axis."""
+    lo, hi = as_expr(m[0]), as_expr(m[1])
+    if lo.is_const and lo.value <= 0:
+        if same(hi, d):
+            return True
+        if isinstance(d, int) and hi.is_const and hi.value >= d:
+            return True
+    return False
+
+
+def _index0_valid(m) -> IntLike:
+    """1 when index 0 lies inside the mask interval m, else 0 (an expression if symbolic)."""
+    lo, hi = m
+    return _norm(compare("le", lo, 0) * compare("lt", 0, hi))
+
+
+def _slice_bound(b: IntLike, start: IntLike, step: int, n: IntLike) -> IntLike:
+    """The first new index i with start + i*step >= b, clamped to [0, n]."""
+    num = maximum(as_expr(b) - start, 0)
+    return _norm(minimum(ceildiv(num, step) if step != 1 else num, n))
 
 
 @dataclass(frozen=True)
@@ -96,15 +119,20 @@ class View:
             mask = self.mask[:axis] + ((0, _norm(size)),) + self.mask[axis:]
         return View(shape, strides, self.offset, mask)
 
-    def remove_axis(self, axis: int) -> "View":
-        """Drop a size-1 axis (reading its index 0)."""
+    def remove_axis(self, axis: int) -> Optional["View"]:
+        """Drop a size-1 axis (reading its index 0). None when the result is 0-d and that index
+        may be padding (a 0-d view has no mask to say so; the caller materialises first)."""
         mask = None
         if self.mask is not None:
             mask = self.mask[:axis] + self.mask[axis + 1:]
-            lo, hi = self.mask[axis]
-            if not (same(lo, 0) and not same(hi, 0)):
-                # index 0 of that axis is padding: the whole view reads zero
-                mask = tuple((0, 0) for _ in mask)
+            valid = _index0_valid(self.mask[axis])
+            if not same(valid, 1):
+                if not mask:
+                    return None
+                # index 0 of that axis may be padding: then the whole view reads zero
+                shape = self.shape[:axis] + self.shape[axis + 1:]
+                lo, hi = mask[0]
+                mask = ((lo, _norm(minimum(hi, as_expr(shape[0]) * valid))),) + mask[1:]
         return View(self.shape[:axis] + self.shape[axis + 1:],
                     self.strides[:axis] + self.strides[axis + 1:], self.offset, mask)
 
@@ -117,13 +145,14 @@ class View:
         mask = None
         if self.mask is not None:
             mask = list(self.mask)
-            lo, hi = mask[axis]
-            mask[axis] = (0, _norm(size)) if same(lo, 0) and not same(hi, 0) else (0, 0)
+            # every index reads old index 0: all valid or all padding
+            mask[axis] = (0, _norm(as_expr(size) * _index0_valid(self.mask[axis])))
             mask = tuple(mask)
         return View(tuple(shape), tuple(strides), self.offset, mask)
 
     def slice(self, axis: int, start: IntLike, stop: IntLike, step: int = 1) -> "View":
-        """Elements start, start+step, ... < stop along an axis (step > 0; bounds already clamped)."""
+        """Elements start, start+step, ... < stop along an axis (step > 0; bounds already clamped
+        to [0, n] with start <= stop)."""
         if step <= 0:
             raise ValueError("View.slice takes a positive step; flip first for negative steps")
         n = _norm(ceildiv(as_expr(stop) - start, step)) if step != 1 else _norm(as_expr(stop) - start)
@@ -137,12 +166,9 @@ class View:
         mask = None
         if self.mask is not None:
             lo, hi = self.mask[axis]
-            if step != 1 and not (same(lo, 0) and same(hi, self.shape[axis])):
-                return None  # a stepped slice through padding: materialise first
             mask = list(self.mask)
-            nlo = _norm(maximum(minimum(as_expr(lo) - start, n), 0))
-            nhi = _norm(maximum(minimum(as_expr(hi) - start, n), 0))
-            mask[axis] = (nlo, nhi) if step == 1 else (0, n)
+            # new index i reads old start + i*step: valid iff lo <= start + i*step < hi
+            mask[axis] = (_slice_bound(lo, start, step, n), _slice_bound(hi, start, step, n))
             mask = tuple(mask)
         return View(tuple(shape), tuple(strides), offset, mask)
 
@@ -165,25 +191,23 @@ class View:
         shape = list(self.shape)
         shape[axis] = _add(_add(n, before), after)
         offset = _add(self.offset, _mul(_mul(before, -1), self.strides[axis]))
-        if self.mask is None:
-            mask = [(0, d) for d in self.shape]
-        else:
-            mask = list(self.mask)
+        mask = list(self.mask) if self.mask is not None else [(0, d) for d in self.shape]
         lo, hi = mask[axis]
         mask[axis] = (_add(lo, before), _add(hi, before))
-        mask = [(0, shape[i]) if i != axis and self.mask is None else m for i, m in enumerate(mask)]
         return View(tuple(shape), self.strides, offset, tuple(mask))
 
     def unfold(self, axis: int, window: IntLike, step: int = 1, dilation: int = 1) -> Optional["View"]:
         """Sliding windows: axis of size n becomes (windows, window) with the window axis last
-        of the two. Returns None through padding (materialise first)."""
-        if self.mask is not None and not (same(self.mask[axis][0], 0)
-                                          and same(self.mask[axis][1], self.shape[axis])):
+        of the two. None through padding on that axis (validity would depend on the sum of two
+        indices, which per-dim intervals cannot say; materialise first)."""
+        if self.mask is not None and not _full(self.mask[axis], self.shape[axis]):
             return None
         n, st = self.shape[axis], self.strides[axis]
         span = _add(_mul(_add(window, -1), dilation), 1)
         count = _norm(as_expr(n) - span) if step == 1 else _norm((as_expr(n) - span) // step)
         count = _add(count, 1)
+        if isinstance(count, int) and count < 0:
+            count = 0
         shape = self.shape[:axis] + (count, _norm(window)) + self.shape[axis + 1:]
         strides = self.strides[:axis] + (_mul(st, step), _mul(st, dilation)) + self.strides[axis + 1:]
         mask = None
@@ -197,70 +221,77 @@ class View:
         new_shape = tuple(_norm(d) for d in new_shape)
         if len(new_shape) == len(self.shape) and all(same(a, b) for a, b in zip(new_shape, self.shape)):
             return self
-        if self.mask is not None:
-            return self._reshape_unit_axes(new_shape)
-        if self.is_contiguous:
-            return View(new_shape, contiguous_strides(new_shape), self.offset, None)
-        # Drop size-1 axes, then group old axes into runs that are contiguous with each other.
-        old = [(d, s) for d, s in zip(self.shape, self.strides) if not same(d, 1)]
-        new_strides = []
-        oi = 0
-        for d in new_shape:
-            if same(d, 1):
-                new_strides.append(0)
-                continue
-            if oi >= len(old):
+        if any(isinstance(d, int) and d == 0 for d in self.shape):
+            return View.contiguous(new_shape)  # nothing is read
+        if self._reads_nothing():
+            if not new_shape:
                 return None
-            # merge old axes while their product divides into d
-            od, os_ = old[oi]
-            if same(od, d):
-                new_strides.append(os_)
-                oi += 1
-                continue
-            # split: d divides the current old axis
-            if isinstance(od, int) and isinstance(d, int) and d < od and od % d == 0:
-                old[oi] = (od // d, os_)
-                new_strides.append(_mul(os_, od // d))
-                continue
-            # merge consecutive old axes: acc product must equal d exactly
-            acc, stride = od, os_
-            j = oi + 1
-            ok = False
-            while j < len(old):
-                nd, ns = old[j]
-                if not same(stride, _mul(ns, nd)):
+            return View(new_shape, (0,) * len(new_shape), 0, tuple((0, 0) for _ in new_shape))
+        groups = self._contiguous_groups()
+        if groups is None:
+            return None
+        strides: list = [0] * len(new_shape)
+        mask: list = [None] * len(new_shape)
+        real = [i for i, d in enumerate(new_shape) if not same(d, 1)]
+        k = 0
+        for size, stride, gmask in groups:
+            # the next new dims whose product is exactly this group's size
+            members, acc = [], 1
+            while not same(acc, size):
+                if k >= len(real):
                     return None
-                acc, stride = _mul(acc, nd), ns
-                j += 1
-                if same(acc, d):
-                    ok = True
-                    break
-            if not ok:
-                return self._reshape_symbolic_split(new_shape)
-            new_strides.append(stride)
-            oi = j
-        if oi != len(old):
+                acc = _mul(acc, new_shape[real[k]])
+                members.append(real[k])
+                k += 1
+                if isinstance(acc, int) and isinstance(size, int) and acc > size:
+                    return None
+            inner = stride
+            for i in reversed(members):
+                strides[i] = inner
+                inner = _mul(inner, new_shape[i])
+            if gmask is not None:
+                lo, hi = gmask
+                rest = _norm(as_expr(size) // new_shape[members[0]]) if len(members) > 1 else 1
+                if not same(rest, 1):
+                    if not all(isinstance(x, int) for x in (lo, hi, rest)) or lo % rest or hi % rest:
+                        return None  # the padding boundary falls inside an inner new dim
+                    lo, hi = lo // rest, hi // rest
+                mask[members[0]] = (lo, hi)
+        if k != len(real):
             return None
-        return View(new_shape, tuple(new_strides), self.offset, None)
+        out_mask = None
+        if any(m is not None for m in mask):
+            out_mask = tuple(m if m is not None else (0, d) for m, d in zip(mask, new_shape))
+        return View(new_shape, tuple(strides), self.offset, out_mask)
 
-    def _reshape_symbolic_split(self, new_shape) -> Optional["View"]:
-        return None
+    def _reads_nothing(self) -> bool:
+        """True when a mask interval is provably empty (the view is all padding)."""
+        if self.mask is None:
+            return False
+        for lo, hi in self.mask:
+            e = as_expr(hi) - lo
+            if e.is_const and e.value <= 0:
+                return True
+        return False
 
-    def _reshape_unit_axes(self, new_shape) -> Optional["View"]:
-        """Reshapes of a padded view that only add or remove size-1 axes."""
-        old_real = [i for i, d in enumerate(self.shape) if not same(d, 1)]
-        new_real = [i for i, d in enumerate(new_shape) if not same(d, 1)]
-        if len(old_real) != len(new_real) or not all(
-                same(self.shape[a], new_shape[b]) for a, b in zip(old_real, new_real)):
-            return None
-        v = self
-        for ax in reversed(range(len(self.shape))):
-            if same(self.shape[ax], 1):
-                v = v.remove_axis(ax)
-        for ax, d in enumerate(new_shape):
+    def _contiguous_groups(self) -> Optional[list]:
+        """Runs of axes that address one evenly strided range: (size, stride, mask or None).
+        Size-1 axes are dropped; a masked axis may only be the outermost of its run."""
+        groups: list = []
+        for i, (d, s) in enumerate(zip(self.shape, self.strides)):
+            m = self.mask[i] if self.mask is not None else None
+            full = m is None or _full(m, d)
             if same(d, 1):
-                v = v.insert_axis(ax, 1)
-        return v
+                if not full:
+                    return None  # may be padding, and a dropped axis cannot say so
+                continue
+            if groups and full and same(groups[-1][1], _mul(s, d)):
+                g = groups[-1]
+                gm = None if g[2] is None else (_mul(g[2][0], d), _mul(g[2][1], d))
+                groups[-1] = (_mul(g[0], d), s, gm)
+            else:
+                groups.append((d, s, None if full else (_norm(m[0]), _norm(m[1]))))
+        return groups
 
     # ---- concrete values ----------------------------------------------------------------------
     def is_static(self) -> bool:

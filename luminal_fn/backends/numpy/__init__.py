@@ -26,7 +26,7 @@ class NumpyBackend(Backend):
         return "cpu"
 
     def from_numpy(self, arr):
-        return np.ascontiguousarray(arr)
+        return np.asarray(arr, order="C")  # not ascontiguousarray: that turns 0-d into 1-d
 
     def to_numpy(self, buf):
         return buf

@@ -93,7 +93,7 @@ def _fused(node, readers):
         args = [r(vals, dims) for r in readers]
         with np.errstate(all="ignore"):
             out = fn(args, dims)
-        return np.ascontiguousarray(np.broadcast_to(out, shape_fn(dims)), dtype=od)
+        return np.asarray(np.broadcast_to(out, shape_fn(dims)), dtype=od, order="C")  # keeps 0-d
 
     return step
 

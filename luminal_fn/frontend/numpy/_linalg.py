@@ -19,11 +19,19 @@ def _promote_pair(a: Tracer, b: Tracer):
     return cast(a, d), cast(b, d)
 
 
+def _as_bool_if(out: Tracer, *inputs) -> Tracer:
+    """Products of bool arrays are bool in NumPy (and, or-reduced)."""
+    if inputs and all(t.dtype.is_bool for t in inputs):
+        return cast(out, dt.bool_)
+    return out
+
+
 def matmul(a, b):
     ctx = _ctx_of(a, b)
     a, b = lift(a, ctx), lift(b, ctx)
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"matmul: operands must be at least 1-D, got shapes {a.shape} and {b.shape}")
+    inputs = (a, b)
     a, b = _promote_pair(a, b)
     va, vb = a.ndim == 1, b.ndim == 1
     if va:
@@ -44,7 +52,7 @@ def matmul(a, b):
         out = reshape_any(out, out.shape[:-2] + out.shape[-1:])
     if vb:
         out = reshape_any(out, out.shape[:-1])
-    return out
+    return _as_bool_if(out, *inputs)
 
 
 def dot(a, b):
@@ -139,6 +147,12 @@ def einsum(subscripts, *operands, optimize=None):
     """Einstein summation over one or two operands (any number by folding pairwise)."""
     ctx = _ctx_of(*operands)
     ops = [lift(o, ctx) for o in operands]
+    return _as_bool_if(_einsum(subscripts, ops), *ops)
+
+
+def _einsum(subscripts, ops):
+    if not isinstance(subscripts, str):
+        raise ShapeError("einsum: only the subscripts-string form is supported")
     sub = subscripts.replace(" ", "")
     if "->" in sub:
         lhs, out = sub.split("->")
@@ -151,8 +165,14 @@ def einsum(subscripts, *operands, optimize=None):
     terms = lhs.split(",")
     if len(terms) != len(ops):
         raise ShapeError(f"einsum: {len(terms)} operand subscripts for {len(ops)} operands")
+    for t in terms + [out]:
+        bad = [c for c in t.replace("...", "") if not c.isalpha()]
+        if bad or t.replace("...", "").count(".") or ("." in t and "..." not in t):
+            raise ShapeError(f"einsum: invalid subscripts {subscripts!r}")
+    if len(set(out.replace("...", ""))) != len(out.replace("...", "")):
+        raise ShapeError(f"einsum: output subscripts {out!r} repeat a letter")
     if "." in sub:
-        terms, out = _expand_ellipsis(terms, out, ops)
+        terms, out = _expand_ellipsis(terms, out, ops, implicit="->" not in sub)
     # take repeated letters within one operand as diagonals
     for k, (t, o) in enumerate(zip(terms, ops)):
         while len(set(t)) != len(t):
@@ -214,7 +234,7 @@ def _align(x, t, order, full):
     return broadcast_to(x, full)
 
 
-def _expand_ellipsis(terms, out, ops):
+def _expand_ellipsis(terms, out, ops, implicit):
     nd = 0
     for t, o in zip(terms, ops):
         if "..." in t:
@@ -224,11 +244,13 @@ def _expand_ellipsis(terms, out, ops):
     for t, o in zip(terms, ops):
         if "..." in t:
             k = o.ndim - (len(t) - 3)
+            if k < 0:
+                raise ShapeError(f"einsum: subscripts {t!r} name more dims than operand shape {o.shape}")
             t = t.replace("...", fill[nd - k:])
         new_terms.append(t)
     if "..." in out:
         out = out.replace("...", fill)
-    elif "->" not in out and nd:
+    elif implicit and nd:
         out = fill + out
     return new_terms, out
 
@@ -236,30 +258,81 @@ def _expand_ellipsis(terms, out, ops):
 def kron(a, b):
     ctx = _ctx_of(a, b)
     a, b = lift(a, ctx), lift(b, ctx)
-    if a.ndim != b.ndim:
-        raise ShapeError("kron: operands must have the same number of dims here")
-    nd = a.ndim
+    nd = max(a.ndim, b.ndim)
+    a = reshape_any(a, (1,) * (nd - a.ndim) + a.shape)
+    b = reshape_any(b, (1,) * (nd - b.ndim) + b.shape)
     ae = a
     be = b
     for i in range(nd):
         ae = expand_dims(ae, 2 * i + 1)
         be = expand_dims(be, 2 * i)
-    p = binary("Mul", ae, be)
+    p = binary("Mul", ae, be, opname="kron")
     return reshape_any(p, tuple(to_int_or_expr(as_expr(x) * y) for x, y in zip(a.shape, b.shape)))
 
 
 def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002
+    """numpy.linalg.norm: vector norms (any p, 0, +-inf) and the matrix norms that need no SVD
+    (None/'fro', 1, -1, inf, -inf)."""
     from . import _math as m
-    from ._reduce import max as rmax, sum as rsum
+    from ._reduce import max as rmax, min as rmin, sum as rsum
 
     x = lift(x, _ctx_of(x))
-    if ord in (None, 2, "fro") and (axis is None or isinstance(axis, int) or ord != 2):
-        return m.sqrt(rsum(m.square(cast(x, dt.float32) if not x.dtype.is_float else x), axis=axis, keepdims=keepdims))
-    if ord == 1:
-        return rsum(m.absolute(x), axis=axis, keepdims=keepdims)
-    if ord in (float("inf"), "inf"):
-        return rmax(m.absolute(x), axis=axis, keepdims=keepdims)
-    raise ShapeError(f"norm: ord={ord!r} is not supported (None, 1, 2, 'fro', inf)")
+    if not x.dtype.is_float:
+        x = cast(x, dt.float32)
+    nd = x.ndim
+    if axis is None:
+        if ord is None:
+            return _keep(m.sqrt(rsum(m.square(x))), tuple(range(nd)), nd, keepdims)
+        if nd not in (1, 2):
+            raise ShapeError(f"norm: ord={ord!r} needs a 1-D or 2-D array or an axis, got shape {x.shape}")
+        axis = tuple(range(nd))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = tuple(normalize_axis(a_, nd, "norm") for a_ in axes)
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"norm: repeated axis in {axis}")
+    ax = abs_ = m.absolute(x)
+    if len(axes) == 1:
+        (k,) = axes
+        if ord is None or ord == 2:
+            r = m.sqrt(rsum(m.square(x), axis=k))
+        elif ord == float("inf"):
+            r = rmax(ax, axis=k)
+        elif ord == float("-inf"):
+            r = rmin(ax, axis=k)
+        elif isinstance(ord, str):
+            raise ShapeError(f"norm: ord={ord!r} is a matrix norm; a vector norm takes a number")
+        elif ord == 0:
+            r = rsum(cast(m.not_equal(x, 0), x.dtype), axis=k)
+        elif ord == 1:
+            r = rsum(abs_, axis=k)
+        else:
+            p = float(ord)
+            r = m.power(rsum(m.power(abs_, p), axis=k), 1.0 / p)
+        return _keep(r, axes, nd, keepdims)
+    if len(axes) != 2:
+        raise ShapeError(f"norm: axis must name 1 or 2 dims, got {axis!r}")
+    r0, c0 = axes
+    if ord is None or ord == "fro":
+        r = m.sqrt(rsum(m.square(x), axis=axes))
+    elif ord in (1, -1):
+        s = rsum(abs_, axis=r0, keepdims=True)
+        r = (rmax if ord == 1 else rmin)(s, axis=c0, keepdims=True)
+        r = rsum(r, axis=axes)  # drop the two size-1 axes
+    elif ord in (float("inf"), float("-inf")):
+        s = rsum(abs_, axis=c0, keepdims=True)
+        r = (rmax if ord > 0 else rmin)(s, axis=r0, keepdims=True)
+        r = rsum(r, axis=axes)
+    else:
+        raise ShapeError(f"norm: matrix ord={ord!r} is not supported (None, 'fro', 1, -1, inf, -inf; "
+                         "2, -2 and 'nuc' need an SVD)")
+    return _keep(r, axes, nd, keepdims)
+
+
+def _keep(r, axes, nd, keepdims):
+    if not keepdims:
+        return r
+    it = iter(r.shape)
+    return reshape_any(r, tuple(1 if i in axes else next(it) for i in range(nd)))
 
 
 def trace_(a, offset=0, axis1=0, axis2=1):

@@ -152,12 +152,12 @@ def power(x, y):
         # small integer exponents by repeated multiplication: exact and sign-correct
         node = x._ctx.graph.node(y._node)
         v = node.attrs.get("value") if node.op == "Constant" else None
-        if isinstance(v, (int, float)) and float(v).is_integer() and abs(v) <= 8:
+        if isinstance(v, (int, float)) and float(v).is_integer() and -8 <= v <= 8:  # abs is lnp.abs here
             n = int(v)
             if n == 0:
                 return add(multiply(x, 0), 1)
             out = x
-            for _ in range(abs(n) - 1):
+            for _ in range((n if n > 0 else -n) - 1):
                 out = multiply(out, x)
             return reciprocal(out) if n < 0 else out
         if v == 0.5:
@@ -555,7 +555,7 @@ def _finfo_max(d: dt.DType):
 def where(condition, x, y):
     """Select x where condition else y, broadcasting all three. Exact for inf/nan in the branch
     not taken: both branches are laid side by side on a new leading axis and one element is
-    gathered per output, ``Gather(Iota(z + n) - Cast(c) * n, Add(pad(x), pad(y)))``; the
+    gathered per output, ``Gather(Iota(z) + Cast(not c) * n, Add(pad(x), pad(y)))``; the
     optimizer recognises that pattern as a fused select."""
     ctx = _ctx_of(condition, x, y)
     c, x, y = lift(condition, ctx), lift(x, ctx), lift(y, ctx)
@@ -574,10 +574,12 @@ def where(condition, x, y):
     ys = broadcast_to(cast(y, d), shape)
     xs.weak = ys.weak = False
     both = binary("Add", pad_axis(_lead(xs), 0, 0, 1), pad_axis(_lead(ys), 0, 1, 0))
-    pick_y = reshape_any(iota(Z + as_expr(n), n, ctx), shape)  # flat index into the y half
-    back = reshape_any(iota(-as_expr(n), 1, ctx), (1,) * len(shape)) if shape else \
-        reshape_any(iota(-as_expr(n), 1, ctx), ())
-    idx = binary("Add", pick_y, binary("Mul", cast(broadcast_to(c, shape), dt.int32), back))
+    # flat index: z into the x half, plus n where y is taken
+    take_y = cast(broadcast_to(logical_not(c), shape), dt.int32)
+    pos = reshape_any(iota(Z, n, ctx), shape)
+    half = reshape_any(iota(as_expr(n), 1, ctx), (1,) * len(shape)) if shape else \
+        reshape_any(iota(as_expr(n), 1, ctx), ())
+    idx = binary("Add", pos, binary("Mul", take_y, half))
     out = _new(ctx, "Gather", [idx, both], shape, d)
     out.weak = weak
     return out

@@ -40,6 +40,8 @@ def reshape(a, newshape, order="C"):
         newshape = (newshape,)
     newshape = [to_int_or_expr(d) for d in newshape]
     total = a.size
+    if any(isinstance(d, int) and d < -1 for d in newshape):
+        raise ShapeError(f"reshape: negative dims other than -1 in {tuple(newshape)}")
     unknown = [i for i, d in enumerate(newshape) if isinstance(d, int) and d == -1]
     if len(unknown) > 1:
         raise ShapeError(f"reshape: only one -1 is allowed in {tuple(newshape)}")
@@ -98,7 +100,10 @@ def moveaxis(a, source, destination):
 def rollaxis(a, axis, start=0):
     a = lift(a, _ctx_of(a))
     axis = normalize_axis(axis, a.ndim, "rollaxis")
-    start = start % (a.ndim + 1) if start < 0 else start
+    if not -a.ndim <= start <= a.ndim:
+        raise ShapeError(f"rollaxis: start {start} must be in [{-a.ndim}, {a.ndim}]")
+    if start < 0:
+        start += a.ndim
     if axis < start:
         start -= 1
     return moveaxis(a, axis, start)
@@ -109,6 +114,8 @@ def expand_dims(a, axis):
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     nd = a.ndim + len(axes)
     axes = sorted(normalize_axis(x, nd, "expand_dims") for x in axes)
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"expand_dims: repeated axis in {axis}")
     v = a._view
     for ax in axes:
         v = v.insert_axis(ax, 1)
@@ -124,10 +131,11 @@ def squeeze(a, axis=None):
         for ax in axes:
             if not same(a.shape[ax], 1):
                 raise ShapeError(f"squeeze: cannot select axis {ax} of size {a.shape[ax]} (not 1)")
-    v = a._view
+    out = a
     for ax in sorted(axes, reverse=True):
-        v = v.remove_axis(ax)
-    return with_view(a, v, None)
+        out = with_view(out, out._view.remove_axis(ax),
+                        lambda m, ax=ax: with_view(m, m._view.remove_axis(ax), None))
+    return out
 
 
 def broadcast_to(a, shape):
@@ -271,6 +279,8 @@ def array_split(ary, indices_or_sections, axis=0):
     n = static_int(a.shape[axis], "array_split: the split axis")
     if isinstance(indices_or_sections, int):
         k = indices_or_sections
+        if k <= 0:
+            raise ShapeError(f"array_split: the number of sections must be > 0, got {k}")
         each, extra = divmod(n, k)
         sizes = [each + 1] * extra + [each] * (k - extra)
         bounds = [0]
@@ -301,8 +311,25 @@ def repeat(a, repeats, axis=None):
         a = ravel(a)
         axis = 0
     axis = normalize_axis(axis, a.ndim, "repeat")
+    if isinstance(repeats, Tracer):
+        raise ShapeError("repeat: traced repeat counts give a data-dependent shape; pass an int "
+                         "or a concrete sequence of ints")
     if not isinstance(repeats, int):
-        raise ShapeError("repeat: only a single int repeat count has a static output shape here")
+        import numpy as np
+
+        r = np.asarray(repeats)
+        if r.ndim == 0 or r.size == 1:
+            repeats = int(r.reshape(-1)[0])
+        else:
+            n = static_int(a.shape[axis], "repeat with per-element counts: the repeated axis")
+            if r.ndim != 1 or r.size != n or (r < 0).any() or not np.issubdtype(r.dtype, np.integer):
+                raise ShapeError(f"repeat: repeats must be one int or {n} non-negative ints for "
+                                 f"axis {axis} of shape {a.shape}, got {repeats!r}")
+            from ._index import take
+
+            return take(a, np.repeat(np.arange(n), r).astype(np.int32), axis=axis)
+    if repeats < 0:
+        raise ShapeError(f"repeat: negative repeat count {repeats}")
     # (.., n, ..) -> (.., n, r, ..) broadcast -> merge
     e = expand_dims(a, axis + 1)
     b = broadcast_to(e, a.shape[:axis + 1] + (repeats,) + a.shape[axis + 1:])
@@ -330,32 +357,69 @@ def tile(a, reps):
 def pad(array, pad_width, mode="constant", constant_values=0):
     a = lift(array, _ctx_of(array))
     pw = _pad_widths(pad_width, a.ndim)
+    for lo, hi in pw:
+        if (isinstance(lo, int) and lo < 0) or (isinstance(hi, int) and hi < 0):
+            raise ShapeError(f"pad: negative pad widths {pad_width} for shape {a.shape}")
     if mode == "constant":
-        cv = constant_values
-        if isinstance(cv, (list, tuple)):
-            raise ShapeError("pad: per-axis constant_values are not supported; pass one scalar")
-        shifted = a if cv == 0 else binary("Add", a, -cv) if not a.dtype.is_bool else a
+        cvs = _pad_values(constant_values, a.ndim)
         compute = dt.int32 if a.dtype.is_bool else a.dtype
-        out = cast(shifted, compute)
-        for ax, (lo, hi) in enumerate(pw):
-            if lo < 0 or hi < 0:
-                raise ShapeError(f"pad: negative pad widths {pad_width}")
-            if lo or hi:
-                out = pad_axis(out, ax, lo, hi)
-        if cv != 0 and not a.dtype.is_bool:
-            out = binary("Add", out, cv)
+        out = cast(a, compute)
+        for ax, ((lo, hi), (cb, ca)) in enumerate(zip(pw, cvs)):
+            if same(lo, 0) and same(hi, 0):
+                continue
+            out = pad_axis(out, ax, lo, hi)
+            if cb != 0 or ca != 0:
+                out = binary("Add", out, _pad_border(out, ax, lo, hi, cb, ca, compute))
         return cast(out, a.dtype)
     if mode in ("edge", "reflect", "symmetric", "wrap"):
         out = a
         for ax, (lo, hi) in enumerate(pw):
-            if lo or hi:
+            if not (same(lo, 0) and same(hi, 0)):
                 out = _pad_by_index(out, ax, lo, hi, mode)
         return out
     raise ShapeError(f"pad: mode {mode!r} is not supported (constant, edge, reflect, symmetric, wrap)")
 
 
+def _pad_values(cv, nd):
+    """constant_values as one (before, after) pair of Python scalars per axis."""
+    import numpy as np
+
+    if isinstance(cv, Tracer):
+        raise ShapeError("pad: constant_values must be concrete scalars, not traced values")
+    c = np.asarray(cv)
+    if c.ndim == 0:
+        return [(c.item(), c.item())] * nd
+    if c.shape == (2,) or c.shape == (1, 2):
+        return [tuple(c.reshape(2).tolist())] * nd
+    if c.shape == (nd, 2):
+        return [tuple(r) for r in c.tolist()]
+    if c.shape == (nd, 1) or c.shape == (nd,):
+        return [(r, r) for r in c.reshape(nd).tolist()]
+    raise ShapeError(f"pad: constant_values of shape {c.shape} do not fit {nd} dims")
+
+
+def _pad_border(out: Tracer, axis: int, lo, hi, cb, ca, d) -> Tracer:
+    """cb on the first lo and ca on the last hi positions of the padded axis, 0 in between,
+    shaped to broadcast against ``out``: adding it to the zero-padded array is exact."""
+    ctx = out._ctx
+    length = out.shape[axis]
+    parts = []
+    for v, n, before, after in ((cb, lo, 0, to_int_or_expr(as_expr(length) - lo)),
+                                (ca, hi, to_int_or_expr(as_expr(length) - hi), 0)):
+        if v == 0 or same(n, 0):
+            continue
+        c = _broadcast_to(cast(lift(v, ctx), d), (n,))
+        parts.append(pad_axis(c, 0, before, after))
+    border = parts[0] if len(parts) == 1 else binary("Add", parts[0], parts[1])
+    return reshape_any(border, (1,) * axis + (length,) + (1,) * (out.ndim - axis - 1))
+
+
 def _pad_widths(pad_width, nd):
-    if isinstance(pad_width, int):
+    import numpy as np
+
+    if isinstance(pad_width, np.ndarray):
+        pad_width = pad_width.tolist()
+    if isinstance(pad_width, (int, Expr)):
         return [(pad_width, pad_width)] * nd
     pw = list(pad_width)
     if len(pw) == 2 and all(isinstance(x, int) for x in pw):
@@ -368,25 +432,33 @@ def _pad_widths(pad_width, nd):
     return [(p, p) if isinstance(p, int) else tuple(p) for p in pw]
 
 
-def _pad_by_index(a: Tracer, axis: int, lo: int, hi: int, mode: str) -> Tracer:
-    import numpy as np
-
-    n = static_int(a.shape[axis], f"pad(mode={mode!r}): the padded axis")
-    idx = np.arange(-lo, n + hi)
-    if mode == "edge":
-        idx = np.clip(idx, 0, n - 1)
-    elif mode == "wrap":
-        idx = idx % n
-    else:
-        period = 2 * n - 2 if mode == "reflect" else 2 * n
-        if period == 0:
-            idx = np.zeros_like(idx)
-        else:
-            m = idx % period
-            idx = np.where(m < n, m, period - m - (0 if mode == "reflect" else 1))
+def _pad_by_index(a: Tracer, axis: int, lo, hi, mode: str) -> Tracer:
+    """edge/reflect/symmetric/wrap padding as one gather along the axis. The source position
+    of output position z is an expression in z, so symbolic axes work too."""
+    from ...ir.expr import Z, maximum as emax, minimum as emin
     from ._index import take
+    from ..tracer import iota
 
-    return take(a, idx.astype(np.int32), axis=axis)
+    n = a.shape[axis]
+    if isinstance(n, int) and n == 0:
+        raise ShapeError(f"pad(mode={mode!r}): cannot pad the empty axis {axis} of shape {a.shape}")
+    out_n = to_int_or_expr(as_expr(n) + lo + hi)
+    src = Z - lo
+    if mode == "edge":
+        e = emax(emin(src, as_expr(n) - 1), 0)
+    else:
+        period = {"wrap": as_expr(n), "reflect": emax(as_expr(n) * 2 - 2, 1),
+                  "symmetric": as_expr(n) * 2}[mode]
+        # a multiple of the period keeps the operand of % non-negative
+        m = (src + period * (as_expr(lo) + 1)) % period
+        e = m if mode == "wrap" else emin(m, period - m - (1 if mode == "symmetric" else 0))
+    if isinstance(out_n, int) and not (e.free_symbols() - {"z"}):
+        import numpy as np
+        from ...ir.expr import compile_np
+
+        idx = np.broadcast_to(compile_np(e)({"z": np.arange(out_n)}), (out_n,))
+        return take(a, idx.astype(np.int32), axis=axis)  # concrete: checked, no clamping ops
+    return take(a, iota(e, out_n, a._ctx), axis=axis)
 
 
 def flip(m, axis=None):

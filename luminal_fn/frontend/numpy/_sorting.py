@@ -1,17 +1,22 @@
-"""Sorting by ranks: each element's rank is a count of the elements that precede it, and one
+"""Sorting by ranks: each element's rank is the number of elements that sort before it, and one
 Scatter places it. O(n^2) comparisons along the sorted axis, which is fine for the axis lengths
-of models (vocabularies use top-k on a reshaped view or argmax). NaN sorts last, as in NumPy."""
+of models (vocabularies use top-k on a reshaped view or argmax).
+
+Order: stable (ties keep their index order); NaN sorts after +inf, as in NumPy. ``descending``
+follows JAX: the values come out as the ascending order reversed (so NaN first), while ties still
+keep their index order. ``top_k`` is jax.lax.top_k: the k largest, NaN counted largest.
+"""
 from __future__ import annotations
 
 from ...ir import dtypes as dt
-from ...ir.view import contiguous_strides
+from ...ir.expr import Z, as_expr, prod
 from ..errors import ShapeError
-from ..tracer import (_ctx_of, _new, binary, broadcast_to, cast, iota, lift, normalize_axis,
-                      reshape_any, static_int)
+from ..tracer import (Tracer, _ctx_of, _new, binary, broadcast_to, cast, iota, lift, normalize_axis,
+                      reshape_any, result_dtype, static_int)
 from . import _math as m
-from ._index import take_along_axis
+from ._index import take
 from ._reduce import sum as rsum
-from ._shape import expand_dims, moveaxis
+from ._shape import _slice_axis, expand_dims, moveaxis
 
 
 def _lt_key(a, b):
@@ -27,80 +32,118 @@ def _eq_key(a, b):
     return m.equal(a, b)
 
 
-def argsort(a, axis=-1, kind=None, order=None, stable=True, descending=False):
+def _keys(x: Tracer) -> Tracer:
+    return cast(x, dt.int32) if x.dtype.is_bool else x
+
+
+def _scatter_by_rank(x: Tracer, descending: bool):
+    """x (sorted along its last axis) -> (flat destination of each element, the dest shape)."""
+    ctx = x._ctx
+    n = x.shape[-1]
+    k = _keys(x)
+    xi = expand_dims(k, -1)  # element i along -2
+    xj = expand_dims(k, -2)  # element j along -1
+    before = _lt_key(xi, xj) if descending else _lt_key(xj, xi)
+    ii = reshape_any(iota(None, n, ctx), (n, 1))
+    jj = reshape_any(iota(None, n, ctx), (1, n))
+    tie_before = m.logical_and(_eq_key(xj, xi), m.less(jj, ii))
+    rank = rsum(cast(m.logical_or(before, tie_before), dt.int32), axis=-1)  # (..., n)
+    lead = x.shape[:-1]
+    rows = prod(lead)
+    row_start = reshape_any(iota(Z * as_expr(n), rows, ctx), lead + (1,))  # row r starts at r*n
+    return binary("Add", rank, row_start)
+
+
+def _sort_last(x: Tracer, descending: bool, values: bool, indices: bool):
+    ctx = x._ctx
+    flat = _scatter_by_rank(x, descending)
+    shape = x.shape
+    out = []
+    if values:
+        dest = broadcast_to(cast(lift(0, ctx), x.dtype), shape)
+        out.append(_new(ctx, "Scatter", [dest, flat, x], shape, x.dtype, mode="set"))
+    if indices:
+        n = shape[-1]
+        src = broadcast_to(reshape_any(iota(None, n, ctx), (1,) * (len(shape) - 1) + (n,)), shape)
+        dest = broadcast_to(lift(0, ctx, dt.int32), shape)
+        out.append(_new(ctx, "Scatter", [dest, flat, src], shape, dt.int32, mode="set"))
+    return out
+
+
+def _prepare(a, axis, fn):
     a = lift(a, _ctx_of(a))
     if axis is None:
         a = reshape_any(a, (a.size,))
         axis = 0
     if a.ndim == 0:
-        raise ShapeError("argsort: needs at least one dim")
-    axis = normalize_axis(axis, a.ndim, "argsort")
-    x = moveaxis(a, axis, -1)
-    n = static_int(x.shape[-1], "argsort: the sorted axis")
-    if x.dtype.is_bool:
-        x = cast(x, dt.int32)
-    if descending:
-        # ascending order of the negated key: ties keep index order (stable), NaN stays last
-        return moveaxis(argsort(m.negative(x), -1), -1, axis)
-    xi = expand_dims(x, -1)  # element i along -2
-    xj = expand_dims(x, -2)  # element j along -1
-    before = _lt_key(xj, xi)
-    ii = reshape_any(iota(None, n, a._ctx), (n, 1))
-    jj = reshape_any(iota(None, n, a._ctx), (1, n))
-    tie_before = m.logical_and(_eq_key(xj, xi), m.less(jj, ii))
-    rank = rsum(cast(m.logical_or(before, tie_before), dt.int32), axis=-1)  # (..., n)
-    # out[..., rank[i]] = i
-    shape = x.shape
-    strides = contiguous_strides(shape)
-    flat = rank
-    for d_ax in range(len(shape) - 1):
-        d = shape[d_ax]
-        shp = tuple(d if j == d_ax else 1 for j in range(len(shape)))
-        flat = binary("Add", flat, binary("Mul", reshape_any(iota(None, d, a._ctx), shp), strides[d_ax]))
-    src = broadcast_to(reshape_any(iota(None, n, a._ctx), (1,) * (len(shape) - 1) + (n,)), shape)
-    dest = broadcast_to(lift(0, a._ctx, dt.int32), shape)
-    out = _new(a._ctx, "Scatter", [dest, broadcast_to(flat, shape), src], shape, dt.int32, mode="set")
-    return moveaxis(out, -1, axis)
+        raise ShapeError(f"{fn}: needs at least one dim (got a 0-d array); use axis=None")
+    axis = normalize_axis(axis, a.ndim, fn)
+    return a, axis
+
+
+def argsort(a, axis=-1, kind=None, order=None, stable=True, descending=False):
+    a, axis = _prepare(a, axis, "argsort")
+    (idx,) = _sort_last(moveaxis(a, axis, -1), descending, values=False, indices=True)
+    return moveaxis(idx, -1, axis)
 
 
 def sort(a, axis=-1, kind=None, order=None, stable=True, descending=False):
-    a = lift(a, _ctx_of(a))
-    if axis is None:
-        a = reshape_any(a, (a.size,))
-        axis = 0
-    idx = argsort(a, axis, descending=descending)
-    return take_along_axis(a, idx, axis)
+    a, axis = _prepare(a, axis, "sort")
+    (vals,) = _sort_last(moveaxis(a, axis, -1), descending, values=True, indices=False)
+    return moveaxis(vals, -1, axis)
 
 
 def top_k(operand, k):
-    """The k largest along the last axis, in descending order, and their indices (jax.lax.top_k)."""
+    """The k largest along the last axis, largest first, and their int32 indices (jax.lax.top_k:
+    ties keep index order, NaN counts as largest)."""
     x = lift(operand, _ctx_of(operand))
+    if x.ndim == 0:
+        raise ShapeError("top_k: needs at least one dim (got a 0-d array)")
     n = static_int(x.shape[-1], "top_k: the last axis")
-    if not 0 <= k <= n:
-        raise ShapeError(f"top_k: k={k} must be in [0, {n}]")
-    idx = argsort(x, -1, descending=True)
-    from ._shape import _slice_axis
+    if not isinstance(k, int) or not 0 <= k <= n:
+        raise ShapeError(f"top_k: k={k!r} must be an int in [0, {n}] for shape {x.shape}")
+    vals, idx = _sort_last(x, True, values=True, indices=True)
+    ax = x.ndim - 1
+    return _slice_axis(vals, ax, 0, k), _slice_axis(idx, ax, 0, k)
 
-    idx = _slice_axis(idx, x.ndim - 1, 0, k)
-    return take_along_axis(x, idx, -1), idx
+
+def _check_kth(a, kth, axis, fn):
+    a, axis = _prepare(a, axis, fn)
+    n = a.shape[axis]
+    for k in ([kth] if isinstance(kth, int) else list(kth)):
+        if isinstance(n, int) and not -n <= int(k) < n:
+            raise ShapeError(f"{fn}: kth={k} is out of bounds for axis {axis} of size {n}")
+    return a, axis
 
 
 def partition(a, kth, axis=-1):
+    """A valid partition: the fully sorted array (NumPy leaves the order within each side open)."""
+    a, axis = _check_kth(a, kth, axis, "partition")
     return sort(a, axis)
 
 
 def argpartition(a, kth, axis=-1):
+    a, axis = _check_kth(a, kth, axis, "argpartition")
     return argsort(a, axis)
 
 
-def searchsorted(a, v, side="left"):
-    """Insertion points of v into the sorted 1-D a."""
-    a = lift(a, _ctx_of(a, v))
-    v = lift(v, a._ctx)
+def searchsorted(a, v, side="left", sorter=None):
+    """Insertion points (int32) of v into the sorted 1-D a, in NumPy's order (NaN last)."""
+    ctx = _ctx_of(a, v)
+    a, v = lift(a, ctx), lift(v, ctx)
     if a.ndim != 1:
-        raise ShapeError("searchsorted: a must be 1-D")
+        raise ShapeError(f"searchsorted: a must be 1-D, got shape {a.shape}")
+    if side not in ("left", "right"):
+        raise ShapeError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    if sorter is not None:
+        a = take(a, sorter)
+    d = result_dtype(a, v)
+    a, v = _keys(cast(a, d)), _keys(cast(v, d))
     ve = expand_dims(v, -1)
-    cmp = m.less(a, ve) if side == "left" else m.less_equal(a, ve)
+    if side == "left":
+        cmp = _lt_key(a, ve)  # a[i] < v
+    else:
+        cmp = m.logical_not(_lt_key(ve, a))  # a[i] <= v
     return rsum(cast(cmp, dt.int32), axis=-1)
 
 

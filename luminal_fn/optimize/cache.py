@@ -1,0 +1,178 @@
+"""On-disk cache of search results, so a second process compiling the same function skips search.
+
+An entry is one JSON file named by its key (a sha256 of the graph hash, bucket, backend, device,
+library version and rules version). It records the chosen genome and the genes' names (and
+option counts) it was chosen over; an entry that does not parse, or whose key or genes differ
+from the caller's, is ignored (and later overwritten), never trusted. Writes go to a temporary
+file in the same folder and are moved into place with `os.replace`, so a reader never sees half
+an entry. A cache that cannot be written (read-only disk) only costs a warning.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Mapping, Sequence
+
+ENV_VAR = "LUMINAL_CACHE_DIR"
+FORMAT = 1  # bump when the entry layout changes; old entries then read as misses
+_SUBDIR = "search"
+
+
+def default_cache_dir() -> Path:
+    """$LUMINAL_CACHE_DIR, else the user cache dir (platformdirs, else $XDG_CACHE_HOME or
+    ~/.cache) joined with luminal_fn."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env).expanduser()
+    try:
+        import platformdirs
+
+        return Path(platformdirs.user_cache_dir("luminal_fn", appauthor=False))
+    except ImportError:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return Path(base) / "luminal_fn"
+
+
+def library_version() -> str:
+    from .. import __version__  # late: the package imports this module while initialising
+
+    return str(__version__)
+
+
+def make_key(graph_hash: str, bucket: str, backend: str, device: str,
+             version: str | None = None, rules_version: str = "") -> str:
+    """The cache key of one search: sha256 over every input that can change its outcome."""
+    fields = {"format": FORMAT, "graph": str(graph_hash), "bucket": str(bucket),
+              "backend": str(backend), "device": str(device),
+              "version": library_version() if version is None else str(version),
+              "rules": str(rules_version)}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+def _gene_signature(genes: Sequence) -> tuple[list, list | None]:
+    """Names, and option counts when Gene objects (not bare names) are given."""
+    names = [g if isinstance(g, str) else g.name for g in genes]
+    counts = None if all(isinstance(g, str) for g in genes) else [
+        None if isinstance(g, str) else int(g.n_options) for g in genes]
+    return names, counts
+
+
+class SearchCache:
+    """Search results under ``directory`` (default `default_cache_dir()`)."""
+
+    def __init__(self, directory: str | os.PathLike | None = None):
+        root = default_cache_dir() if directory is None else Path(directory).expanduser()
+        self.directory = root / _SUBDIR
+        self.last_miss_reason: str | None = None  # why the latest lookup missed (diagnostics)
+        self._warned = False
+
+    def path_for(self, key: str) -> Path:
+        if not key or any(c not in "0123456789abcdef" for c in key):
+            raise ValueError(f"SearchCache: key must be a hex digest from make_key, got {key!r}")
+        return self.directory / f"{key}.json"
+
+    def lookup(self, key: str, genes: Sequence) -> tuple | None:
+        """The cached genome for `key`, or None when absent, unreadable or made for other genes.
+        `genes`: gene names, or Gene objects (then option counts are checked too)."""
+        path = self.path_for(key)
+        names, counts = _gene_signature(genes)
+        try:
+            with open(path, "r", encoding="utf-8") as f:
+                entry = json.load(f)
+        except FileNotFoundError:
+            return self._miss("absent")
+        except (OSError, ValueError) as e:  # unreadable or not JSON (truncated, garbage)
+            return self._miss(f"unreadable entry ({type(e).__name__})")
+        genome = self._validate(entry, key, names, counts)
+        if genome is None:
+            return None
+        self.last_miss_reason = None
+        return genome
+
+    def _miss(self, reason: str):
+        self.last_miss_reason = reason
+        return None
+
+    def _validate(self, entry, key, names, counts):
+        if not isinstance(entry, dict) or entry.get("format") != FORMAT:
+            return self._miss("wrong format")
+        if entry.get("key") != key:
+            return self._miss("key mismatch")
+        if entry.get("gene_names") != names:
+            return self._miss("genes changed")
+        genome = entry.get("genome")
+        if not isinstance(genome, list) or len(genome) != len(names) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in genome):
+            return self._miss("bad genome")
+        stored = entry.get("gene_options")
+        if stored is None:
+            stored = [None] * len(names)
+        elif not isinstance(stored, list) or len(stored) != len(names):
+            return self._miss("bad gene_options")
+        if counts is not None:
+            for v, n, was in zip(genome, counts, stored):
+                if n is not None and (v >= n or (was is not None and was != n)):
+                    return self._miss("genes changed")
+        return tuple(genome)
+
+    def store(self, key: str, genome: Sequence[int], genes: Sequence,
+              meta: Mapping | None = None) -> bool:
+        """Write an entry atomically; returns False (with one warning) if the disk refuses."""
+        names, counts = _gene_signature(genes)
+        genome = [int(v) for v in genome]
+        if len(genome) != len(names):
+            raise ValueError(f"SearchCache.store: genome has {len(genome)} choices for "
+                             f"{len(names)} genes")
+        entry = {"format": FORMAT, "key": key, "gene_names": names, "gene_options": counts,
+                 "genome": genome, "meta": dict(meta or {}), "created": time.time()}
+        path = self.path_for(key)
+        tmp = None
+        try:
+            text = json.dumps(entry, sort_keys=True, default=str)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            return True
+        except OSError as e:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+            if not self._warned:
+                self._warned = True
+                warnings.warn(f"luminal_fn: cannot write the search cache in {self.directory} "
+                              f"({e}); searches will not be reused. Set {ENV_VAR} or "
+                              f"SearchOptions(cache_dir=...) to a writable folder, or "
+                              f"cache=False.", RuntimeWarning, stacklevel=2)
+            return False
+
+    def read_meta(self, key: str) -> dict | None:
+        """The metadata stored with an entry (no validation of genes), for diagnostics."""
+        try:
+            with open(self.path_for(key), "r", encoding="utf-8") as f:
+                entry = json.load(f)
+            return entry.get("meta") if isinstance(entry, dict) else None
+        except (OSError, ValueError):
+            return None
+
+    def clear(self) -> int:
+        """Delete every entry; returns how many were removed."""
+        n = 0
+        if self.directory.is_dir():
+            for p in self.directory.glob("*.json"):
+                try:
+                    p.unlink()
+                    n += 1
+                except OSError:
+                    pass
+        return n

@@ -1,0 +1,118 @@
+"""HLIR graph -> egglog terms (text), plus the side tables the read-back needs.
+
+Each HLIR node becomes one term bound to ``$nK``; each input edge whose view is not the plain
+read of its producer is wrapped in ``(V producer shape strides offset mask)``. Literals stay on
+the Python side (``(Const id)``), so the e-graph never holds floats or arrays.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.expr import as_expr
+from ..ir.graph import Graph
+from ..ir.view import View
+
+
+def expr_term(e) -> str:
+    """An Expr (or int) as an egglog Expr term. Sums are emitted with the index variable z first
+    so that rules can match ``(MAdd (MVar "z") rest)``."""
+    e = as_expr(e)
+    op = e.op
+    if op == "const":
+        return f"(MNum {e.args[0]})"
+    if op == "var":
+        return f'(MVar "{e.args[0]}")'
+    if op in ("add", "mul"):
+        args = list(e.args)
+        if op == "add":
+            args.sort(key=lambda a: 0 if (a.op == "var" and a.args[0] == "z") else 1)
+        ctor = "MAdd" if op == "add" else "MMul"
+        out = expr_term(args[-1])
+        for a in reversed(args[:-1]):
+            out = f"({ctor} {expr_term(a)} {out})"
+        return out
+    if op == "floordiv":
+        return f"(MDiv {expr_term(e.args[0])} {expr_term(e.args[1])})"
+    if op == "mod":
+        return f"(MMod {expr_term(e.args[0])} {expr_term(e.args[1])})"
+    if op in ("min", "max"):
+        return f"(M{op.capitalize()} {expr_term(e.args[0])} {expr_term(e.args[1])})"
+    return f'(MCmp "{op}" {expr_term(e.args[0])} {expr_term(e.args[1])})'
+
+
+def list_term(xs) -> str:
+    out = "(ENil)"
+    for x in reversed(list(xs)):
+        out = f"(ECons {expr_term(x)} {out})"
+    return out
+
+
+def mask_term(mask) -> str:
+    if mask is None:
+        return "(MaskNone)"
+    return f"(MaskSome {list_term([lo for lo, _ in mask])} {list_term([hi for _, hi in mask])})"
+
+
+def view_term(inner: str, v: View) -> str:
+    return f"(V {inner} {list_term(v.shape)} {list_term(v.strides)} {expr_term(v.offset)} {mask_term(v.mask)})"
+
+
+def is_plain(v: View, producer_shape) -> bool:
+    return (v.is_contiguous and len(v.shape) == len(producer_shape)
+            and all(a == b for a, b in zip(v.shape, producer_shape)))
+
+
+@dataclass
+class Encoded:
+    commands: list  # egglog command strings, in order
+    consts: dict = field(default_factory=dict)  # const id -> node id holding the literal
+    customs: dict = field(default_factory=dict)  # custom id -> node id
+    node_ids: list = field(default_factory=list)  # HLIR node ids encoded
+
+
+def encode(g: Graph) -> Encoded:
+    enc = Encoded([])
+    names = {}
+    for node in g.live_nodes():
+        ins = []
+        for i, v in node.inputs:
+            inner = names[i]
+            ins.append(inner if is_plain(v, g.nodes[i].shape) else view_term(inner, v))
+        op = node.op
+        if op == "Input":
+            term = f"(Inp {node.attrs['index']})"
+        elif op == "Constant":
+            enc.consts[node.id] = node.id
+            term = f"(Const {node.id})"
+        elif op == "Iota":
+            term = f"(Iota {expr_term(node.attrs['expr'])} {expr_term(node.shape[0])})"
+        elif op == "Cast":
+            term = f'(Cast {ins[0]} "{node.dtype.name}")'
+        elif op in ("Exp2", "Log2", "Sin", "Sqrt", "Recip"):
+            term = f'(Un "{op}" {ins[0]})'
+        elif op in ("Add", "Mul", "Mod", "LessThan"):
+            term = f'(Bin "{op}" {ins[0]} {ins[1]})'
+        elif op == "SumReduce":
+            term = f"(Sum {ins[0]} {node.attrs['axis']})"
+        elif op == "MaxReduce":
+            term = f"(Max {ins[0]} {node.attrs['axis']})"
+        elif op == "Gather":
+            term = f"(Gath {ins[0]} {ins[1]})"
+        elif op == "Scatter":
+            term = f'(Scat {ins[0]} {ins[1]} {ins[2]} "{node.attrs.get("mode", "set")}")'
+        elif op == "CustomOp":
+            enc.customs[node.id] = node.id
+            term = f"(Custom {node.id})"
+        elif op == "Output":
+            names[node.id] = ins[0]
+            enc.commands.append(f"(set (OutputOf {node.attrs['index']}) {ins[0]})")
+            continue
+        else:
+            raise ValueError(f"cannot encode HLIR op {op}")
+        name = f"$n{node.id}"
+        names[node.id] = name
+        enc.commands.append(f"(let {name} {term})")
+        enc.commands.append(f"(set (NodeOf {node.id}) {name})")
+        enc.node_ids.append(node.id)
+    return enc
+

@@ -1,0 +1,301 @@
+"""Bad input: every misuse raises a luminal_fn error that names the jitted function, points at
+the user's line where it can, and says what to do instead."""
+import inspect
+
+import numpy as np
+import pytest
+
+import luminal_fn as lf
+import luminal_fn.numpy as lnp
+
+X = np.arange(4, dtype=np.float32)
+
+
+def _at(fn, text: str) -> str:
+    """'test_errors.py:<line>' of the line of ``fn``'s source that contains ``text``."""
+    lines, first = inspect.getsourcelines(getattr(fn, "fn", fn))
+    for k, line in enumerate(lines):
+        if text in line:
+            return f"test_errors.py:{first + k}"
+    raise AssertionError(f"{text!r} not in the source of {fn}")
+
+
+def test_python_branch_on_traced_value():
+    @lf.jit
+    def relu_branch(x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+    with pytest.raises(lf.TracingError) as info:
+        relu_branch(X)
+    msg = str(info.value)
+    assert "jitted function 'relu_branch'" in msg and _at(relu_branch, "if x.sum()") in msg
+    assert "where" in msg and "static_argnums" in msg
+
+
+def test_while_loop_on_traced_value():
+    @lf.jit
+    def halve(x):
+        while x.max() > 1:
+            x = x / 2
+        return x
+
+    with pytest.raises(lf.TracingError, match="halve"):
+        halve(X)
+
+
+def test_escaped_tracer_used_after_the_trace():
+    leaked = []
+
+    @lf.jit
+    def leak(x):
+        leaked.append(x * 2)
+        return x
+
+    np.testing.assert_array_equal(np.asarray(leak(X)), X)  # storing it is not yet an error
+    with pytest.raises(lf.TracingError, match=r"jitted function 'leak' escaped its trace.*return it"):
+        leaked[0] + 1
+    with pytest.raises(lf.TracingError, match="escaped"):
+        lnp.sum(leaked[0])
+    with pytest.raises(lf.TracingError, match="escaped"):
+        bool(leaked[0])
+    with pytest.raises(lf.TracingError, match="escaped"):
+        np.asarray(leaked[0])
+
+    @lf.jit
+    def uses_leak(y):
+        return y + leaked[0]
+
+    with pytest.raises(lf.TracingError, match="'leak' escaped") as info:
+        uses_leak(X)
+    assert _at(uses_leak, "y + leaked[0]") in str(info.value)
+
+
+def test_writing_a_tracer_into_a_captured_numpy_array():
+    buf = np.zeros(4, np.float32)
+
+    @lf.jit
+    def set_elem(x):
+        buf[0] = x[0]
+        return x
+
+    @lf.jit
+    def set_slice(x):
+        buf[:] = x
+        return x
+
+    @lf.jit
+    def add_in_place(x):
+        np.add(buf, x, out=buf)
+        return x
+
+    @lf.jit
+    def copy_to(x):
+        np.copyto(buf, x)
+        return x
+
+    for f, line in ((set_elem, "buf[0] = x[0]"), (set_slice, "buf[:] = x"),
+                    (add_in_place, "np.add(buf"), (copy_to, "np.copyto")):
+        with pytest.raises(lf.TracingError) as info:
+            f(X)
+        msg = str(info.value)
+        assert f"jitted function '{f.name}'" in msg and _at(f, line) in msg, msg
+        assert "return" in msg  # says what to do
+    np.testing.assert_array_equal(buf, np.zeros(4, np.float32))  # nothing was written
+
+
+def test_int_float_item_of_a_tracer():
+    @lf.jit
+    def to_int(x):
+        return np.zeros(int(x[0]))
+
+    @lf.jit
+    def to_float(x):
+        return float(x.sum())
+
+    @lf.jit
+    def to_item(x):
+        return x[0].item()
+
+    @lf.jit
+    def as_range(x):
+        return [x[i] for i in range(x[0])]
+
+    for f, what in ((to_int, "int()"), (to_float, "float()"), (to_item, "item()"), (as_range, "int()")):
+        with pytest.raises(lf.TracingError) as info:
+            f(X)
+        msg = str(info.value)
+        assert what in msg and f"'{f.name}'" in msg and "static" in msg or "array" in msg, msg
+
+
+def test_shape_mismatch_names_op_shapes_function_and_line():
+    @lf.jit
+    def add_bad(x, y):
+        return x + y
+
+    with pytest.raises(lf.ShapeError) as info:
+        add_bad(X, np.ones(3, np.float32))
+    msg = str(info.value)
+    assert "(4,)" in msg and "(3,)" in msg and "'add_bad'" in msg and _at(add_bad, "x + y") in msg
+
+    @lf.jit
+    def mm(a, b):
+        return a @ b
+
+    with pytest.raises(lf.ShapeError) as info:
+        mm(np.ones((2, 3), np.float32), np.ones((4, 5), np.float32))
+    assert "matmul" in str(info.value) and "'mm'" in str(info.value) and _at(mm, "a @ b") in str(info.value)
+
+
+def test_bad_axis():
+    @lf.jit
+    def s(x):
+        return x.sum(axis=2)
+
+    with pytest.raises(lf.ShapeError) as info:
+        s(X)
+    msg = str(info.value)
+    assert "axis 2" in msg and "'s'" in msg and _at(s, "axis=2") in msg
+
+    @lf.jit
+    def m(x):
+        return lnp.mean(x, axis=-3)
+
+    with pytest.raises(lf.ShapeError, match="axis -3.*'m'"):
+        m(X)
+
+
+def test_unsupported_dtype_argument_and_astype():
+    @lf.jit
+    def f(x):
+        return x * 2
+
+    with pytest.raises(lf.DTypeError, match=r"f: argument 'x': unsupported dtype complex64"):
+        f(X.astype(np.complex64))
+    assert f(X.astype(np.float64)).dtype == lf.float32  # float64 is narrowed, not an error
+
+    @lf.jit
+    def g(x):
+        return x.astype(np.complex64)
+
+    with pytest.raises(lf.DTypeError, match="complex64") as info:
+        g(X)
+    assert "'g'" in str(info.value) and _at(g, "astype") in str(info.value)
+
+
+@pytest.mark.parametrize("index", ["a", 1.5, (0, 0)], ids=["str", "float", "too-many"])
+def test_unsupported_index_forms(index):
+    @lf.jit
+    def pick(x):
+        return x[index]
+
+    with pytest.raises(lf.LuminalError) as info:
+        pick(X)
+    assert isinstance(info.value, IndexError)
+    assert "'pick'" in str(info.value) and _at(pick, "x[index]") in str(info.value)
+
+
+def test_traced_boolean_mask_index_says_what_to_do():
+    @lf.jit
+    def positives(x):
+        return x[x > 1]
+
+    with pytest.raises(lf.LuminalError, match="where") as info:
+        positives(X)
+    assert "'positives'" in str(info.value)
+
+
+def test_non_hashable_static_argument():
+    @lf.jit(static_argnums=1)
+    def scale(x, factors):
+        return x * factors[0]
+
+    with pytest.raises(lf.LuminalError, match=r"scale: static argument 'factors' of type list is not hashable.*tuple"):
+        scale(X, [2.0])
+    np.testing.assert_array_equal(np.asarray(scale(X, (2.0,))), X * 2)
+
+
+def test_non_array_argument_and_result():
+    @lf.jit
+    def f(x, y):
+        return x
+
+    with pytest.raises(lf.LuminalError, match=r"f: argument 'y' is a str.*static"):
+        f(X, "hello")
+
+    @lf.jit
+    def g(x):
+        return x, "label"
+
+    with pytest.raises(lf.TracingError, match=r"'g' returned a str at output 1"):
+        g(X)
+
+
+def test_wrong_arguments_name_the_function():
+    @lf.jit
+    def two(x, y):
+        return x + y
+
+    with pytest.raises(lf.LuminalError, match=r"two: missing a required argument: 'y'"):
+        two(X)
+    with pytest.raises(lf.LuminalError, match=r"two: too many positional arguments"):
+        two(X, X, X)
+    with pytest.raises(lf.LuminalError, match="static_argnames names 'z'"):
+        lf.jit(two, static_argnames="z")
+    with pytest.raises(lf.LuminalError, match="dynamic_axes names 'q'"):
+        lf.jit(two, dynamic_axes={"q": {0: "s"}})
+    with pytest.raises(lf.LuminalError, match="both static and donated"):
+        lf.jit(two, static_argnums=0, donate_argnums=0)
+
+
+def test_dynamic_dim_mismatch_is_caught_before_tracing():
+    @lf.jit(dynamic_axes={"a": {0: "s"}, "b": {0: "s"}})
+    def f(a, b):
+        return a + b
+
+    with pytest.raises(lf.ShapeError, match=r"f: dynamic dim 's' is 4 in argument 'a' but 5 in 'b'"):
+        f(np.ones(4, np.float32), np.ones(5, np.float32))
+    assert f.trace_count == 0
+    f(np.ones(4, np.float32), np.ones(4, np.float32))
+    with pytest.raises(lf.ShapeError, match="dynamic dim 's' is 6"):
+        f(np.ones(6, np.float32), np.ones(7, np.float32))  # the dispatch path checks as well
+    with pytest.raises(lf.ShapeError, match="axis 1 of 'a'"):
+        lf.jit(lambda a: a, dynamic_axes={"a": {1: "s"}})(np.ones(3, np.float32))
+
+
+def test_donated_array_read_after_the_call():
+    @lf.jit(donate_argnums=0)
+    def step(state, x):
+        return state + x
+
+    s = lf.device_put(np.zeros(4, np.float32))
+    s2 = step(s, X)
+    for read in (np.asarray, lambda a: a.item(), lambda a: a + 1, lambda a: a.block_until_ready()):
+        with pytest.raises(lf.DonationError, match="donated"):
+            read(s)
+    with pytest.raises(lf.DonationError, match=r"step: argument 'state' .*donated"):
+        step(s, X)
+    np.testing.assert_array_equal(np.asarray(s2), X)
+
+
+def test_numpy_functions_on_tracers_dispatch_or_explain():
+    @lf.jit
+    def ok(x):
+        return np.sum(np.exp(x), axis=0) + np.maximum(x, 1.0)
+
+    np.testing.assert_allclose(np.asarray(ok(X)), np.exp(X).sum() + np.maximum(X, 1.0), rtol=1e-6)
+
+    @lf.jit
+    def no_equivalent(x):
+        return np.linalg.det(x.reshape(2, 2))
+
+    with pytest.raises(lf.TracingError, match=r"numpy\.det cannot take traced values.*'no_equivalent'"):
+        no_equivalent(X)
+
+
+def test_where_points_at_the_user_line_outside_jit():
+    a = lf.device_put(X)
+    with pytest.raises(lf.ShapeError) as info:
+        lnp.add(a, np.ones(3, np.float32))
+    assert "test_errors.py:" in str(info.value)
