@@ -82,7 +82,8 @@ __all__ = sorted(set(_MATH + _SHAPE + _REDUCE + _LINALG + _CREATION + _INDEX + _
 
 def functions() -> list[str]:
     """The callable names of this namespace (documented in docs/api.md)."""
-    return [n for n in __all__ if callable(_g.get(n)) and not isinstance(_g.get(n), _dt.DType)]
+    g = globals()
+    return [n for n in __all__ if callable(g.get(n)) and not isinstance(g.get(n), _dt.DType)]
 
 
 del _g, _mod, _names, _n
