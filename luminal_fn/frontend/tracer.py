@@ -221,6 +221,13 @@ def lift(x, ctx: TraceContext | None = None, dtype: dt.DType | None = None) -> T
         v = _scalar_value(x, d)
         node = ctx.graph.add("Constant", (), (), d, value=v)
         return Tracer(ctx, node, View.contiguous(()), d, weak=dtype is None and not isinstance(x, np.generic))
+    if isinstance(x, Expr):
+        if x.is_const:
+            return lift(x.value, ctx, dtype)
+        # a symbolic dim used as a value: a one-element iota evaluates it at run time
+        node = ctx.graph.add("Iota", (), (1,), dt.int32, expr=x)
+        t = Tracer(ctx, node, View.contiguous((1,)).reshape(()), dt.int32, weak=True)
+        return t if dtype is None else cast(t, dtype)
     arr = _concrete_numpy(x)
     if arr is None:
         raise TypeError(f"cannot use a value of type {type(x).__name__} as an array in a jitted function")
