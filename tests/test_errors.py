@@ -126,7 +126,7 @@ def test_int_float_item_of_a_tracer():
         with pytest.raises(lf.TracingError) as info:
             f(X)
         msg = str(info.value)
-        assert what in msg and f"'{f.name}'" in msg and "static" in msg or "array" in msg, msg
+        assert what in msg and f"'{f.name}'" in msg and ("static" in msg or "array" in msg), msg
 
 
 def test_shape_mismatch_names_op_shapes_function_and_line():
