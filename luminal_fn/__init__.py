@@ -12,7 +12,8 @@ from . import backends
 from .backends import available_backends, get_backend
 from .frontend import numpy as _lnp_impl  # noqa: F401  (installs Tracer methods)
 from .frontend.array import Array, _install_operators, device_put
-from .frontend.errors import (DonationError, DTypeError, LuminalError, ShapeError, TracingError)
+from .frontend.errors import (ArgumentError, DonationError, DTypeError, LuminalError, ShapeError,
+                               TracingError)
 from .frontend.jit import Compiled, Jitted, Lowered, Traced, jit, make_hlir
 from .frontend.pytree import tree_leaves, tree_map
 from .frontend.tracer import Tracer
@@ -29,6 +30,6 @@ __all__ = [
     "jit", "make_hlir", "Array", "device_put", "Tracer", "Traced", "Lowered", "Compiled", "Jitted",
     "numpy", "nn", "dtypes", "float32", "float16", "bfloat16", "int32", "bool_", "tree_map",
     "tree_leaves", "get_backend", "available_backends", "backends", "LuminalError", "TracingError",
-    "ShapeError", "DTypeError", "DonationError",
+    "ShapeError", "DTypeError", "DonationError", "ArgumentError",
 ]
 

@@ -376,3 +376,31 @@ def test_results_of_one_call_feed_the_next_and_int64_at_dispatch():
     inc(np.zeros(3, np.int64))  # dispatch cache hit with a raw int64 dtype
     with pytest.raises(OverflowError, match=r"inc: argument 'i'"):
         inc(np.full(3, 2**35, np.int64))
+
+
+def test_dispatch_cache_agrees_with_the_trace_cache(x4):
+    @lf.jit
+    def f(tree, s):
+        leaves = lf.tree_leaves(tree)
+        return [leaf * (k + 1) + s for k, leaf in enumerate(leaves)]
+
+    a = lf.device_put(x4)
+    trees = [
+        {"b": x4, "a": [a, (x4, 2.0)]},   # dict keys in non-sorted insertion order
+        {"a": [a, (x4, 2.0)], "b": x4},   # same structure, other insertion order
+        [x4, [a, x4]],
+        (x4, [a, x4]),                    # tuple vs list: a new structure
+        {1: x4, 2: a},                    # non-str keys take the general path
+        {"a": x4, "n": None},             # None takes the general path
+    ]
+    for tree in trees:
+        leaves = lf.tree_leaves(tree)
+        for _ in range(3):  # the first call fills the caches, the others hit them
+            out = f(tree, 1.0)
+            assert len(out) == len(leaves)
+            for k, (o, leaf) in enumerate(zip(out, leaves)):
+                np.testing.assert_allclose(np.asarray(o), np.asarray(leaf) * (k + 1) + 1.0)
+    assert f.trace_count == 5  # the two dicts with the same keys share one trace
+    # a value change in a static or a new shape inside a container still selects correctly
+    np.testing.assert_allclose(np.asarray(f([np.ones(2, np.float32)], 0.0)[0]), np.ones(2))
+    assert f.trace_count == 6

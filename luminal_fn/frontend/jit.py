@@ -102,22 +102,55 @@ def _donated(fn_name: str, path: str) -> DonationError:
 
 
 def _fast_key(args, static_pos):
-    """A dispatch-cache key for a call whose arguments are all plain leaves, else None."""
-    key = []
-    add = key.append
+    """(dispatch-cache key, leaves) for a call whose arguments are plain leaves (arrays, Python
+    scalars) or dicts with str keys / lists / tuples of them, else None. The leaves come out in
+    ``pytree.flatten`` order (dict keys sorted). The key is a preorder serialization: shape tuples,
+    dtype objects, scalar types and container headers never compare equal to one another, and
+    static positions are fixed per function, so two different calls cannot share a key."""
+    key: list = []
+    leaves: list = []
     for i, x in enumerate(args):
         if i in static_pos:
-            add((i, x))  # hashed by dict.get; an unhashable value falls back to the slow path
+            key.append((i, x))  # hashed by dict.get; an unhashable value falls back to the slow path
             continue
         t = type(x)
         if t is Array or t is np.ndarray:
-            add(x.shape)
-            add(x.dtype)  # a DType for Arrays, a NumPy dtype for ndarrays: they never collide
+            key.append(x.shape)
+            key.append(x.dtype)  # a DType for Arrays, a NumPy dtype for ndarrays: never equal
+            leaves.append(x)
         elif t is float or t is int or t is bool:
-            add(t)
-        else:
+            key.append(t)
+            leaves.append(x)
+        elif not _fast_container(x, t, key, leaves):
             return None
-    return tuple(key)
+    return tuple(key), leaves
+
+
+def _fast_container(x, t, key: list, leaves: list) -> bool:
+    if t is dict:
+        for k in x:
+            if type(k) is not str:
+                return False
+        names = sorted(x)
+        key.append(("dict", tuple(names)))
+        children = [x[k] for k in names]
+    elif t is list or t is tuple:
+        key.append((t, len(x)))
+        children = x
+    else:
+        return False
+    for c in children:
+        tc = type(c)
+        if tc is Array or tc is np.ndarray:
+            key.append(c.shape)
+            key.append(c.dtype)
+            leaves.append(c)
+        elif tc is float or tc is int or tc is bool:
+            key.append(tc)
+            leaves.append(c)
+        elif not _fast_container(c, tc, key, leaves):
+            return False
+    return True
 
 
 class Jitted:
@@ -265,16 +298,14 @@ class Jitted:
     # ---- the call path ----------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         if not kwargs and self._fast:
-            key = _fast_key(args, self.static_argnums)
-            if key is not None:
+            fk = _fast_key(args, self.static_argnums)
+            if fk is not None:
                 try:
-                    compiled = self._fast.get(key)
+                    compiled = self._fast.get(fk[0])
                 except TypeError:  # an unhashable static value: the slow path says so clearly
                     compiled = None
                 if compiled is not None:
-                    if self.static_argnums:
-                        args = [a for i, a in enumerate(args) if i not in self.static_argnums]
-                    return compiled.call_leaves(args)
+                    return compiled.call_leaves(fk[1])
         return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
@@ -291,10 +322,12 @@ class Jitted:
         n = self._n_params
         if not kwargs and self._fast_ok and (len(args) == n or (self._has_varargs and len(args) > n)):
             fk = _fast_key(args, self.static_argnums)
-            if fk is not None:
+            # stored only when the fast flattening found exactly the slow path's leaves
+            if fk is not None and len(fk[1]) == len(leaves) and all(
+                    a is b for a, b in zip(fk[1], leaves)):
                 if len(self._fast) >= _DISPATCH_CACHE_LIMIT:
                     self._fast.clear()
-                self._fast[fk] = compiled
+                self._fast[fk[0]] = compiled
         return compiled.call_leaves(leaves)
 
     # ---- stages -----------------------------------------------------------------------------
