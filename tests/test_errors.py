@@ -211,7 +211,7 @@ def test_non_hashable_static_argument():
     def scale(x, factors):
         return x * factors[0]
 
-    with pytest.raises(lf.LuminalError, match=r"scale: static argument 'factors' of type list is not hashable.*tuple"):
+    with pytest.raises(lf.ArgumentError, match=r"scale: static argument 'factors' of type list is not hashable.*tuple"):
         scale(X, [2.0])
     np.testing.assert_array_equal(np.asarray(scale(X, (2.0,))), X * 2)
 
@@ -221,8 +221,9 @@ def test_non_array_argument_and_result():
     def f(x, y):
         return x
 
-    with pytest.raises(lf.LuminalError, match=r"f: argument 'y' is a str.*static"):
+    with pytest.raises(lf.ArgumentError, match=r"f: argument 'y' is a str.*static") as info:
         f(X, "hello")
+    assert isinstance(info.value, TypeError) and isinstance(info.value, lf.LuminalError)
 
     @lf.jit
     def g(x):
