@@ -114,6 +114,9 @@ def test_jit_int64_overflow_names_the_argument():
 
     with pytest.raises(OverflowError, match="argument 'k'"):
         g(np.ones(2, np.int32), 2**35)
+    with pytest.raises(OverflowError, match="argument 'k'.*float32 range"):
+        g(np.ones(2, np.float32), 1e39)
+    np.testing.assert_array_equal(np.asarray(g(np.ones(2, np.float32), float("inf"))), [np.inf, np.inf])
 
 
 def test_jit_bfloat16_and_float16_inputs():

@@ -131,6 +131,7 @@ def test_python_scalars_are_weak_and_never_retrace_on_value(x4):
     assert f.trace_count == 3
     # a NumPy scalar is strongly typed, like a 0-d array
     assert f(h, np.float32(2.0)).dtype == lf.float32
+    assert f(h, np.float64(2.0)).dtype == lf.float32  # np.float64 is a float subclass, still strong
 
 
 def test_nested_jit_is_inlined(x4):

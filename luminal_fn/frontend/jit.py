@@ -6,9 +6,10 @@ only dispatches. Two caches sit in front of the compiled graphs:
 
 * the trace cache, keyed by the abstract signature (pytree structure, static values, dtypes,
   shapes with dynamic axes as symbols): a hit never retraces;
-* a dispatch cache for the common call ``f(a, b, ...)`` whose arguments are all plain leaves
-  (arrays, Python scalars, static values), keyed by concrete shapes and raw dtypes so a repeat
-  call skips binding, flattening and canonicalising. Its misses go through the trace cache, so a
+* a dispatch cache for the common call ``f(a, b, ...)`` with every parameter given by position
+  and arguments that are arrays, Python scalars, static values, or str-keyed dicts / lists /
+  tuples of them, keyed by concrete shapes and raw dtypes so a repeat call skips binding, the
+  general flatten and dtype canonicalisation. Its misses go through the trace cache, so a
   new value of a dynamic dim adds a dispatch entry but never a trace or a compile.
 """
 from __future__ import annotations
@@ -22,135 +23,19 @@ import numpy as np
 from ..backends import get_backend
 from ..ir import dtypes as dt
 from ..ir.expr import var
-from ..ir.graph import Graph, type_str
+from ..ir.graph import Graph
 from ..ir.passes import simplify
 from ..ir.view import View
 from . import pytree
 from .array import Array
-from .errors import (ArgumentError, DonationError, DTypeError, LuminalError, ShapeError,
-                     TracingError, annotate, luminal_cause)
+from .errors import ArgumentError, LuminalError, ShapeError, TracingError, annotate, luminal_cause
+from .signature import (SCALARS, abstract, aval_of, check_dims, donated_error, fast_key, hashable,
+                        Layout, Leaf, sig_text)
 from .tracer import TraceContext, Tracer, current, lift
 
 pytree.register_leaf_type(Tracer)
 
-_SCALARS = (bool, int, float)
 _DISPATCH_CACHE_LIMIT = 4096  # concrete signatures kept per function (dynamic dims add entries)
-
-
-class _Leaf:
-    """How one flattened argument enters the graph."""
-
-    __slots__ = ("path", "dyn")
-
-    def __init__(self, path: str, dyn: dict):
-        self.path = path
-        self.dyn = dyn  # axis -> symbol name
-
-
-class _Layout:
-    """Everything about a call's pytree structure that does not depend on values."""
-
-    __slots__ = ("treedef", "leaves", "donated")
-
-    def __init__(self, treedef, leaves, donated):
-        self.treedef = treedef
-        self.leaves = leaves
-        self.donated = donated  # leaf indices whose Arrays are consumed by the call
-
-
-def _abstract(x, dyn: dict, path: str, fn_name: str):
-    """The part of a leaf that selects a trace: dtype and shape with dynamic axes symbolic."""
-    t = type(x)
-    try:
-        if t is Array:
-            if x._deleted:
-                raise _donated(fn_name, path)
-            shape, d = x.shape, x.dtype
-        elif t is np.ndarray:
-            shape, d = x.shape, dt.canonicalize(x.dtype)
-        elif t in _SCALARS or isinstance(x, _SCALARS):
-            if dyn:
-                raise ShapeError(f"{fn_name}: dynamic_axes names axes of {path!r}, which is a Python scalar")
-            return ("weak", dt.scalar_dtype(x))
-        elif isinstance(x, np.generic):
-            shape, d = (), dt.canonicalize(x.dtype)
-        elif isinstance(x, Tracer):
-            raise TracingError(f"{fn_name}: argument {path!r} is a traced value of another trace")
-        elif hasattr(x, "__dlpack__") or hasattr(x, "__array__"):
-            arr = np.asarray(x)
-            shape, d = arr.shape, dt.canonicalize(arr.dtype)
-        else:
-            raise ArgumentError(
-                f"{fn_name}: argument {path!r} is a {t.__name__}, which is not an array; pass "
-                "arrays, Python scalars or pytrees of them, or mark the argument static "
-                "(static_argnums/static_argnames)")
-    except DTypeError as e:
-        raise DTypeError(f"{fn_name}: argument {path!r}: {e}") from None
-    if dyn:
-        for ax in dyn:
-            if ax >= len(shape):
-                raise ShapeError(f"{fn_name}: dynamic_axes names axis {ax} of {path!r}, which has "
-                                 f"shape {tuple(shape)}")
-        shape = tuple(dyn.get(i, s) for i, s in enumerate(shape))
-    return (d, shape)
-
-
-def _donated(fn_name: str, path: str) -> DonationError:
-    return DonationError(
-        f"{fn_name}: argument {path!r} is an Array that was donated to an earlier jitted call "
-        "(donate_argnums) and deleted; pass that call's result instead")
-
-
-def _fast_key(args, static_pos):
-    """(dispatch-cache key, leaves) for a call whose arguments are plain leaves (arrays, Python
-    scalars) or dicts with str keys / lists / tuples of them, else None. The leaves come out in
-    ``pytree.flatten`` order (dict keys sorted). The key is a preorder serialization: shape tuples,
-    dtype objects, scalar types and container headers never compare equal to one another, and
-    static positions are fixed per function, so two different calls cannot share a key."""
-    key: list = []
-    leaves: list = []
-    for i, x in enumerate(args):
-        if i in static_pos:
-            key.append((i, x))  # hashed by dict.get; an unhashable value falls back to the slow path
-            continue
-        t = type(x)
-        if t is Array or t is np.ndarray:
-            key.append(x.shape)
-            key.append(x.dtype)  # a DType for Arrays, a NumPy dtype for ndarrays: never equal
-            leaves.append(x)
-        elif t is float or t is int or t is bool:
-            key.append(t)
-            leaves.append(x)
-        elif not _fast_container(x, t, key, leaves):
-            return None
-    return tuple(key), leaves
-
-
-def _fast_container(x, t, key: list, leaves: list) -> bool:
-    if t is dict:
-        for k in x:
-            if type(k) is not str:
-                return False
-        names = sorted(x)
-        key.append(("dict", tuple(names)))
-        children = [x[k] for k in names]
-    elif t is list or t is tuple:
-        key.append((t, len(x)))
-        children = x
-    else:
-        return False
-    for c in children:
-        tc = type(c)
-        if tc is Array or tc is np.ndarray:
-            key.append(c.shape)
-            key.append(c.dtype)
-            leaves.append(c)
-        elif tc is float or tc is int or tc is bool:
-            key.append(tc)
-            leaves.append(c)
-        elif not _fast_container(c, tc, key, leaves):
-            return False
-    return True
 
 
 class Jitted:
@@ -251,13 +136,13 @@ class Jitted:
         statics, dyn = [], []
         for i, a in enumerate(args):
             if i in self.static_argnums:
-                statics.append((i, _hashable(a, self.name, self._arg_name(i))))
+                statics.append((i, hashable(a, self.name, self._arg_name(i))))
             else:
                 dyn.append(a)
         static_kw, dyn_kw = {}, {}
         for k, v in kwargs.items():
             if k in self.static_argnames:
-                static_kw[k] = _hashable(v, self.name, k)
+                static_kw[k] = hashable(v, self.name, k)
             else:
                 dyn_kw[k] = v
         return tuple(dyn), tuple(statics), static_kw, dyn_kw
@@ -283,22 +168,22 @@ class Jitted:
             if kw_td is not None:
                 for key, child in zip(kw_td.meta, kw_td.children):
                     paths += pytree.leaf_paths(child, key)
-            specs = [_Leaf(p, _dyn_for(p, self.dynamic_axes)) for p in paths]
+            specs = [Leaf(p, _dyn_for(p, self.dynamic_axes)) for p in paths]
             donated = []
             if self.donate_argnums:
                 don_names = {self._arg_name(i) for i in self.donate_argnums}
                 donated = [k for k, p in enumerate(paths) if p.split("/")[0] in don_names]
-            lay = self._layouts[td] = _Layout(td, specs, tuple(donated))
+            lay = self._layouts[td] = Layout(td, specs, tuple(donated))
         return leaves, lay
 
     def _signature(self, leaves, lay, statics, static_kw) -> tuple:
         return (lay.treedef, statics, tuple(sorted(static_kw.items())) if static_kw else (),
-                tuple(_abstract(x, s.dyn, s.path, self.name) for x, s in zip(leaves, lay.leaves)))
+                tuple(abstract(x, s.dyn, s.path, self.name) for x, s in zip(leaves, lay.leaves)))
 
     # ---- the call path ----------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         if not kwargs and self._fast:
-            fk = _fast_key(args, self.static_argnums)
+            fk = fast_key(args, self.static_argnums)
             if fk is not None:
                 try:
                     compiled = self._fast.get(fk[0])
@@ -316,12 +201,12 @@ class Jitted:
         key = self._signature(leaves, lay, statics, static_kw)
         compiled = self._entries.get(key)
         if compiled is None:
-            _check_dims(leaves, lay, self.name)  # before tracing: a mismatch is the caller's error
+            check_dims(leaves, lay, self.name)  # before tracing: a mismatch is the caller's error
             traced = self._trace_with(key, dyn, statics, static_kw, dyn_kw, leaves, lay)
             compiled = self._entries[key] = traced.lower().compile()
         n = self._n_params
         if not kwargs and self._fast_ok and (len(args) == n or (self._has_varargs and len(args) > n)):
-            fk = _fast_key(args, self.static_argnums)
+            fk = fast_key(args, self.static_argnums)
             # stored only when the fast flattening found exactly the slow path's leaves
             if fk is not None and len(fk[1]) == len(leaves) and all(
                     a is b for a, b in zip(fk[1], leaves)):
@@ -405,34 +290,6 @@ class Jitted:
         return functools.partial(self, obj)
 
 
-def _check_dims(leaves, lay, fn_name):
-    seen: dict = {}
-    for x, spec in zip(leaves, lay.leaves):
-        for ax, sym in spec.dyn.items():
-            v = np.shape(x)[ax]
-            if sym in seen and seen[sym][0] != v:
-                raise ShapeError(
-                    f"{fn_name}: dynamic dim {sym!r} is {seen[sym][0]} in argument {seen[sym][1]!r} "
-                    f"but {v} in {spec.path!r} (axis {ax}); every axis named {sym!r} in dynamic_axes "
-                    "must have the same length in one call")
-            seen.setdefault(sym, (v, spec.path))
-
-
-def _sig_text(in_avals) -> str:
-    return ", ".join(f"{p}: {type_str(d, s)}" + ("{weak}" if w else "") for p, d, s, w in in_avals)
-
-
-def _hashable(v, fn_name, arg):
-    try:
-        hash(v)
-    except TypeError:
-        raise ArgumentError(
-            f"{fn_name}: static argument {arg!r} of type {type(v).__name__} is not hashable; static "
-            "arguments are part of the compile cache key (use a tuple instead of a list, a frozen "
-            "dataclass instead of a dict, or pass the value as a traced array)") from None
-    return v
-
-
 def _normalize_dynamic_axes(spec, names) -> dict:
     if not spec:
         return {}
@@ -474,7 +331,7 @@ class Traced:
         self.symbols = sorted(graph.symbols())
 
     def signature_text(self) -> str:
-        return _sig_text(self.in_avals)
+        return sig_text(self.in_avals)
 
     def as_text(self) -> str:
         return f"{self.hlir.name}({self.signature_text()})\n{self.hlir.as_text()}"
@@ -541,7 +398,7 @@ class Compiled:
             t = type(x)
             if t is Array:
                 if x._deleted:
-                    raise _donated(self._name, self._paths[k])
+                    raise donated_error(self._name, self._paths[k])
                 if x._backend is be:
                     add(x._buf)
                     continue
@@ -565,7 +422,7 @@ class Compiled:
     def _other_leaf(self, x, k) -> np.ndarray:
         """A Python or NumPy scalar, or a foreign array, as a NumPy array of the traced dtype."""
         npd = self._in_np[k]
-        if isinstance(x, _SCALARS):
+        if isinstance(x, SCALARS) and not isinstance(x, np.generic):
             if npd.kind == "i" and not -2**31 <= x < 2**31:
                 raise OverflowError(f"{self._name}: argument {self._paths[k]!r} is the Python int "
                                     f"{x}, outside the int32 range that luminal_fn computes in")
@@ -601,7 +458,7 @@ class Compiled:
         leaves, lay = j._layout(dyn, dyn_kw)
         key = j._signature(leaves, lay, statics, static_kw)
         if key != traced.key:
-            got = _sig_text([(s.path, *_aval_of(a)) for s, a in zip(lay.leaves, key[3])])
+            got = sig_text([(s.path, *aval_of(a)) for s, a in zip(lay.leaves, key[3])])
             raise ArgumentError(
                 f"{j.name}: this Compiled stage was built for ({traced.signature_text()}) and "
                 f"cannot run ({got}) or other static values / structure; call the jitted function "
@@ -613,12 +470,6 @@ class Compiled:
 
     def cost(self) -> dict:
         return self.runner.cost()
-
-
-def _aval_of(a):
-    if a[0] == "weak":
-        return a[1], (), True
-    return a[0], tuple(var(s) if isinstance(s, str) else s for s in a[1]), False
 
 
 def _builder(td: pytree.TreeDef) -> Callable:
