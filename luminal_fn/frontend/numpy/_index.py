@@ -72,7 +72,7 @@ def _normalize_index(x: Tracer, idx) -> list:
     if used > x.ndim:
         raise IndexError_(f"too many indices for array: array is {x.ndim}-dimensional, but {used} were indexed")
     if n_ell:
-        k = out.index(Ellipsis)
+        k = next(j for j, i in enumerate(out) if i is Ellipsis)
         fill = [slice(None)] * (x.ndim - used) or [_NO_AXIS]
         out = out[:k] + fill + out[k + 1:]
     else:

@@ -1,0 +1,319 @@
+"""Per-language tables for the C-style renderer: CUDA and Metal differ only here.
+
+A :class:`Language` says how to spell types, conversions, thread indices, qualifiers, barriers,
+warp shuffles, atomics and math functions, how a kernel binds its buffers, and which helper
+prelude every module starts with. The renderer (kernels.py) never names a language.
+
+Buffer binding:
+  * ``"table"`` (CUDA): a kernel takes one argument, ``const long long* P``, a small device array
+    holding the symbolic dims first and then one pointer per buffer. One compiled kernel and one
+    captured CUDA graph then serve every dims value and every input pointer: the host rewrites P.
+  * ``"args"`` (Metal): each buffer is its own ``[[buffer(i)]]`` argument and the dims are an
+    ``int`` array in buffer 0 (Metal shading language cannot turn integers into pointers).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...ir import dtypes as dt
+
+COMPUTE = {"float32": "float", "float16": "float", "bfloat16": "float", "int32": "int", "bool": "bool"}
+
+
+def compute_type(d: dt.DType) -> str:
+    """The register type math runs in: half types compute in float, as the NumPy reference."""
+    return COMPUTE[d.name]
+
+
+@dataclass(frozen=True)
+class Language:
+    name: str
+    storage: dict  # dtype name -> storage type
+    binding: str  # "table" or "args"
+    kernel_prefix: str  # before "void name(...)"
+    restrict: str
+    const_ptr: str  # "{t}" -> pointer to const storage
+    mut_ptr: str
+    block_idx: str
+    thread_idx: str
+    block_dim: str
+    grid_dim: str
+    extra_params: str  # Metal's thread-position arguments
+    shared: str
+    barrier: str
+    shfl_xor: str  # "{v}", "{o}"
+    math: dict  # op -> function name
+    inf: str
+    nan: str
+    load: dict  # dtype name -> "{x}" conversion from storage to compute type
+    store: dict  # dtype name -> "{x}" conversion from float compute to storage
+    f2i: str  # saturating float -> int, NaN -> 0
+    prelude: str
+    isnan: str = "isnan({x})"
+    launch_bounds: str = ""
+    vec_ok: bool = True
+    notes: dict = field(default_factory=dict)
+
+    def ptr(self, d: dt.DType, const: bool) -> str:
+        t = self.storage[d.name]
+        return (self.const_ptr if const else self.mut_ptr).format(t=t)
+
+
+_CUDA_PRELUDE = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+typedef long long lf_i64;
+#define LF_INF __int_as_float(0x7f800000)
+#define LF_NAN __int_as_float(0x7fc00000)
+__device__ __forceinline__ float lf_ld(float x) { return x; }
+__device__ __forceinline__ float lf_ld(__half x) { return __half2float(x); }
+__device__ __forceinline__ float lf_ld(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ int lf_ld(int x) { return x; }
+__device__ __forceinline__ bool lf_ld(bool x) { return x; }
+template <typename T> __device__ __forceinline__ T lf_st(float x);
+template <> __device__ __forceinline__ float lf_st<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half lf_st<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 lf_st<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ int lf_f2i(float x) { return __float2int_rz(x); }
+__device__ __forceinline__ float lf_max(float a, float b) { return (b > a || b != b) ? b : a; }
+__device__ __forceinline__ float lf_min(float a, float b) { return (b < a || b != b) ? b : a; }
+__device__ __forceinline__ int lf_max(int a, int b) { return b > a ? b : a; }
+__device__ __forceinline__ int lf_min(int a, int b) { return b < a ? b : a; }
+__device__ __forceinline__ bool lf_max(bool a, bool b) { return a || b; }
+__device__ __forceinline__ bool lf_min(bool a, bool b) { return a && b; }
+__device__ __forceinline__ int lf_imod(int a, int b) { return b == 0 ? 0 : a % b; }
+__device__ __forceinline__ float lf_shfl(float v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ int lf_shfl(int v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ bool lf_shfl(bool v, int o) { return __shfl_xor_sync(0xffffffffu, (int)v, o) != 0; }
+
+// Vector loads and stores of N consecutive elements (16 bytes for N*sizeof(T) == 16), with
+// conversion to/from the compute type. The address must be aligned to N*sizeof(T).
+template <int N> __device__ __forceinline__ void lf_vld(const float* p, float (&v)[N]) {
+  #pragma unroll
+  for (int j = 0; j < N; j += 4) { float4 t = *(const float4*)(p + j); v[j] = t.x; v[j+1] = t.y; v[j+2] = t.z; v[j+3] = t.w; }
+}
+template <int N> __device__ __forceinline__ void lf_vld(const int* p, int (&v)[N]) {
+  #pragma unroll
+  for (int j = 0; j < N; j += 4) { int4 t = *(const int4*)(p + j); v[j] = t.x; v[j+1] = t.y; v[j+2] = t.z; v[j+3] = t.w; }
+}
+template <int N> __device__ __forceinline__ void lf_vld(const __half* p, float (&v)[N]) {
+  #pragma unroll
+  for (int j = 0; j < N; j += 4) { uint2 t = *(const uint2*)(p + j);
+    float2 a = __half22float2(*(__half2*)&t.x), b = __half22float2(*(__half2*)&t.y);
+    v[j] = a.x; v[j+1] = a.y; v[j+2] = b.x; v[j+3] = b.y; }
+}
+template <int N> __device__ __forceinline__ void lf_vld(const __nv_bfloat16* p, float (&v)[N]) {
+  #pragma unroll
+  for (int j = 0; j < N; j += 4) { uint2 t = *(const uint2*)(p + j);
+    float2 a = __bfloat1622float2(*(__nv_bfloat162*)&t.x), b = __bfloat1622float2(*(__nv_bfloat162*)&t.y);
+    v[j] = a.x; v[j+1] = a.y; v[j+2] = b.x; v[j+3] = b.y; }
+}
+template <int N> __device__ __forceinline__ void lf_vld(const bool* p, bool (&v)[N]) {
+  #pragma unroll
+  for (int j = 0; j < N; j += 4) { uchar4 t = *(const uchar4*)(p + j); v[j] = t.x; v[j+1] = t.y; v[j+2] = t.z; v[j+3] = t.w; }
+}
+template <int N> __device__ __forceinline__ void lf_vst(float* p, const float (&v)[N]) {
+  #pragma unroll
+  for (int j = 0; j < N; j += 4) *(float4*)(p + j) = make_float4(v[j], v[j+1], v[j+2], v[j+3]);
+}
+template <int N> __device__ __forceinline__ void lf_vst(int* p, const int (&v)[N]) {
+  #pragma unroll
+  for (int j = 0; j < N; j += 4) *(int4*)(p + j) = make_int4(v[j], v[j+1], v[j+2], v[j+3]);
+}
+template <int N> __device__ __forceinline__ void lf_vst(__half* p, const float (&v)[N]) {
+  #pragma unroll
+  for (int j = 0; j < N; j += 4) { __half2 a = __floats2half2_rn(v[j], v[j+1]), b = __floats2half2_rn(v[j+2], v[j+3]);
+    uint2 t; t.x = *(unsigned*)&a; t.y = *(unsigned*)&b; *(uint2*)(p + j) = t; }
+}
+template <int N> __device__ __forceinline__ void lf_vst(__nv_bfloat16* p, const float (&v)[N]) {
+  #pragma unroll
+  for (int j = 0; j < N; j += 4) { __nv_bfloat162 a = __floats2bfloat162_rn(v[j], v[j+1]), b = __floats2bfloat162_rn(v[j+2], v[j+3]);
+    uint2 t; t.x = *(unsigned*)&a; t.y = *(unsigned*)&b; *(uint2*)(p + j) = t; }
+}
+template <int N> __device__ __forceinline__ void lf_vst(bool* p, const bool (&v)[N]) {
+  #pragma unroll
+  for (int j = 0; j < N; j += 4) *(uchar4*)(p + j) = make_uchar4(v[j], v[j+1], v[j+2], v[j+3]);
+}
+
+// Atomic read-modify-write of one element of any 1/2/4-byte type through a CAS loop on the
+// aligned 32-bit word that holds it; MODE 0 set, 1 add, 2 mul, 3 max, 4 min (NaN wins).
+template <typename T> __device__ __forceinline__ float lf_asf(T x) { return lf_ld(x); }
+__device__ __forceinline__ float lf_combine(int mode, float old, float v) {
+  return mode == 0 ? v : mode == 1 ? old + v : mode == 2 ? old * v : mode == 3 ? (old != old ? old : lf_max(old, v)) : (old != old ? old : lf_min(old, v));
+}
+__device__ __forceinline__ int lf_combine(int mode, int old, int v) {
+  return mode == 0 ? v : mode == 1 ? old + v : mode == 2 ? old * v : mode == 3 ? lf_max(old, v) : lf_min(old, v);
+}
+__device__ __forceinline__ bool lf_combine(int mode, bool old, bool v) {
+  return mode == 0 ? v : mode == 1 ? (old || v) : mode == 2 ? (old && v) : mode == 3 ? (old || v) : (old && v);
+}
+__device__ __forceinline__ void lf_atomic(int mode, float* p, float v) {
+  if (mode == 0) { *p = v; return; }
+  if (mode == 1) { atomicAdd(p, v); return; }
+  unsigned* w = (unsigned*)p; unsigned old = *w, as;
+  do { as = old; old = atomicCAS(w, as, __float_as_uint(lf_combine(mode, __uint_as_float(as), v))); } while (as != old);
+}
+__device__ __forceinline__ void lf_atomic(int mode, int* p, int v) {
+  if (mode == 0) { *p = v; return; }
+  if (mode == 1) { atomicAdd(p, v); return; }
+  if (mode == 3) { atomicMax(p, v); return; }
+  if (mode == 4) { atomicMin(p, v); return; }
+  int old = *p, as;
+  do { as = old; old = atomicCAS(p, as, as * v); } while (as != old);
+}
+template <typename T> __device__ __forceinline__ void lf_atomic_narrow(int mode, T* p, float v) {
+  // 1- and 2-byte elements: CAS on the containing aligned word
+  size_t addr = (size_t)p; unsigned* w = (unsigned*)(addr & ~(size_t)3); int shift = (int)(addr & 3) * 8;
+  unsigned mask = (sizeof(T) == 2 ? 0xffffu : 0xffu) << shift;
+  unsigned old = *w, as;
+  do {
+    as = old;
+    T cur; unsigned short bits = (unsigned short)((as & mask) >> shift);
+    if (sizeof(T) == 2) cur = *(T*)&bits; else { unsigned char b8 = (unsigned char)bits; cur = *(T*)&b8; }
+    T nv = (T)lf_st_any<T>(lf_combine(mode, lf_asf(cur), v));
+    unsigned nb = sizeof(T) == 2 ? (unsigned)(*(unsigned short*)&nv) : (unsigned)(*(unsigned char*)&nv);
+    old = atomicCAS(w, as, (as & ~mask) | (nb << shift));
+  } while (as != old);
+}
+"""
+
+# lf_st_any must exist before lf_atomic_narrow: defined in a small header placed first.
+_CUDA_PRELUDE = _CUDA_PRELUDE.replace(
+    "// Atomic read-modify-write",
+    "template <typename T> __device__ __forceinline__ T lf_st_any(float x) { return lf_st<T>(x); }\n"
+    "template <> __device__ __forceinline__ bool lf_st_any<bool>(float x) { return x != 0.f; }\n"
+    "__device__ __forceinline__ float lf_asf(bool x) { return x ? 1.f : 0.f; }\n"
+    "// Atomic read-modify-write")
+
+CUDA = Language(
+    name="cuda",
+    storage={"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "int32": "int",
+             "bool": "bool"},
+    binding="table",
+    kernel_prefix='extern "C" __global__ void',
+    restrict="__restrict__",
+    const_ptr="const {t}* __restrict__",
+    mut_ptr="{t}* __restrict__",
+    block_idx="blockIdx.x",
+    thread_idx="threadIdx.x",
+    block_dim="blockDim.x",
+    grid_dim="gridDim.x",
+    extra_params="",
+    shared="__shared__",
+    barrier="__syncthreads();",
+    shfl_xor="lf_shfl({v}, {o})",
+    math={"Exp2": "exp2f", "Log2": "log2f", "Sin": "sinf", "Sqrt": "sqrtf", "fmod": "fmodf",
+          "exp": "__expf", "rsqrt": "rsqrtf"},
+    inf="LF_INF",
+    nan="LF_NAN",
+    load={"float32": "{x}", "float16": "__half2float({x})", "bfloat16": "__bfloat162float({x})",
+          "int32": "{x}", "bool": "{x}"},
+    store={"float32": "{x}", "float16": "__float2half_rn({x})", "bfloat16": "__float2bfloat16_rn({x})"},
+    f2i="lf_f2i({x})",
+    prelude=_CUDA_PRELUDE,
+    launch_bounds="__launch_bounds__({n})",
+)
+
+_METAL_PRELUDE = r"""
+#include <metal_stdlib>
+using namespace metal;
+#define LF_INF INFINITY
+#define LF_NAN NAN
+inline int lf_f2i(float x) { return isnan(x) ? 0 : x >= 2147483647.0f ? INT_MAX : x <= -2147483648.0f ? INT_MIN : int(x); }
+inline float lf_max(float a, float b) { return (b > a || isnan(b)) ? b : a; }
+inline float lf_min(float a, float b) { return (b < a || isnan(b)) ? b : a; }
+inline int lf_max(int a, int b) { return b > a ? b : a; }
+inline int lf_min(int a, int b) { return b < a ? b : a; }
+inline bool lf_max(bool a, bool b) { return a || b; }
+inline bool lf_min(bool a, bool b) { return a && b; }
+inline int lf_imod(int a, int b) { return b == 0 ? 0 : a % b; }
+inline float lf_shfl(float v, ushort o) { return simd_shuffle_xor(v, o); }
+inline int lf_shfl(int v, ushort o) { return simd_shuffle_xor(v, o); }
+inline bool lf_shfl(bool v, ushort o) { return simd_shuffle_xor(int(v), o) != 0; }
+inline float lf_combine(int mode, float old, float v) {
+  return mode == 0 ? v : mode == 1 ? old + v : mode == 2 ? old * v : mode == 3 ? (isnan(old) ? old : lf_max(old, v)) : (isnan(old) ? old : lf_min(old, v));
+}
+inline int lf_combine(int mode, int old, int v) {
+  return mode == 0 ? v : mode == 1 ? old + v : mode == 2 ? old * v : mode == 3 ? lf_max(old, v) : lf_min(old, v);
+}
+inline void lf_atomic(int mode, device float* p, float v) {
+  device atomic_uint* w = (device atomic_uint*)p;
+  uint old = atomic_load_explicit(w, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(w, &old, as_type<uint>(lf_combine(mode, as_type<float>(old), v)),
+                                                memory_order_relaxed, memory_order_relaxed)) {}
+}
+inline void lf_atomic(int mode, device int* p, int v) {
+  device atomic_int* w = (device atomic_int*)p;
+  int old = atomic_load_explicit(w, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(w, &old, lf_combine(mode, old, v),
+                                                memory_order_relaxed, memory_order_relaxed)) {}
+}
+"""
+
+METAL = Language(
+    name="metal",
+    storage={"float32": "float", "float16": "half", "bfloat16": "bfloat", "int32": "int", "bool": "bool"},
+    binding="args",
+    kernel_prefix="kernel void",
+    restrict="",
+    const_ptr="device const {t}*",
+    mut_ptr="device {t}*",
+    block_idx="lf_bid.x",
+    thread_idx="lf_tid.x",
+    block_dim="lf_bdim.x",
+    grid_dim="lf_gdim.x",
+    extra_params=("uint3 lf_bid [[threadgroup_position_in_grid]], uint3 lf_tid [[thread_position_in_threadgroup]], "
+                  "uint3 lf_bdim [[threads_per_threadgroup]], uint3 lf_gdim [[threadgroups_per_grid]]"),
+    shared="threadgroup",
+    barrier="threadgroup_barrier(mem_flags::mem_threadgroup);",
+    shfl_xor="lf_shfl({v}, {o})",
+    math={"Exp2": "exp2", "Log2": "log2", "Sin": "sin", "Sqrt": "sqrt", "fmod": "fmod",
+          "exp": "exp", "rsqrt": "rsqrt"},
+    inf="LF_INF",
+    nan="LF_NAN",
+    load={"float32": "{x}", "float16": "float({x})", "bfloat16": "float({x})", "int32": "{x}",
+          "bool": "{x}"},
+    store={"float32": "{x}", "float16": "half({x})", "bfloat16": "bfloat({x})"},
+    f2i="lf_f2i({x})",
+    prelude=_METAL_PRELUDE,
+    vec_ok=False,  # the Metal table renders the scalar paths only (no vector load helpers yet)
+    notes={"scatter": "1- and 2-byte scatter modes other than set are not rendered for Metal"},
+)
+
+LANGUAGES = {"cuda": CUDA, "metal": METAL}
+
+
+def get_language(name) -> Language:
+    if isinstance(name, Language):
+        return name
+    try:
+        return LANGUAGES[name]
+    except KeyError:
+        raise ValueError(f"unknown kernel language {name!r}; known: {', '.join(LANGUAGES)}") from None
+
+
+# ---- conversions between storage and compute types ------------------------------------------------
+def convert(lang: Language, x: str, src: str, dst: str) -> str:
+    """Convert an expression between compute types ("float", "int", "bool")."""
+    if src == dst:
+        return x
+    if dst == "float":
+        return f"({x} ? 1.0f : 0.0f)" if src == "bool" else f"(float)({x})"
+    if dst == "int":
+        return lang.f2i.format(x=x) if src == "float" else f"(int)({x})"
+    # to bool
+    return f"({x} != 0)" if src == "int" else f"({x} != 0.0f)"
+
+
+def load_expr(lang: Language, d: dt.DType, x: str) -> str:
+    """A storage-typed expression as its compute type."""
+    return lang.load[d.name].format(x=x)
+
+
+def store_expr(lang: Language, d: dt.DType, x: str, src_compute: str) -> str:
+    """A compute-typed expression as the storage type of ``d``."""
+    want = compute_type(d)
+    x = convert(lang, x, src_compute, want)
+    if want == "float":
+        return lang.store[d.name].format(x=x)
+    return x
