@@ -110,8 +110,7 @@ class TreeRenderer:
             elif ct == "int":
                 e = f"lf_imod({a}, {b})"
             else:
-                e = f"{a} && !{b}"  # bool fmod: a % b with b in {0,1}: 0 when b is 0 (reference gives 0)
-                e = "false"
+                e = "false"  # bool fmod: a % b is 0 for b in {0, 1} (and the reference's b == 0 case)
             return self._tmp(ct, e), ct
         if tag == "Select":
             c, cty = self.render(tree[2])

@@ -1,0 +1,169 @@
+// Scaled dot-product attention with grouped-query heads, in float registers.
+//   q (B, Hq, Lq, D), k (B, Hkv, Lk, D), v (B, Hkv, Lk, D), each with its own batch/head/seq
+//   strides and unit stride along D; o (B, Hq, Lq, D) contiguous. Query head h reads key/value
+//   head h / (Hq / Hkv). Keys j < kv_len are valid; causal 1 keeps j <= i (PyTorch's is_causal,
+//   top-left), causal 2 keeps j <= i + kv_len - Lq (a KV cache: the last query sees every key).
+//   A query that keeps no key gets NaN, as PyTorch.
+// lf_attn_decode: one block of NW warps per (query, head, batch); warps split the keys, each
+//   runs an online softmax, shared memory merges them (flash-decoding inside one block).
+// lf_attn_prefill: one block of 4 warps per 16 queries of a (head, batch); key/value tiles of TK
+//   rows are staged in shared memory; lane j scores key j of the tile, then lanes split D for
+//   the weighted sum of values.
+struct LfAttn {
+  long long qb, qh, ql, kb, kh, kl, vb, vh, vl;
+  int B, Hq, Hkv, Lq, Lk, kv_len, causal;
+  float scale;
+};
+
+__device__ __forceinline__ int lf_attn_limit(const LfAttn& p, int i) {
+  // number of keys query i may read
+  int lim = min(p.kv_len, p.Lk);
+  if (p.causal == 1) lim = min(lim, i + 1);
+  else if (p.causal == 2) lim = min(lim, i + p.kv_len - p.Lq + 1);
+  return max(lim, 0);
+}
+
+template <typename T, int D, int NW>
+__device__ void lf_attn_decode(const T* __restrict__ q, const T* __restrict__ k,
+                               const T* __restrict__ v, T* __restrict__ o, LfAttn p) {
+  constexpr int E = D / 32;
+  __shared__ float sm_m[NW], sm_l[NW];
+  __shared__ float sm_acc[NW][D];
+  const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  if (i >= p.Lq || b >= p.B) return;
+  const int hk = h / (p.Hq / p.Hkv);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const T* qr = q + b * p.qb + h * p.qh + i * p.ql;
+  float qv[E];
+  #pragma unroll
+  for (int e = 0; e < E; ++e) qv[e] = lf_ld(qr[lane + 32 * e]) * p.scale;
+  const T* kbase = k + b * p.kb + hk * p.kh;
+  const T* vbase = v + b * p.vb + hk * p.vh;
+  const int lim = lf_attn_limit(p, i);
+  float m = -LF_INF, l = 0.f, acc[E];
+  #pragma unroll
+  for (int e = 0; e < E; ++e) acc[e] = 0.f;
+  for (int j = warp; j < lim; j += NW) {
+    const T* kr = kbase + j * p.kl;
+    float s = 0.f;
+    #pragma unroll
+    for (int e = 0; e < E; ++e) s += qv[e] * lf_ld(kr[lane + 32 * e]);
+    #pragma unroll
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    const float mn = fmaxf(m, s);
+    const float corr = expf(m - mn), pj = expf(s - mn);
+    l = l * corr + pj;
+    const T* vr = vbase + j * p.vl;
+    #pragma unroll
+    for (int e = 0; e < E; ++e) acc[e] = acc[e] * corr + pj * lf_ld(vr[lane + 32 * e]);
+    m = mn;
+  }
+  if (lane == 0) { sm_m[warp] = m; sm_l[warp] = l; }
+  #pragma unroll
+  for (int e = 0; e < E; ++e) sm_acc[warp][lane + 32 * e] = acc[e];
+  __syncthreads();
+  if (warp == 0) {
+    float M = -LF_INF;
+    #pragma unroll
+    for (int w = 0; w < NW; ++w) M = fmaxf(M, sm_m[w]);
+    float L = 0.f, out[E];
+    #pragma unroll
+    for (int e = 0; e < E; ++e) out[e] = 0.f;
+    #pragma unroll
+    for (int w = 0; w < NW; ++w) {
+      const float f = sm_m[w] == -LF_INF ? 0.f : expf(sm_m[w] - M);
+      L += sm_l[w] * f;
+      #pragma unroll
+      for (int e = 0; e < E; ++e) out[e] += sm_acc[w][lane + 32 * e] * f;
+    }
+    const float inv = 1.0f / L;  // L == 0 (no key): 0 * inf = NaN, as PyTorch
+    T* orow = o + (((long long)b * p.Hq + h) * p.Lq + i) * D;
+    #pragma unroll
+    for (int e = 0; e < E; ++e) orow[lane + 32 * e] = lf_st<T>(L == 0.f ? LF_NAN : out[e] * inv);
+  }
+}
+
+template <typename T, int D, int TK>
+__device__ void lf_attn_prefill(const T* __restrict__ q, const T* __restrict__ k,
+                                const T* __restrict__ v, T* __restrict__ o, LfAttn p) {
+  constexpr int E = D / 32, QPW = 4, BQ = 16;
+  __shared__ float sk[TK][D + 1];
+  __shared__ float sv[TK][D + 1];
+  __shared__ float sq[BQ][D];
+  const int h = blockIdx.y, b = blockIdx.z, i0 = blockIdx.x * BQ;
+  if (b >= p.B || i0 >= p.Lq) return;  // uniform over the block
+  const int hk = h / (p.Hq / p.Hkv);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int t = threadIdx.x; t < BQ * D; t += 128) {
+    const int qi = t / D, d = t % D;
+    const int i = i0 + qi;
+    sq[qi][d] = i < p.Lq ? lf_ld(q[b * p.qb + h * p.qh + i * p.ql + d]) * p.scale : 0.f;
+  }
+  float m[QPW], l[QPW], acc[QPW][E];
+  int lim[QPW];
+  int lim_max = 0;
+  #pragma unroll
+  for (int r = 0; r < QPW; ++r) {
+    const int i = i0 + warp * QPW + r;
+    lim[r] = i < p.Lq ? lf_attn_limit(p, i) : 0;
+    m[r] = -LF_INF; l[r] = 0.f;
+    #pragma unroll
+    for (int e = 0; e < E; ++e) acc[r][e] = 0.f;
+  }
+  // the block's key range: the largest limit of its queries
+  for (int qi = 0; qi < BQ; ++qi) {
+    const int i = i0 + qi;
+    if (i < p.Lq) lim_max = max(lim_max, lf_attn_limit(p, i));
+  }
+  const T* kbase = k + b * p.kb + hk * p.kh;
+  const T* vbase = v + b * p.vb + hk * p.vh;
+  for (int j0 = 0; j0 < lim_max; j0 += TK) {
+    __syncthreads();
+    for (int t = threadIdx.x; t < TK * D; t += 128) {
+      const int jj = t / D, d = t % D, j = j0 + jj;
+      const bool ok = j < lim_max;
+      sk[jj][d] = ok ? lf_ld(kbase[j * p.kl + d]) : 0.f;
+      sv[jj][d] = ok ? lf_ld(vbase[j * p.vl + d]) : 0.f;
+    }
+    __syncthreads();
+    #pragma unroll
+    for (int r = 0; r < QPW; ++r) {
+      const int qi = warp * QPW + r;
+      if (j0 >= lim[r]) continue;
+      float s = -LF_INF;
+      if (lane < TK && j0 + lane < lim[r]) {
+        s = 0.f;
+        #pragma unroll 8
+        for (int d = 0; d < D; ++d) s += sq[qi][d] * sk[lane][d];
+      }
+      float tmax = s;
+      #pragma unroll
+      for (int off = 16; off > 0; off >>= 1) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, off));
+      const float mn = fmaxf(m[r], tmax);
+      const float corr = expf(m[r] - mn);
+      const float pj = s == -LF_INF ? 0.f : expf(s - mn);
+      float ps = pj;
+      #pragma unroll
+      for (int off = 16; off > 0; off >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, off);
+      l[r] = l[r] * corr + ps;
+      #pragma unroll
+      for (int e = 0; e < E; ++e) acc[r][e] *= corr;
+      #pragma unroll 4
+      for (int jj = 0; jj < TK; ++jj) {
+        const float pb = __shfl_sync(0xffffffffu, pj, jj);
+        #pragma unroll
+        for (int e = 0; e < E; ++e) acc[r][e] += pb * sv[jj][lane + 32 * e];
+      }
+      m[r] = mn;
+    }
+  }
+  #pragma unroll
+  for (int r = 0; r < QPW; ++r) {
+    const int i = i0 + warp * QPW + r;
+    if (i >= p.Lq) continue;
+    T* orow = o + (((long long)b * p.Hq + h) * p.Lq + i) * D;
+    const float inv = 1.0f / l[r];
+    #pragma unroll
+    for (int e = 0; e < E; ++e) orow[lane + 32 * e] = lf_st<T>(l[r] == 0.f ? LF_NAN : acc[r][e] * inv);
+  }
+}

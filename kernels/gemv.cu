@@ -1,0 +1,94 @@
+// GEMV for one row of activations: y (N) = x (K) @ W, W given as its (K, N) logical matrix.
+//
+// lf_gemv_nk: W stored with k contiguous (W[n, k] at w + n*ldw + k, torch's Linear layout).
+//   Warps per row WPR in {1, 2, 4, 8}; a block of 256 threads handles 8/WPR rows; lanes load
+//   16 bytes of a row at a time and a warp shuffle (plus shared memory across the WPR warps)
+//   sums them.
+// lf_gemv_kn: W stored with n contiguous (W[k, n] at w + k*ldw + n, the x @ W layout of
+//   luminal_fn.nn.linear). A block of 256 threads covers 32*V columns and one chunk of KC rows;
+//   8 row groups stride the chunk, shared memory sums them; with several chunks (split-K) the
+//   float partials go to a scratch buffer and lf_gemv_partials adds them up.
+// Both need K (nk) or N (kn) and the leading dim to be multiples of V = 16 / sizeof(T), and
+// 16-byte aligned bases; the host checks and otherwise falls back to cuBLAS.
+template <typename T>
+__device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
+                           T* __restrict__ y, int N, int K, int WPR) {
+  constexpr int V = 16 / sizeof(T);
+  __shared__ float red[8];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int rpb = 8 / WPR, row_in = warp / WPR, part = warp % WPR;
+  for (int base = blockIdx.x * rpb; base < N; base += gridDim.x * rpb) {
+    const int n = base + row_in;
+    float acc = 0.f;
+    if (n < N) {
+      const T* wr = w + (long long)n * ldw;
+      #pragma unroll 4
+      for (int k = (part * 32 + lane) * V; k < K; k += WPR * 32 * V) {
+        float a[V], b[V];
+        lf_vld<V>(wr + k, a);
+        lf_vld<V>(x + k, b);
+        #pragma unroll
+        for (int j = 0; j < V; ++j) acc += a[j] * b[j];
+      }
+    }
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (WPR == 1) {
+      if (lane == 0 && n < N) y[n] = lf_st<T>(acc);
+    } else {
+      if (lane == 0) red[warp] = acc;
+      __syncthreads();
+      if (part == 0 && lane == 0 && n < N) {
+        float s = 0.f;
+        for (int p = 0; p < WPR; ++p) s += red[row_in * WPR + p];
+        y[n] = lf_st<T>(s);
+      }
+      __syncthreads();
+    }
+  }
+}
+
+template <typename T, bool SPLIT>
+__device__ void lf_gemv_kn(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
+                           T* __restrict__ y, float* __restrict__ partial, int N, int K, int KC) {
+  constexpr int V = 16 / sizeof(T);
+  __shared__ float red[8][32 * V + 1];
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+  const int col0 = (blockIdx.x * 32 + tx) * V;
+  const int k0 = blockIdx.y * KC, k1 = min(K, k0 + KC);
+  float acc[V];
+  #pragma unroll
+  for (int j = 0; j < V; ++j) acc[j] = 0.f;
+  if (col0 < N) {
+    #pragma unroll 4
+    for (int k = k0 + ty; k < k1; k += 8) {
+      const float xv = lf_ld(x[k]);
+      float a[V];
+      lf_vld<V>(w + (long long)k * ldw + col0, a);
+      #pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] += xv * a[j];
+    }
+  }
+  #pragma unroll
+  for (int j = 0; j < V; ++j) red[ty][tx * V + j] = acc[j];
+  __syncthreads();
+  for (int c = threadIdx.x; c < 32 * V; c += 256) {
+    const int col = blockIdx.x * 32 * V + c;
+    if (col < N) {
+      float s = 0.f;
+      #pragma unroll
+      for (int g = 0; g < 8; ++g) s += red[g][c];
+      if (SPLIT) partial[(long long)blockIdx.y * N + col] = s;
+      else y[col] = lf_st<T>(s);
+    }
+  }
+}
+
+template <typename T>
+__device__ void lf_gemv_partials(const float* __restrict__ partial, T* __restrict__ y, int N, int S) {
+  for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += blockDim.x * gridDim.x) {
+    float s = 0.f;
+    for (int p = 0; p < S; ++p) s += partial[(long long)p * N + n];
+    y[n] = lf_st<T>(s);
+  }
+}

@@ -1,0 +1,81 @@
+// RMS norm over the last axis: y = round(x * rsqrt(mean(x^2) + eps)) * (w + w_offset).
+// One block per row (grid-stride over rows); vector loads when the row is V-aligned.
+// ROUND: round the normalised value to T before the weight multiplies (Hugging Face's order,
+// which luminal_fn.nn.rms_norm follows); float math throughout.
+template <typename T> struct LfVec { static const int V = 16 / sizeof(T); };
+
+template <int BLOCK>
+__device__ __forceinline__ float lf_block_sum(float v, float* red) {
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+  if (BLOCK > 32) {
+    __syncthreads();
+    if (lane == 0) red[wid] = v;
+    __syncthreads();
+    v = lane < BLOCK / 32 ? red[lane] : 0.f;
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  }
+  return v;
+}
+
+template <int BLOCK>
+__device__ __forceinline__ float lf_block_max(float v, float* red) {
+  #pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = lf_max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+  if (BLOCK > 32) {
+    __syncthreads();
+    if (lane == 0) red[wid] = v;
+    __syncthreads();
+    v = lane < BLOCK / 32 ? red[lane] : -LF_INF;
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = lf_max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  }
+  return v;
+}
+
+template <typename T, typename W, int BLOCK, bool HAS_W, bool ROUND>
+__device__ void lf_rms_norm(const T* __restrict__ x, long long row_stride, const W* __restrict__ w,
+                            T* __restrict__ y, int rows, int D, float eps, float w_offset) {
+  __shared__ float red[32];
+  constexpr int V = LfVec<T>::V;
+  const bool vec = (D % V == 0) && (row_stride % V == 0);
+  for (int row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + (long long)row * row_stride;
+    T* yr = y + (long long)row * D;
+    float ss = 0.f;
+    if (vec) {
+      for (int i = threadIdx.x * V; i < D; i += BLOCK * V) {
+        float v[V]; lf_vld<V>(xr + i, v);
+        #pragma unroll
+        for (int j = 0; j < V; ++j) ss += v[j] * v[j];
+      }
+    } else {
+      for (int i = threadIdx.x; i < D; i += BLOCK) { float v = lf_ld(xr[i]); ss += v * v; }
+    }
+    ss = lf_block_sum<BLOCK>(ss, red);
+    const float r = 1.0f / sqrtf(ss / (float)D + eps);
+    if (vec) {
+      for (int i = threadIdx.x * V; i < D; i += BLOCK * V) {
+        float v[V]; lf_vld<V>(xr + i, v);
+        #pragma unroll
+        for (int j = 0; j < V; ++j) {
+          float n = v[j] * r;
+          if (ROUND) n = lf_ld(lf_st<T>(n));
+          if (HAS_W) n = n * (lf_ld(w[i + j]) + w_offset);
+          v[j] = n;
+        }
+        lf_vst<V>(yr + i, v);
+      }
+    } else {
+      for (int i = threadIdx.x; i < D; i += BLOCK) {
+        float n = lf_ld(xr[i]) * r;
+        if (ROUND) n = lf_ld(lf_st<T>(n));
+        if (HAS_W) n = n * (lf_ld(w[i]) + w_offset);
+        yr[i] = lf_st<T>(n);
+      }
+    }
+  }
+}

@@ -1,0 +1,341 @@
+"""The shared C-style kernel renderer: signatures, elementwise (scalar and vector paths) and
+scatter kernels. Reductions live in reduce.py. Everything language-specific comes from a
+:class:`~.lang.Language` table.
+
+A rendered kernel is a :class:`KernelSource`: its text (without the language prelude), its
+launch shape (threads per block and the amount of parallel work, from which the host derives a
+grid-stride grid), and the order of its arguments: buffers by role ("in0", "out", ...), then
+the symbolic dims it reads. Sources do not depend on where buffers live, so the compiled
+kernel is shared by every graph and bucket that needs the same code.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ...ir import dtypes as dt
+from ...ir.expr import Expr, as_expr, same
+from ...ir.view import View
+from . import index as ix
+from .lang import Language, compute_type, convert, load_expr, store_expr
+from .tree import TreeRenderer, gather_inputs, leaf_inputs, substitute_inputs, tree_has
+
+BLOCK = 256
+
+
+@dataclass
+class KernelInput:
+    """One input edge as a kernel sees it: its view, dtype, and a scalar value when the
+    producer is a scalar Constant (then it is inlined and takes no buffer)."""
+
+    view: View
+    dtype: dt.DType
+    scalar: object = None
+
+    @property
+    def inlined(self) -> bool:
+        return self.scalar is not None and self.view.mask is None
+
+
+@dataclass
+class KernelSource:
+    name: str
+    text: str
+    kind: str
+    buffers: list  # roles in argument order: "in<k>", "out", "scratch"
+    dims: list  # symbol names in argument order
+    block: int = BLOCK
+    work: object = 1  # int/Expr: parallel items; the grid is ceil(work / per_block) (capped)
+    per_block: int = BLOCK
+    grid_cap: int | None = 0  # None: no cap (one block per item); 0: the backend's default cap
+    shared_bytes: int = 0
+    meta: dict = field(default_factory=dict)
+
+
+def finish(lang: Language, kind: str, body: list, bufs: list, block: int, work, per_block: int,
+           grid_cap=0, meta=None, shared_bytes: int = 0) -> KernelSource:
+    """Wrap a body into a kernel: signature, buffer and dim bindings, a content-derived name.
+
+    ``bufs`` is [(role, C name, dtype, const)]."""
+    text_body = "\n".join("  " + ln for ln in body)
+    syms = sorted(set(re.findall(r"\bd_([A-Za-z_][A-Za-z0-9_]*)\b", text_body)))
+    syms = [s for s in syms if f"d_{s}" in text_body]
+    lines = []
+    if lang.binding == "table":
+        params = ["const long long* __restrict__ P"]
+        params += [f"const int a{j}" for j in range(len(bufs))]
+        params += [f"const int dd{j}" for j in range(len(syms))]
+        pre = [f"{lang.ptr(d, c)} {cname} = ({lang.ptr(d, c).replace(' __restrict__', '')})P[a{j}];"
+               for j, (_role, cname, d, c) in enumerate(bufs)]
+        pre += [f"const int d_{s} = (int)P[dd{j}];" for j, s in enumerate(syms)]
+    else:
+        params = [f"{lang.ptr(d, c)} {cname} [[buffer({j})]]" for j, (_r, cname, d, c) in enumerate(bufs)]
+        params.append(f"constant int* lf_dims [[buffer({len(bufs)})]]")
+        params.append(lang.extra_params)
+        pre = [f"const int d_{s} = lf_dims[{j}];" for j, s in enumerate(syms)]
+    bounds = (lang.launch_bounds.format(n=block) + " ") if lang.launch_bounds else ""
+    lines.append(f"{lang.kernel_prefix} {bounds}@NAME@({', '.join(params)}) {{")
+    lines += ["  " + p for p in pre]
+    lines.append(text_body)
+    lines.append("}")
+    text = "\n".join(lines)
+    digest = hashlib.sha1((lang.name + text).encode()).hexdigest()[:12]
+    name = f"lf_{kind}_{digest}"
+    return KernelSource(name, text.replace("@NAME@", name), kind, [b[0] for b in bufs], syms,
+                        block, work, per_block, grid_cap, shared_bytes, meta or {})
+
+
+def gtid(lang: Language, itype: str) -> tuple:
+    """(global thread id, grid stride) expressions."""
+    b, t, bd, gd = lang.block_idx, lang.thread_idx, lang.block_dim, lang.grid_dim
+    return (f"({itype}){b} * {bd} + {t}", f"({itype}){bd} * {gd}")
+
+
+def inline_scalars(tree, inputs: Sequence[KernelInput]):
+    mapping = {k: ("const", inp.scalar, inp.dtype.name) for k, inp in enumerate(inputs) if inp.inlined}
+    return substitute_inputs(tree, mapping) if mapping else tree
+
+
+def zero_of(ct: str) -> str:
+    return {"float": "0.0f", "int": "0", "bool": "false"}[ct]
+
+
+def _gather_fn(lang, inputs, names, itype, lines_holder):
+    """A Gather callback reading input k as its logical flat array at a clamped index."""
+    counter = [0]
+
+    def gather(k: int, idx: str):
+        inp = inputs[k]
+        v = inp.view
+        n = ix.numel(v.shape)
+        j = counter[0]
+        counter[0] += 1
+        p = f"g{j}_"
+        out = lines_holder()
+        nn = ix.r(n, names)
+        out.append(f"{itype} {p}i = ({itype})({idx}); {p}i = {p}i < 0 ? 0 : ({p}i >= {nn} ? {nn} - 1 : {p}i);")
+        cl, cs = ix.coords(v.shape, f"{p}i", names, p + "c", itype)
+        out.extend(cl)
+        addr = ix.address(v, cs, names)
+        ct = compute_type(inp.dtype)
+        val = load_expr(lang, inp.dtype, f"b{k}[{addr}]")
+        cond = ix.validity(v, cs, names)
+        if cond is not None:
+            val = f"(({cond}) ? {val} : {zero_of(ct)})"
+        if not isinstance(n, int) or n > 0:
+            return (f"({nn} > 0 ? {val} : {zero_of(ct)})" if not isinstance(n, int) else val), ct
+        return zero_of(ct), ct
+
+    return gather
+
+
+def _buffers(inputs, used: set, out_dtype) -> list:
+    bufs = [(f"in{k}", f"b{k}", inp.dtype, True) for k, inp in enumerate(inputs)
+            if k in used and not inp.inlined]
+    bufs.append(("out", "out", out_dtype, False))
+    return bufs
+
+
+# ---- elementwise ------------------------------------------------------------------------------------
+def render_elementwise(lang: Language, out_shape: Sequence, out_dtype: dt.DType, tree,
+                       inputs: Sequence[KernelInput], dims_max: dict | None = None,
+                       symbols: Sequence[str] = (), vector: bool | None = None) -> KernelSource:
+    """out[i] = tree evaluated at output index i, for every i of the (contiguous) output."""
+    names = ix.dim_names(symbols or _symbols_of(out_shape, inputs))
+    tree = inline_scalars(tree, inputs)
+    leaves = sorted(leaf_inputs(tree))
+    gathers = gather_inputs(tree)
+    used = set(leaves) | gathers
+    n = ix.numel(out_shape)
+    views = [inputs[k].view for k in leaves]
+    shape, cviews = ix.coalesce(out_shape, views) if views else ((n,), [])
+    if not views:
+        shape = (n,) if not (isinstance(n, int) and n == 1) else (1,)
+    vmap = dict(zip(leaves, cviews))
+    sizes = [n] + [ix.view_extent(v) for v in views] + [ix.view_extent(inputs[k].view) for k in gathers]
+    itype = ix.index_type(sizes, dims_max)
+    ct_out = compute_type(out_dtype)
+    vec = _vector_width(lang, shape, vmap, inputs, out_dtype, tree) if vector is not False else 0
+    body: list = []
+    if vec:
+        body += _vector_body(lang, shape, vmap, inputs, out_dtype, tree, names, itype, vec, n)
+        work = as_expr(n) // vec if not isinstance(n, int) else n // vec
+        work = work if isinstance(work, int) else ix.numel([work])
+    else:
+        g, stride = gtid(lang, itype)
+        body.append(f"const {itype} n = {ix.r(n, names)};")
+        body.append(f"for ({itype} i = {g}; i < n; i += {stride}) {{")
+        inner: list = []
+        cl, cs = ix.coords(shape, "i", names, "c", itype)
+        if leaves:
+            inner += cl
+
+        def leaf(k):
+            inp = inputs[k]
+            v = vmap[k]
+            ct = compute_type(inp.dtype)
+            val = load_expr(lang, inp.dtype, f"b{k}[{ix.address(v, cs, names)}]")
+            cond = ix.validity(v, cs, names)
+            if cond is not None:
+                val = f"(({cond}) ? {val} : {zero_of(ct)})"
+            return val, ct
+
+        tr = TreeRenderer(lang, leaf, _gather_fn(lang, inputs, names, itype, lambda: tr.lines),
+                          lambda e: f"(int)({ix.r(e, {**names, 'z': 'i'})})")
+        val, vt = tr.render(tree)
+        inner += tr.lines
+        inner.append(f"out[i] = {store_expr(lang, out_dtype, convert(lang, val, vt, ct_out), ct_out)};")
+        body += ["  " + ln for ln in inner]
+        body.append("}")
+        work = n
+    bufs = _buffers(inputs, used, out_dtype)
+    return finish(lang, "ew", body, bufs, BLOCK, work, BLOCK * (1 if not vec else 1),
+                  meta={"vector": vec, "index": itype})
+
+
+def _symbols_of(shape, inputs) -> list:
+    syms: set = set()
+    for d in shape:
+        if isinstance(d, Expr):
+            syms |= d.free_symbols()
+    for inp in inputs:
+        for e in list(inp.view.shape) + list(inp.view.strides) + [inp.view.offset]:
+            if isinstance(e, Expr):
+                syms |= e.free_symbols()
+    return sorted(syms - {"z"})
+
+
+def _multiple(e, v: int) -> bool:
+    if isinstance(e, int):
+        return e % v == 0
+    return same(as_expr(e) % v, 0)
+
+
+def _vector_width(lang, shape, vmap, inputs, out_dtype, tree) -> int:
+    """V elements per thread when every access can be a V-wide aligned vector, else 0."""
+    if not lang.vec_ok or tree_has(tree, ("Gather", "iota")):
+        return 0
+    sizes = [out_dtype.itemsize] + [inputs[k].dtype.itemsize for k in vmap]
+    v = 8 if max(sizes) <= 2 else 4
+    inner = shape[-1]
+    if not _multiple(inner, v):
+        return 0
+    last = len(shape) - 1
+    for k, view in vmap.items():
+        s = view.strides[last]
+        if not (same(s, 1) or same(s, 0)):
+            return 0
+        if not ix.mask_trivial(view, last):
+            return 0
+        if not _multiple(view.offset, v):
+            return 0
+        if not all(_multiple(st, v) for st in view.strides[:last]):
+            return 0
+    return v
+
+
+def _vector_body(lang, shape, vmap, inputs, out_dtype, tree, names, itype, V, n) -> list:
+    g, stride = gtid(lang, itype)
+    body = [f"const {itype} nv = {ix.r(n, names)} / {V};",
+            f"for ({itype} w = {g}; w < nv; w += {stride}) {{",
+            f"  const {itype} i = w * {V};"]
+    cl, cs = ix.coords(shape, "i", names, "c", itype)
+    inner = list(cl) if vmap else []
+    last = len(shape) - 1
+    kinds = {}
+    for k, view in vmap.items():
+        inp = inputs[k]
+        ct = compute_type(inp.dtype)
+        addr = ix.address(view, cs, names)
+        cond = ix.validity(view, cs, names)
+        if same(view.strides[last], 1):
+            kinds[k] = "vec"
+            inner.append(f"{ct} x{k}[{V}];")
+            load = f"lf_vld<{V}>(b{k} + ({addr}), x{k});"
+            if cond is not None:
+                inner.append(f"if ({cond}) {{ {load} }} else {{ for (int j = 0; j < {V}; ++j) x{k}[j] = {zero_of(ct)}; }}")
+            else:
+                inner.append(load)
+        else:
+            kinds[k] = "scalar"
+            val = load_expr(lang, inp.dtype, f"b{k}[{addr}]")
+            if cond is not None:
+                val = f"(({cond}) ? {val} : {zero_of(ct)})"
+            inner.append(f"const {ct} x{k} = {val};")
+    ct_out = compute_type(out_dtype)
+    inner.append(f"{ct_out} res[{V}];")
+    inner.append("#pragma unroll")
+    inner.append(f"for (int j = 0; j < {V}; ++j) {{")
+
+    def leaf(k):
+        return (f"x{k}[j]" if kinds[k] == "vec" else f"x{k}"), compute_type(inputs[k].dtype)
+
+    tr = TreeRenderer(lang, leaf)
+    val, vt = tr.render(tree)
+    inner += ["  " + ln for ln in tr.lines]
+    inner.append(f"  res[j] = {convert(lang, val, vt, ct_out)};")
+    inner.append("}")
+    inner.append(f"lf_vst<{V}>(out + i, res);")
+    body += ["  " + ln for ln in inner]
+    body.append("}")
+    return body
+
+
+# ---- scatter ----------------------------------------------------------------------------------------
+SCATTER_CODES = {"set": 0, "add": 1, "mul": 2, "max": 3, "min": 4}
+
+
+def render_scatter(lang: Language, out_shape: Sequence, out_dtype: dt.DType, idx: KernelInput,
+                   src: KernelInput, mode: str, dims_max: dict | None = None,
+                   symbols: Sequence[str] = ()) -> KernelSource:
+    """out.flat[idx[i]] (mode)= src[i] over the index array's elements; out must already hold a
+    copy of dest (a separate copy kernel runs first). Out-of-range indices are dropped."""
+    if mode not in SCATTER_CODES:
+        raise ValueError(f"Scatter: unknown mode {mode!r}; expected one of {', '.join(SCATTER_CODES)}")
+    names = ix.dim_names(symbols or _symbols_of(out_shape, [idx, src]))
+    shape_i = idx.view.shape
+    n_idx = ix.numel(shape_i)
+    n_out = ix.numel(out_shape)
+    itype = ix.index_type([n_idx, n_out, ix.view_extent(idx.view), ix.view_extent(src.view)], dims_max)
+    views = [idx.view, src.view]
+    shape, (vi, vs) = ix.coalesce(shape_i, views)
+    g, stride = gtid(lang, itype)
+    body = [f"const {itype} n = {ix.r(n_idx, names)};",
+            f"const {itype} n_out = {ix.r(n_out, names)};",
+            f"for ({itype} i = {g}; i < n; i += {stride}) {{"]
+    cl, cs = ix.coords(shape, "i", names, "c", itype)
+    inner = list(cl)
+    ival = load_expr(lang, idx.dtype, f"b0[{ix.address(vi, cs, names)}]")
+    cond = ix.validity(vi, cs, names)
+    if cond is not None:
+        ival = f"(({cond}) ? {ival} : 0)"
+    ict = compute_type(idx.dtype)
+    inner.append(f"const {itype} j = ({itype}){convert(lang, ival, ict, 'int')};")
+    inner.append("if (j < 0 || j >= n_out) continue;")
+    ct = compute_type(out_dtype)
+    if src.inlined:
+        from .tree import literal
+        sval, sct = literal(lang, src.scalar, src.dtype.name)
+    else:
+        sval = load_expr(lang, src.dtype, f"b1[{ix.address(vs, cs, names)}]")
+        sct = compute_type(src.dtype)
+        c2 = ix.validity(vs, cs, names)
+        if c2 is not None:
+            sval = f"(({c2}) ? {sval} : {zero_of(sct)})"
+    inner.append(f"const {ct} v = {convert(lang, sval, sct, ct)};")
+    code = SCATTER_CODES[mode]
+    if mode == "set":
+        inner.append(f"out[j] = {store_expr(lang, out_dtype, 'v', ct)};")
+    elif out_dtype in (dt.float32, dt.int32):
+        inner.append(f"lf_atomic({code}, out + j, v);")
+    else:
+        inner.append(f"lf_atomic_narrow({code}, out + j, {convert(lang, 'v', ct, 'float')});")
+    body += ["  " + ln for ln in inner]
+    body.append("}")
+    bufs = [("in0", "b0", idx.dtype, True)]
+    if not src.inlined:
+        bufs.append(("in1", "b1", src.dtype, True))
+    bufs.append(("out", "out", out_dtype, False))
+    return finish(lang, "scatter", body, bufs, BLOCK, n_idx, BLOCK, meta={"mode": mode})
