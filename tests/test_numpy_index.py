@@ -133,10 +133,10 @@ def test_advanced_indexing_layout(expr):
 def test_random_integer_array_indices(shape, dtype, data):
     x = make(shape, dtype)
     idx = []
+    k = data.draw(st.integers(1, 3))  # one length for every index array: they must broadcast
     for n in shape:
         kind = data.draw(st.sampled_from(["arr", "int", "slice"]))
         if kind == "arr":
-            k = data.draw(st.integers(1, 3))
             idx.append(np.array(data.draw(st.lists(st.integers(-n, n - 1), min_size=k, max_size=k))))
         elif kind == "int":
             idx.append(data.draw(st.integers(-n, n - 1)))
