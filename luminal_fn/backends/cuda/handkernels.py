@@ -1,0 +1,278 @@
+"""CustomOp kinds backed by the hand-written kernels in kernels/*.cu: rms_norm, softmax, rope,
+attention (kernels/README.md documents each kind's inputs and attrs for rule writers).
+
+Each lowering checks the operands' views, materialises the ones a kernel cannot read
+directly, and renders a small ``extern "C"`` wrapper that reads pointers and dims from the
+parameter table and calls the templated device function. The wrappers go through the same
+:func:`~luminal_fn.backends.render.kernels.finish` as generated kernels, so they are cached,
+named and launched the same way.
+"""
+from __future__ import annotations
+
+import math
+
+from ...ir import dtypes as dt
+from ...ir.expr import as_expr, same
+from ...ir.view import View, contiguous_strides
+from ..render import index as ix
+from ..render.kernels import BLOCK, finish, gtid
+from ..render.lang import load_expr, store_expr
+from .plan import lowerer
+
+HAND_FILES = ("rms_norm.cu", "softmax.cu", "gemv.cu", "attention.cu", "rope.cu")
+
+
+def hand_source(pl, kind, body, bufs, block, work, per_block=1, meta=None, grid3=None):
+    m = {"hand": True, **(meta or {})}
+    if grid3 is not None:
+        m["grid3"] = grid3
+    return finish(pl.lang, kind, body, bufs, block, work, per_block, meta=m)
+
+
+def storage(pl, d: dt.DType) -> str:
+    return pl.lang.storage[d.name]
+
+
+def names(pl) -> dict:
+    return ix.dim_names(pl.symbols)
+
+
+def rexpr(pl, e) -> str:
+    return ix.r(e, names(pl))
+
+
+def row_view(view: View):
+    """(offset, row_stride, rows, D) when the view reads rows of D unit-stride elements with a
+    single row stride (any leading shape that coalesces to one dim); else None."""
+    shape = view.shape
+    if not shape:
+        return None
+    if view.mask is not None and not all(ix.mask_trivial(view, a) for a in range(len(shape))):
+        return None
+    D = shape[-1]
+    if not (same(view.strides[-1], 1) or same(D, 1)):
+        return None
+    lead = View(tuple(shape[:-1]), tuple(view.strides[:-1]), 0, None)
+    if not lead.shape:
+        return view.offset, D, 1, D
+    cshape, (cv,) = ix.coalesce(lead.shape, [lead])
+    if len(cshape) == 0:
+        return view.offset, D, 1, D
+    if len(cshape) == 1:
+        return view.offset, cv.strides[0], cshape[0], D
+    return None
+
+
+def _rows_operand(pl, node, k):
+    """(buffer, offset, row stride, rows, D) of input k, materialised when needed."""
+    view = node.inputs[k][1]
+    rv = row_view(view)
+    if rv is None or pl.kernel_input(node, k).scalar is not None:
+        b, v = pl.materialize(node, k)
+        rv = row_view(v)
+        return (b,) + rv
+    return (pl.input_buf(node, k),) + rv
+
+
+def _pow2_threads(n, lo=32, hi=512) -> int:
+    n = max(int(n or 1), 1)
+    t = 1 << (n - 1).bit_length()
+    return max(lo, min(hi, t))
+
+
+def _vector_elems(d: dt.DType) -> int:
+    return 16 // d.itemsize
+
+
+# ---- rms_norm ----------------------------------------------------------------------------------
+@lowerer("rms_norm")
+def lower_rms_norm(pl, node):
+    T = storage(pl, node.dtype)
+    b_x, off, rs, rows, D = _rows_operand(pl, node, 0)
+    has_w = len(node.inputs) > 1
+    eps = float(node.attrs.get("eps", 1e-6))
+    w_off = float(node.attrs.get("weight_offset", 0.0))
+    rnd = bool(node.attrs.get("round_before_weight", True))
+    bufs = [("in0", "b0", node.dtype, True)]
+    ids = [b_x]
+    wptr = f"(const {T}*)0"
+    W = T
+    if has_w:
+        wv = node.inputs[1][1]
+        wd = pl.graph.nodes[node.inputs[1][0]].dtype
+        W = storage(pl, wd)
+        # the weight as a (D,) vector: the last axis of its (broadcast) view
+        v1 = View((wv.shape[-1],), (wv.strides[-1],), wv.offset,
+                  None if wv.mask is None else (wv.mask[-1],))
+        lead_zero = all(same(s, 0) or same(d, 1) for s, d in zip(wv.strides[:-1], wv.shape[:-1]))
+        if v1.mask is None and same(v1.strides[0], 1) and lead_zero and pl.kernel_input(node, 1).scalar is None:
+            b_w, w_o = pl.input_buf(node, 1), v1.offset
+        else:
+            b_w, _ = pl.materialize(node, 1, v1 if lead_zero else None)
+            w_o = 0
+            if not lead_zero:
+                raise NotImplementedError("rms_norm: the weight must broadcast along every axis but the last")
+        bufs.append(("in1", "b1", wd, True))
+        ids.append(b_w)
+        wptr = f"b1 + ({rexpr(pl, w_o)})"
+    bufs.append(("out", "out", node.dtype, False))
+    ids.append(pl.node_buf[node.id])
+    Dm = ix.max_value(D, pl.dims_max)
+    threads = _pow2_threads((Dm or 1024) // (_vector_elems(node.dtype) * 2))
+    body = [f"lf_rms_norm<{T}, {W}, {threads}, {'true' if has_w else 'false'}, {'true' if rnd else 'false'}>("
+            f"b0 + ({rexpr(pl, off)}), (long long)({rexpr(pl, rs)}), {wptr}, out, {rexpr(pl, rows)}, "
+            f"{rexpr(pl, D)}, {eps!r}f, {w_off!r}f);"]
+    src = hand_source(pl, "rms_norm", body, bufs, threads, rows, 1)
+    pl.add_kernel(src, ids, node.id, "rms_norm")
+
+
+# ---- softmax -----------------------------------------------------------------------------------
+@lowerer("softmax")
+def lower_softmax(pl, node):
+    axis = node.attrs.get("axis", -1)
+    if axis not in (-1, len(node.shape) - 1):
+        raise NotImplementedError(f"softmax kernel: only the last axis (got axis={axis}); "
+                                  "rules should permute first")
+    T = storage(pl, node.dtype)
+    in_dt = pl.graph.nodes[node.inputs[0][0]].dtype
+    if in_dt != node.dtype:
+        raise NotImplementedError(f"softmax kernel: input dtype {in_dt} must equal the output's {node.dtype}")
+    b_x, off, rs, rows, D = _rows_operand(pl, node, 0)
+    scale = float(node.attrs.get("scale", 1.0))
+    Dm = ix.max_value(D, pl.dims_max)
+    threads = _pow2_threads((Dm or 1024) // 4)
+    body = [f"lf_softmax<{T}, {threads}>(b0 + ({rexpr(pl, off)}), (long long)({rexpr(pl, rs)}), out, "
+            f"{rexpr(pl, rows)}, {rexpr(pl, D)}, {scale!r}f);"]
+    bufs = [("in0", "b0", node.dtype, True), ("out", "out", node.dtype, False)]
+    src = hand_source(pl, "softmax", body, bufs, threads, rows, 1)
+    pl.add_kernel(src, [b_x, pl.node_buf[node.id]], node.id, "softmax")
+
+
+# ---- rope --------------------------------------------------------------------------------------
+@lowerer("rope")
+def lower_rope(pl, node):
+    style = node.attrs.get("style", "half")
+    if style not in ("half", "interleaved"):
+        raise ValueError(f"rope: style must be 'half' or 'interleaved', got {style!r}")
+    shape = tuple(node.shape)
+    D = shape[-1]
+    if not isinstance(D, int) or D % 2:
+        raise NotImplementedError(f"rope kernel: the last dim must be a static even size, got {D}")
+    h = D // 2
+    step, pair = (1, h) if style == "half" else (2, 1)
+    pshape = shape[:-1] + (h,)
+    views, ids, bufs, lasts = [], [], [], []
+    for k in range(3):
+        view = node.inputs[k][1]
+        ki = pl.kernel_input(node, k)
+        if view.mask is not None or ki.scalar is not None:
+            b, view = pl.materialize(node, k)
+        else:
+            b = pl.input_buf(node, k)
+        views.append(View(pshape, tuple(view.strides[:-1]) + (as_expr(view.strides[-1]) * step,), view.offset))
+        lasts.append(view.strides[-1])
+        ids.append(b)
+        bufs.append((f"in{k}", f"b{k}", pl.graph.nodes[node.inputs[k][0]].dtype, True))
+    ostr = contiguous_strides(shape)
+    views.append(View(pshape, tuple(ostr[:-1]) + (step,), 0))
+    cshape, cviews = ix.coalesce(pshape, views)
+    nm = names(pl)
+    n = ix.numel(pshape)
+    itype = ix.index_type([ix.numel(shape)] + [ix.view_extent(v) for v in views], pl.dims_max)
+    g, stride = gtid(pl.lang, itype)
+    body = [f"const {itype} n = {ix.r(n, nm)};", f"for ({itype} i = {g}; i < n; i += {stride}) {{"]
+    cl, cs = ix.coords(cshape, "i", nm, "c", itype)
+    inner = list(cl)
+    vals = []
+    for k in range(3):
+        d = bufs[k][2]
+        a = ix.address(cviews[k], cs, nm)
+        dist = ix.r(as_expr(lasts[k]) * pair, nm)
+        inner.append(f"const {itype} a{k} = {a};")
+        vals.append((load_expr(pl.lang, d, f"b{k}[a{k}]"), load_expr(pl.lang, d, f"b{k}[a{k} + {dist}]")))
+    inner.append(f"const {itype} ao = {ix.address(cviews[3], cs, nm)};")
+    inner.append("float y1, y2;")
+    inner.append(f"lf_rope_pair({vals[0][0]}, {vals[0][1]}, {vals[1][0]}, {vals[2][0]}, {vals[1][1]}, "
+                 f"{vals[2][1]}, y1, y2);")
+    inner.append(f"out[ao] = {store_expr(pl.lang, node.dtype, 'y1', 'float')};")
+    inner.append(f"out[ao + {pair}] = {store_expr(pl.lang, node.dtype, 'y2', 'float')};")
+    body += ["  " + ln for ln in inner] + ["}"]
+    bufs.append(("out", "out", node.dtype, False))
+    ids.append(pl.node_buf[node.id])
+    src = hand_source(pl, "rope", body, bufs, BLOCK, n, BLOCK, meta={"style": style})
+    pl.add_kernel(src, ids, node.id, "rope")
+
+
+# ---- attention ---------------------------------------------------------------------------------
+CAUSAL = {None: 0, False: 0, "none": 0, 0: 0, True: 1, "top_left": 1, 1: 1, "bottom_right": 2, 2: 2}
+
+
+def _attn_operand(pl, node, k):
+    """(buffer, offset, (sb, sh, sl), shape4) of a (..., H, L, D) operand."""
+    view = node.inputs[k][1]
+    nd = len(view.shape)
+    if not 2 <= nd <= 4:
+        raise NotImplementedError(f"attention kernel: operand {k} must have 2 to 4 dims, got {view.shape}")
+    ok = (view.mask is None and same(view.strides[-1], 1) and pl.kernel_input(node, k).scalar is None)
+    if ok:
+        b = pl.input_buf(node, k)
+    else:
+        b, view = pl.materialize(node, k)
+    pad = 4 - nd
+    shape = (1,) * pad + tuple(view.shape)
+    strides = (0,) * pad + tuple(view.strides)
+    return b, view.offset, strides[:3], shape
+
+
+@lowerer("attention")
+def lower_attention(pl, node):
+    T = storage(pl, node.dtype)
+    bq, oq, sq, shq = _attn_operand(pl, node, 0)
+    bk, ok_, sk, shk = _attn_operand(pl, node, 1)
+    bv, ov, sv, shv = _attn_operand(pl, node, 2)
+    B, Hq, Lq, D = shq
+    _, Hkv, Lk, Dk = shk
+    if not isinstance(D, int) or D % 32 or D > 256 or not same(D, Dk) or not same(shv[-1], D):
+        raise NotImplementedError(f"attention kernel: head dim must be a static multiple of 32 up to "
+                                  f"256 and equal for q, k, v (got q {shq}, k {shk}, v {shv})")
+    for t in (pl.graph.nodes[node.inputs[j][0]].dtype for j in range(3)):
+        if t != node.dtype:
+            raise NotImplementedError(f"attention kernel: q, k, v must have the output dtype {node.dtype}")
+    if isinstance(Hq, int) and isinstance(Hkv, int) and Hq % Hkv:
+        raise ValueError(f"attention: {Hkv} key/value heads do not divide {Hq} query heads")
+    causal = CAUSAL.get(node.attrs.get("causal", 0))
+    if causal is None:
+        raise ValueError(f"attention: causal must be none/top_left/bottom_right, got {node.attrs.get('causal')!r}")
+    scale = node.attrs.get("scale")
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    bufs = [("in0", "b0", node.dtype, True), ("in1", "b1", node.dtype, True), ("in2", "b2", node.dtype, True)]
+    ids = [bq, bk, bv]
+    r = lambda e: rexpr(pl, e)  # noqa: E731
+    kv = node.attrs.get("kv_len")
+    if len(node.inputs) > 3:  # a runtime length (int32 scalar buffer)
+        bufs.append(("in3", "b3", dt.int32, True))
+        ids.append(pl.input_buf(node, 3))
+        kv_code = f"b3[{r(node.inputs[3][1].offset)}]"
+    else:
+        kv_code = r(Lk if kv is None else kv)
+    bufs.append(("out", "out", node.dtype, False))
+    ids.append(pl.node_buf[node.id])
+    body = ["LfAttn p;",
+            f"p.qb = {r(sq[0])}; p.qh = {r(sq[1])}; p.ql = {r(sq[2])};",
+            f"p.kb = {r(sk[0])}; p.kh = {r(sk[1])}; p.kl = {r(sk[2])};",
+            f"p.vb = {r(sv[0])}; p.vh = {r(sv[1])}; p.vl = {r(sv[2])};",
+            f"p.B = {r(B)}; p.Hq = {r(Hq)}; p.Hkv = {r(Hkv)}; p.Lq = {r(Lq)}; p.Lk = {r(Lk)};",
+            f"p.kv_len = {kv_code}; p.causal = {causal}; p.scale = {scale!r}f;"]
+    Lq_max = ix.max_value(Lq, pl.dims_max) or 1
+    args = f"b0 + ({r(oq)}), b1 + ({r(ok_)}), b2 + ({r(ov)}), out, p"
+    if Lq_max <= 4 and node.attrs.get("variant") != "prefill" or node.attrs.get("variant") == "decode":
+        body.append(f"lf_attn_decode<{T}, {D}, 4>({args});")
+        grid3 = (Lq, Hq, B)
+        variant = "decode"
+    else:
+        tk = 32 if D <= 128 else 8
+        body.append(f"lf_attn_prefill<{T}, {D}, {tk}>({args});")
+        grid3 = ((as_expr(Lq) + 15) // 16, Hq, B)
+        variant = "prefill"
+    src = hand_source(pl, "attention", body, bufs, 128, 1, 1, meta={"variant": variant}, grid3=grid3)
+    pl.add_kernel(src, ids, node.id, f"attention ({variant})")

@@ -1,0 +1,297 @@
+"""Planning one bucket of a graph for the CUDA backend: kernels, buffers, lifetimes, arena.
+
+The planner walks the graph once, turns every node into device steps (rendered kernels, hand
+kernels, host-side cuBLAS calls), gives every value a buffer, and packs the intermediates into
+one arena from their lifetimes (sized at the bucket's largest dims). Nothing here touches the
+GPU, so planning and the rendered sources are testable on any machine.
+
+Buffers: ``input`` (the caller's array, registered by pointer), ``output`` (allocated per call,
+the producing kernel writes it directly when it can), ``const`` (captured arrays, uploaded
+once), ``arena`` (intermediates) and ``scratch`` (per-step temporaries: split-reduction
+partials, materialised operands). Every kernel reads buffer pointers and dims from the
+parameter table ``P``: dims first, then one pointer per buffer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ...ir import dtypes as dt
+from ...ir.expr import Expr, as_expr, same
+from ...ir.view import View
+from ..render import CUDA, KernelInput, KernelSource, render_copy, render_node, renderable
+from ..render.index import max_value, numel
+
+ALIGN = 256
+
+
+@dataclass
+class Buf:
+    id: int
+    dtype: dt.DType
+    numel: object  # int or Expr: elements at the call's dims
+    kind: str  # input, output, const, arena, scratch
+    index: int = -1  # input / output position, or const node id
+    first: int = -1
+    last: int = -1
+    offset: int = 0
+    nbytes_max: int = 0
+    shape: tuple = ()  # outputs: the node's shape (Exprs evaluated per call)
+
+
+@dataclass
+class KernelStep:
+    source: KernelSource
+    bufs: list  # buffer ids in the order of source.buffers
+    node: int
+    label: str
+
+
+@dataclass
+class HostStep:
+    """A step run by the host (a cuBLAS call): ``run(ptr, dims)`` enqueues it; ``key(ptr, dims)``
+    says what the enqueued work depends on (a captured graph is reused only for equal keys)."""
+
+    bufs: list
+    node: int
+    label: str
+    run: Callable
+    key: Callable
+
+
+@dataclass
+class BucketPlan:
+    symbols: list
+    dims_max: dict
+    bufs: list
+    steps: list
+    arena_bytes: int = 0
+    outputs: list = field(default_factory=list)  # buffer id per graph output
+    inputs: list = field(default_factory=list)  # buffer id per graph input (None: unused)
+
+    def kernels(self) -> list:
+        return [s.source for s in self.steps if isinstance(s, KernelStep)]
+
+    def describe(self) -> str:
+        lines = [f"bucket {self.dims_max or '{}'}: {len(self.steps)} steps, arena {self.arena_bytes} B"]
+        for s in self.steps:
+            if isinstance(s, KernelStep):
+                m = s.source.meta
+                extra = ", ".join(f"{k}={v}" for k, v in m.items() if v not in (None, 0))
+                lines.append(f"  %{s.node} {s.label}: {s.source.name}" + (f" ({extra})" if extra else ""))
+            else:
+                lines.append(f"  %{s.node} {s.label}: host")
+        return "\n".join(lines)
+
+
+# CustomOp kinds beyond the renderer's generic ones: name -> lower(planner, node)
+LOWERERS: dict[str, Callable] = {}
+
+
+def lowerer(name: str):
+    def deco(fn):
+        LOWERERS[name] = fn
+        return fn
+
+    return deco
+
+
+class Planner:
+    def __init__(self, graph, dims_max: dict, symbols, sm_count: int = 132, lang=CUDA):
+        self.graph = graph
+        self.dims_max = dict(dims_max)
+        self.symbols = list(symbols)
+        self.sm_count = sm_count
+        self.lang = lang
+        self.bufs: list[Buf] = []
+        self.steps: list = []
+        self.node_buf: dict[int, int] = {}  # node id -> buffer id (None for inlined scalars)
+        self.scalars: dict[int, object] = {}  # node id -> Python scalar of a scalar Constant
+
+    # ---- buffers --------------------------------------------------------------------------
+    def new_buf(self, dtype, n, kind, index=-1, shape=()) -> int:
+        b = Buf(len(self.bufs), dtype, n, kind, index, shape=tuple(shape))
+        self.bufs.append(b)
+        return b.id
+
+    def scratch(self, dtype, n) -> int:
+        return self.new_buf(dtype, n, "scratch")
+
+    def kernel_input(self, node, k) -> KernelInput:
+        src, view = node.inputs[k]
+        d = self.graph.nodes[src].dtype
+        if src in self.scalars:
+            return KernelInput(view, d, self.scalars[src])
+        return KernelInput(view, d)
+
+    def input_buf(self, node, k) -> int:
+        src = node.inputs[k][0]
+        b = self.node_buf.get(src)
+        if b is None:  # a scalar constant read by something that needs memory
+            val = np.asarray(self.scalars[src], dtype=self.graph.nodes[src].dtype.np).reshape(())
+            b = self.node_buf[src] = self.new_buf(self.graph.nodes[src].dtype, 1, "const", src)
+            self.const_values[src] = val
+        return b
+
+    def materialize(self, node, k, view: View | None = None) -> tuple:
+        """A contiguous copy of input k (through ``view``, default its edge view) in scratch
+        memory: returns (buffer id, contiguous view)."""
+        inp = self.kernel_input(node, k)
+        if view is not None:
+            inp = KernelInput(view, inp.dtype, inp.scalar)
+        shape = inp.view.shape
+        b = self.scratch(inp.dtype, numel(shape))
+        src = render_copy(self.lang, shape, inp, self.dims_max, self.symbols)
+        bufs = [] if inp.inlined else [self.input_buf(node, k)]
+        self.add_kernel(src, bufs + [b], node.id, "materialize")
+        return b, View.contiguous(shape)
+
+    # ---- steps ----------------------------------------------------------------------------
+    def add_kernel(self, source: KernelSource, bufs: list, node: int, label: str):
+        if len(bufs) != len(source.buffers):
+            raise AssertionError(f"kernel {source.name} takes {source.buffers}, got {len(bufs)} buffers")
+        self.steps.append(KernelStep(source, list(bufs), node, label))
+
+    def add_host(self, step: HostStep):
+        self.steps.append(step)
+
+    def bind(self, rendered, node):
+        """Resolve the roles of rendered kernels for a node to buffers and add them."""
+        out = self.node_buf[node.id]
+        scratch = None
+        for rk in rendered:
+            bufs = []
+            for role in rk.kernel.buffers:
+                if role == "out":
+                    bufs.append(out)
+                elif role == "scratch":
+                    if scratch is None:
+                        meta = rk.kernel.meta.get("scratch")
+                        pdt, rows = meta if meta else (dt.float32, 1)
+                        scratch = self.scratch(pdt, rows)
+                    bufs.append(scratch)
+                else:
+                    bufs.append(self.input_buf(node, rk.inmap[role]))
+            self.add_kernel(rk.kernel, bufs, node.id, node.op if node.op != "CustomOp" else node.attrs["name"])
+
+    # ---- the walk -------------------------------------------------------------------------
+    def plan(self, const_values: dict) -> BucketPlan:
+        g = self.graph
+        self.const_values = const_values
+        aliased = self._choose_aliases()
+        inputs = []
+        for pos, nid in enumerate(g.inputs):
+            n = g.nodes[nid]
+            self.node_buf[nid] = self.new_buf(n.dtype, numel(n.shape), "input", pos)
+            inputs.append(self.node_buf[nid])
+        outputs = [None] * len(g.outputs)
+        for node in g.live_nodes():
+            op = node.op
+            if op == "Input":
+                continue
+            if op == "Constant":
+                v = node.attrs["value"]
+                if isinstance(v, np.ndarray) and v.ndim > 0:
+                    self.node_buf[node.id] = self.new_buf(node.dtype, int(v.size), "const", node.id)
+                    const_values.setdefault(node.id, np.ascontiguousarray(v, dtype=node.dtype.np))
+                else:
+                    self.scalars[node.id] = np.asarray(v).item() if isinstance(v, np.ndarray) else v
+                continue
+            if op == "Output":
+                k = g.outputs.index(node.id)
+                src, view = node.inputs[0]
+                if aliased.get(node.id) is not None:
+                    outputs[k] = self.node_buf[src]
+                    continue
+                ob = self.new_buf(node.dtype, numel(node.shape), "output", k, node.shape)
+                outputs[k] = ob
+                inp = self.kernel_input(node, 0)
+                srcs = render_copy(self.lang, node.shape, inp, self.dims_max, self.symbols)
+                bufs = [] if inp.inlined else [self.input_buf(node, 0)]
+                self.add_kernel(srcs, bufs + [ob], node.id, "output copy")
+                continue
+            alias_k = aliased.get(("prod", node.id))
+            if alias_k is not None:
+                self.node_buf[node.id] = self.new_buf(node.dtype, numel(node.shape), "output", alias_k,
+                                                      node.shape)
+            else:
+                self.node_buf[node.id] = self.new_buf(node.dtype, numel(node.shape), "arena")
+            name = node.attrs.get("name") if op == "CustomOp" else None
+            if name in LOWERERS:
+                LOWERERS[name](self, node)
+            elif renderable(node):
+                ins = [self.kernel_input(node, k) for k in range(len(node.inputs))]
+                self.bind(render_node(self.lang, node, ins, self.dims_max, self.symbols, self.sm_count), node)
+            else:
+                raise NotImplementedError(
+                    f"the CUDA backend has no kernel for node %{node.id} {op}"
+                    + (f" {name!r}" if name else "") + f"; known CustomOp kinds: "
+                    f"fused, fused_reduce, {', '.join(sorted(LOWERERS))}")
+        self._lifetimes()
+        size = self._pack()
+        return BucketPlan(self.symbols, self.dims_max, self.bufs, self.steps, size, outputs, inputs)
+
+    def _choose_aliases(self) -> dict:
+        """Outputs whose producer can write the output buffer directly (trivial view, a node
+        the planner computes, first output of that producer)."""
+        g = self.graph
+        out: dict = {}
+        taken = set()
+        for k, oid in enumerate(g.outputs):
+            onode = g.nodes[oid]
+            src, view = onode.inputs[0]
+            p = g.nodes[src]
+            if p.op in ("Input", "Constant") or src in taken:
+                continue
+            trivial = view.is_contiguous and len(view.shape) == len(p.shape) and all(
+                same(a, b) for a, b in zip(view.shape, p.shape))
+            if not trivial or p.dtype != onode.dtype:
+                continue
+            taken.add(src)
+            out[oid] = src
+            out[("prod", src)] = k
+        return out
+
+    def _lifetimes(self):
+        for i, s in enumerate(self.steps):
+            for b in s.bufs:
+                buf = self.bufs[b]
+                if buf.first < 0:
+                    buf.first = i
+                buf.last = i
+        dmax = self.dims_max
+        for b in self.bufs:
+            n = max_value(b.numel, dmax)
+            if n is None:
+                raise ValueError(f"buffer {b.id} has size {b.numel}, which the bucket dims {dmax} do not bound")
+            b.nbytes_max = max(int(n), 1) * b.dtype.itemsize
+
+    def _pack(self) -> int:
+        """Greedy best-fit of arena/scratch buffers by size, reusing memory of dead buffers."""
+        placed: list = []
+        size = 0
+        todo = [b for b in self.bufs if b.kind in ("arena", "scratch") and b.first >= 0]
+        todo.sort(key=lambda b: -b.nbytes_max)
+        for b in todo:
+            need = (b.nbytes_max + ALIGN - 1) // ALIGN * ALIGN
+            busy = sorted((p.offset, p.offset + ((p.nbytes_max + ALIGN - 1) // ALIGN * ALIGN))
+                          for p in placed if not (p.last < b.first or b.last < p.first))
+            off = 0
+            for lo, hi in busy:
+                if off + need <= lo:
+                    break
+                off = max(off, hi)
+            b.offset = off
+            placed.append(b)
+            size = max(size, off + need)
+        return size
+
+
+def evaluate(e, dims) -> int:
+    return e if isinstance(e, int) else as_expr(e).evaluate(dims)
+
+
+__all__ = ["Planner", "BucketPlan", "Buf", "KernelStep", "HostStep", "lowerer", "LOWERERS",
+           "evaluate"]
