@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..backends import get_backend
+from ..backends.numpy.executor import evaluate_node
 from ..ir.passes import simplify
 from . import pytree
 from .array import Array
@@ -27,7 +28,7 @@ def run_eagerly(fn, name: str, args, kwargs):
     if k == 0:
         return result
     be = get_backend(_EAGER_BACKEND)
-    graph = simplify(ctx.graph)
+    graph = simplify(ctx.graph, evaluate=evaluate_node)
     outs = be.compile(graph).run([], {})
     from ..ir import dtypes as dt
 

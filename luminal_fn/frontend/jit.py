@@ -24,6 +24,7 @@ from ..backends import get_backend
 from ..ir import dtypes as dt
 from ..ir.expr import var
 from ..ir.graph import Graph
+from ..backends.numpy.executor import evaluate_node
 from ..ir.passes import simplify
 from ..ir.view import View
 from . import pytree
@@ -258,7 +259,7 @@ class Jitted:
                     raise
                 annotate(inner, self.name, e.__traceback__)
                 raise inner.with_traceback(e.__traceback__) from None
-        graph = simplify(ctx.graph)
+        graph = simplify(ctx.graph, evaluate=evaluate_node)
         return Traced(self, graph, in_avals, out_tree, key, lay)
 
     def _add_outputs(self, ctx, out_leaves):

@@ -33,24 +33,16 @@ def _static_numel(shape) -> int | None:
     return total
 
 
-def _eval_node(src: Graph, node: Node):
-    """Run one node on constant inputs with the NumPy kernels; returns an ndarray."""
-    from ..backends.numpy.executor import KERNELS, make_reader
-
-    readers = [make_reader(i, v, src.nodes[i].shape) for i, v in node.inputs]
-    step = KERNELS[node.op](node, readers)
-    vals = {}
-    for i, _ in node.inputs:
-        vals[i] = np.asarray(src.nodes[i].attrs["value"], dtype=dt.to_numpy(src.nodes[i].dtype))
-    return np.asarray(step(vals, {}))
-
-
 _FOLDABLE = ("Cast", "Exp2", "Log2", "Sin", "Sqrt", "Recip", "Add", "Mul", "Mod", "LessThan",
-             "SumReduce", "MaxReduce", "Gather", "Iota")
+             "SumReduce", "MaxReduce", "Gather")
 
 
-def simplify(g: Graph, fold: bool = True) -> Graph:
-    """Constant folding + CSE (through Graph.add's hash-consing) + DCE."""
+def simplify(g: Graph, fold: bool = True, evaluate=None) -> Graph:
+    """Constant folding + CSE (through Graph.add's hash-consing) + DCE.
+
+    ``evaluate(graph, node) -> ndarray`` runs one node on constant inputs; it comes from the
+    caller (the NumPy backend's reference kernels) so the IR depends on no backend. Without it,
+    only identities such as x * 1 are folded."""
     out = Graph(g.name)
     remap: dict[int, tuple] = {}  # old id -> (new id, view override or None)
     for node in g.live_nodes():
@@ -59,8 +51,8 @@ def simplify(g: Graph, fold: bool = True) -> Graph:
             nid, override = remap[i]
             inputs.append((nid, _compose(override, v)))
         new = Node(-1, node.op, tuple(inputs), node.shape, node.dtype, dict(node.attrs))
-        if fold and node.op in _FOLDABLE:
-            r = _try_fold(out, new)
+        if fold and evaluate is not None and node.op in _FOLDABLE:
+            r = _try_fold(out, new, evaluate)
             if r is not None:
                 remap[node.id] = r
                 continue
@@ -81,15 +73,7 @@ def _compose(override, v: View) -> View:
     return View(v.shape, (0,) * len(v.shape), 0, v.mask)
 
 
-def _try_fold(g: Graph, node: Node):
-    if node.op == "Iota":
-        if node.attrs["expr"].free_symbols() - {"z"} or _static_numel(node.shape) is None:
-            return None
-        if _static_numel(node.shape) > FOLD_LIMIT:
-            return None
-        # small static iotas stay symbolic-friendly as ops; only fold when consumers would
-        # otherwise see a constant anyway (keeps graphs readable)
-        return None
+def _try_fold(g: Graph, node: Node, evaluate):
     if not node.inputs or any(g.nodes[i].op != "Constant" for i, _ in node.inputs):
         return None
     uniform = [_uniform_value(g, i, v) for i, v in node.inputs]
@@ -98,7 +82,7 @@ def _try_fold(g: Graph, node: Node):
                            node.dtype, {k: v for k, v in node.attrs.items()})
         if node.op == "MaxReduce":
             return None
-        val = _eval_node(g, scalar_node).item()
+        val = evaluate(g, scalar_node).item()
         c = g.add("Constant", (), (), node.dtype, value=_py(val, node.dtype))
         return (c, "uniform")
     numel = _static_numel(node.shape)
@@ -106,7 +90,7 @@ def _try_fold(g: Graph, node: Node):
         return None
     if any(not v.is_static() for _, v in node.inputs):
         return None
-    val = _eval_node(g, node)
+    val = evaluate(g, node)
     c = g.add("Constant", (), node.shape, node.dtype, value=np.asarray(val, order="C"))  # asarray: keeps 0-d
     return (c, None)
 

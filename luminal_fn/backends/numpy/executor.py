@@ -311,3 +311,13 @@ def _last_uses(graph) -> dict:
         if graph.nodes[prod].op != "Input":
             out.setdefault(consumer, []).append(prod)
     return out
+
+
+def evaluate_node(graph, node) -> np.ndarray:
+    """Run one node whose inputs are all Constants (the constant-folding pass's evaluator)."""
+    readers = [make_reader(i, v, graph.nodes[i].shape) for i, v in node.inputs]
+    step = KERNELS[node.op](node, readers)
+    vals = {i: np.asarray(graph.nodes[i].attrs["value"], dtype=dt.to_numpy(graph.nodes[i].dtype))
+            for i, _ in node.inputs}
+    with np.errstate(all="ignore"):
+        return np.asarray(step(vals, {}))

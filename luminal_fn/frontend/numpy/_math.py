@@ -5,7 +5,8 @@ import math
 
 from ...ir import dtypes as dt
 from ..errors import DTypeError
-from ..tracer import Tracer, binary, cast, lift, unary, _ctx_of, broadcast_shapes, broadcast_to
+from ..tracer import (Tracer, _ctx_of, binary, broadcast_shapes, broadcast_to, cast, lift,
+                      result_dtype, unary)
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -111,7 +112,7 @@ def around(x, decimals=0):
 def floor_divide(x, y):
     ctx = _ctx_of(x, y)
     x, y = lift(x, ctx), lift(y, ctx)
-    d = binary("Add", x, y).dtype  # promoted dtype
+    d = result_dtype(x, y)
     if d.is_float:
         return floor(true_divide(x, y))
     # integers: float quotient then an exact correction step
@@ -165,7 +166,7 @@ def power(x, y):
     if not x.dtype.is_float and not y.dtype.is_float:
         # integer power with integer exponent: via float, rounded back
         return cast(rint(power(cast(x, dt.float32), cast(y, dt.float32))), dt.int32)
-    d = binary("Add", x, y).dtype
+    d = result_dtype(x, y)
     xf, yf = cast(x, d) if not x.dtype.is_float else x, y
     mag = exp2(multiply(yf, log2(absolute(xf))))
     # negative base: defined when the exponent is an integer; sign from its parity
@@ -228,7 +229,7 @@ def maximum(x, y):
     ctx = _ctx_of(x, y)
     x, y = lift(x, ctx), lift(y, ctx)
     take_y = less(x, y)
-    if result_dtype_of(x, y).is_float and not _not_nan_literal(y):
+    if result_dtype(x, y).is_float and not _not_nan_literal(y):
         take_y = logical_or(take_y, isnan(y))  # NaN propagates as in NumPy (x NaN: x is kept)
     return where(take_y, y, x)
 
@@ -237,15 +238,9 @@ def minimum(x, y):
     ctx = _ctx_of(x, y)
     x, y = lift(x, ctx), lift(y, ctx)
     take_y = less(y, x)
-    if result_dtype_of(x, y).is_float and not _not_nan_literal(y):
+    if result_dtype(x, y).is_float and not _not_nan_literal(y):
         take_y = logical_or(take_y, isnan(y))
     return where(take_y, y, x)
-
-
-def result_dtype_of(x: Tracer, y: Tracer):
-    from ..tracer import result_dtype
-
-    return result_dtype(x, y)
 
 
 def fmax(x, y):
@@ -452,7 +447,7 @@ def less_equal(x, y):
     ctx = _ctx_of(x, y)
     x, y = lift(x, ctx), lift(y, ctx)
     r = logical_not(less(y, x))
-    if binary("Add", x, y).dtype.is_float:  # NaN compares false
+    if result_dtype(x, y).is_float:  # NaN compares false
         r = logical_and(r, logical_not(logical_or(isnan(x), isnan(y))))
     return r
 
