@@ -49,9 +49,24 @@ class Executable:
 
 
 class Backend:
-    """Subclasses set ``name`` and implement the methods below."""
+    """Subclasses set ``name`` and implement the methods below.
+
+    What a backend tells the optimizer (which never names a backend):
+
+    * ``kernel_kinds``: the ``CustomOp`` kernel names it runs beyond the HLIR primitives and the
+      generic LLIR kinds (fused, fused_reduce, matmul) every backend runs. Extraction offers an
+      e-graph ``(Kernel "name" ...)`` node only when its name is listed here.
+    * ``rule_sources()``: egglog text of the backend's own rules; each rule names one of the
+      fixed rulesets (``expr``, ``fuse``, ``specialize``, ``cleanup``) and may only build terms
+      of the constructors in ``optimize/rules/base.egg`` (``Kernel`` for its own kernels).
+    """
 
     name = "base"
+    kernel_kinds: frozenset = frozenset()
+
+    def rule_sources(self) -> list:
+        """egglog rule texts this backend adds to the optimizer's schedule."""
+        return []
 
     def device_name(self) -> str:
         return self.name
