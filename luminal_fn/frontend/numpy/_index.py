@@ -95,6 +95,8 @@ def _slice_spec(s: slice, n):
             return as_expr(n) + v if v < 0 else as_expr(v)
         return as_expr(v)
 
+    if s.start is None and s.stop is None and step == 1:
+        return 0, n, 1  # the whole axis: keep n itself (a symbolic n would otherwise become max(n, 0))
     if step > 0:
         lo, hi = as_expr(0), as_expr(n)
         start = lo if s.start is None else emax(emin(norm(s.start), hi), lo)
