@@ -363,4 +363,6 @@ from .nn_attention import (__all__ as _attn_all, rope, rope_cos_sin, rope_inv_fr
                            scaled_dot_product_attention)
 from .nn_conv import __all__ as _conv_all, conv2d, nearest_upsample_2x, upsample_nearest  # noqa: E402,F401
 
-__all__ += _attn_all + _conv_all
+from .nn_models import __all__ as _models_all, dlrm_interaction, pairwise_dot  # noqa: E402,F401
+
+__all__ += _attn_all + _conv_all + _models_all
