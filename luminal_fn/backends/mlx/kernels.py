@@ -1,0 +1,137 @@
+"""The generic LLIR kernel kinds (fused, fused_reduce, matmul) with MLX array ops.
+
+Expression trees (see luminal_fn/ir/llir.py) are evaluated in compute types as in the NumPy
+reference; the generic matmul fallback is the broadcast multiply + sum the HLIR started from.
+"""
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+
+from ...ir import dtypes as dt
+from .ops import (OPS, _shape_of, binary, cast, compute_dtype, gather_flat, iota_values, mx_dtype, op,
+                  reduce_array, unary)
+
+
+def compile_tree(tree, shape_fn):
+    """A function (args, dims) -> mx.array evaluating an expression tree; ``args`` are the
+    kernel's inputs already read through their views (all of the evaluation shape)."""
+    tag = tree[0]
+    if tag == "in":
+        k = tree[1]
+        return lambda args, dims: args[k]
+    if tag == "const":
+        d = dt.BY_NAME[tree[2]]
+        v = mx.array(np.asarray(tree[1], dtype=np.float32 if d.is_float else dt.to_numpy(d)),
+                     compute_dtype(d))
+        return lambda args, dims: v
+    if tag == "iota":
+        expr = tree[1]
+
+        def iota(args, dims):
+            shape = shape_fn(dims)
+            n = int(np.prod(shape)) if shape else 1
+            return iota_values(expr, n, dims).reshape(shape)
+
+        return iota
+    d = dt.BY_NAME[tree[1]]
+    cd = compute_dtype(d)
+    if tag == "Cast":
+        a = compile_tree(tree[2], shape_fn)
+        if d.is_float:
+            return lambda args, dims: a(args, dims).astype(cd)
+        return lambda args, dims: cast(a(args, dims), d)
+    if tag in ("Exp2", "Log2", "Sin", "Sqrt", "Recip"):
+        a = compile_tree(tree[2], shape_fn)
+        if d.is_float:  # stay in the compute type inside a tree (rounded only when stored)
+            return lambda args, dims: unary(tag, a(args, dims).astype(cd), dt.float32)
+        return lambda args, dims: unary(tag, a(args, dims), d)
+    if tag in ("Add", "Mul", "Mod", "LessThan"):
+        a, b = compile_tree(tree[2], shape_fn), compile_tree(tree[3], shape_fn)
+        if tag == "LessThan":
+            return lambda args, dims: _less(a(args, dims), b(args, dims))
+        dd = dt.float32 if d.is_float else d
+        return lambda args, dims: binary(tag, a(args, dims).astype(cd), b(args, dims).astype(cd), dd)
+    if tag == "Select":
+        c, x, y = (compile_tree(t, shape_fn) for t in tree[2:5])
+        return lambda args, dims: mx.where(c(args, dims), x(args, dims).astype(cd), y(args, dims).astype(cd))
+    if tag == "Gather":
+        k = tree[2]
+        idx = compile_tree(tree[3], shape_fn)
+        return lambda args, dims: gather_flat(args[k], idx(args, dims)).astype(cd)
+    raise NotImplementedError(f"MLX backend: fused tree op {tag!r} is not supported")
+
+
+def _less(a, b):
+    if a.dtype != b.dtype:  # compare in the common compute type, as the Metal renderer does
+        t = mx.float32 if mx.float32 in (a.dtype, b.dtype) else mx.int32
+        a, b = a.astype(t), b.astype(t)
+    return mx.less(a, b)
+
+
+def shape_fn_of(shape):
+    shape = tuple(shape)
+    if all(isinstance(d, int) for d in shape):
+        return lambda dims: shape
+    return lambda dims: _shape_of(shape, dims)
+
+
+@op("fused")
+def _fused(node, readers):
+    shape_fn = shape_fn_of(node.shape)
+    fn = compile_tree(node.attrs["expr"], shape_fn)
+
+    def step(vals, dims):
+        out = fn([r(vals, dims) for r in readers], dims)
+        return cast(mx.broadcast_to(out, shape_fn(dims)), node.dtype)
+
+    return step
+
+
+@op("fused_reduce")
+def _fused_reduce(node, readers):
+    in_shape_fn = shape_fn_of(node.attrs["in_shape"])
+    fn = compile_tree(node.attrs["expr"], in_shape_fn)
+    axis, kind = node.attrs["axis"], node.attrs["reduce"]
+    if kind not in ("sum", "max"):
+        raise ValueError(f"fused_reduce: reduce must be 'sum' or 'max', got {kind!r}")
+
+    def step(vals, dims):
+        x = mx.broadcast_to(fn([r(vals, dims) for r in readers], dims), in_shape_fn(dims))
+        if not node.dtype.is_float:
+            x = cast(x, node.dtype)
+        return reduce_array(x, axis, kind, node.dtype)
+
+    return step
+
+
+def matmul_library(a, b, d: dt.DType):
+    if not d.is_float:  # mx.matmul takes floating types only; int32 matmul wraps like NumPy's
+        return matmul_generic(a, b, d)
+    cd = compute_dtype(d)
+    return mx.matmul(a.astype(cd), b.astype(cd)).astype(mx_dtype(d))
+
+
+def matmul_generic(a, b, d: dt.DType):
+    """The fallback kept for search: (..., M, K, 1) * (..., 1, K, N) summed over K."""
+    cd = compute_dtype(d)
+    prod = mx.expand_dims(a.astype(cd), -1) * mx.expand_dims(b.astype(cd), -3)
+    return reduce_array(prod, prod.ndim - 2, "sum", d)
+
+
+def _matmul_builder(impl):
+    def build(node, readers):
+        ra, rb = readers
+        if node.dtype.is_bool:
+            # bool matmul: any(a & b) over K, as NumPy's matmul on bools
+            return lambda vals, dims: mx.any(mx.expand_dims(ra(vals, dims), -1) & mx.expand_dims(rb(vals, dims), -3),
+                                             axis=-2)
+        return lambda vals, dims: impl(ra(vals, dims), rb(vals, dims), node.dtype)
+
+    return build
+
+
+OPS["matmul"] = _matmul_builder(matmul_library)
+OPS["matmul_generic"] = _matmul_builder(matmul_generic)
+
+__all__ = ["compile_tree", "matmul_library", "matmul_generic"]
