@@ -170,6 +170,10 @@ class Checkpoint:
                     f"tensor {name} is stored as {st_dtype}, which cannot be loaded as {dtype}; this "
                     "example reads unquantized F32/F16/BF16 checkpoints (quantized or integer weights "
                     "need a different checkpoint)")
+            if f.data_offset + f.header[name]["data_offsets"][1] > f.size:
+                raise ModelInputError(
+                    f"{f.path} is truncated (tensor {name} ends past the end of the file); the "
+                    "download is incomplete, fetch the file again")
             found[st_dtype] = found.get(st_dtype, 0) + 1
         if missing:
             shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
@@ -231,9 +235,12 @@ def _progress(total_bytes: int, progress: bool | None):
 
 
 def random_weights(config: LlamaConfig, dtype: str = "float32", seed: int = 0, backend=None,
-                   as_numpy: bool = False) -> dict:
+                   as_numpy: bool = False, embed_std: float = 0.02) -> dict:
     """Random weights of the config's shape, built in memory (for speed runs without a download).
-    Scaled like an initialised Llama (std 0.02, norms near 1) so activations stay finite."""
+    Scaled like an initialised Llama (embedding std ``embed_std``, matrices 1/sqrt(fan in), norms
+    near 1) so activations stay finite."""
+    if dtype not in LOAD_DTYPES:
+        raise ModelInputError(f"dtype {dtype!r} is not supported; use one of {', '.join(LOAD_DTYPES)}")
     rng = np.random.default_rng(seed)
     tree = empty_tree(config)
     for name, (path, shape) in expected_tensors(config).items():
@@ -242,7 +249,7 @@ def random_weights(config: LlamaConfig, dtype: str = "float32", seed: int = 0, b
             store = "float32"
         else:
             arr = rng.standard_normal(shape, dtype=np.float32)
-            arr *= np.float32(0.02 if "embed" in name or "lm_head" in name else 1.0 / np.sqrt(shape[1]))
+            arr *= np.float32(embed_std if "embed" in name or "lm_head" in name else 1.0 / np.sqrt(shape[1]))
             store = dtype
         arr = convert(arr, store)
         if not as_numpy:

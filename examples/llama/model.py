@@ -23,74 +23,42 @@ from .config import LlamaConfig, rope_inv_freq
 MASKED = -1e10  # the seed's additive mask value: exp() of it underflows to exactly 0
 
 
-# ---- layers -------------------------------------------------------------------------------------
-# Written with luminal_fn.numpy here; luminal_fn.nn's helpers were not yet available when this was
-# written (see the report in the commit message).
 def linear(x, w):
-    """x @ w.T for a Hugging Face (out, in) weight."""
+    """x @ w.T for a Hugging Face (out, in) weight (float32 result for a bfloat16 weight)."""
     return lnp.matmul(x, lnp.transpose(w))
 
 
-def rms_norm(x, weight, eps: float):
-    ms = lnp.mean(x * x, axis=-1, keepdims=True)
-    return x * lnp.rsqrt(ms + eps) * weight
-
-
-def silu(x):
-    return x / (1.0 + lnp.exp(-x))
-
-
-def rotate(x, cos, sin):
-    """Rotary embedding, Hugging Face's half-split layout: x (s, heads, d), cos/sin (s, 1, d/2)."""
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    return lnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
-
-
-def gather_rows(table, idx):
-    """table[idx] for a (rows, width) table and (n,) int32 row ids."""
-    return lnp.take(table, idx, axis=0)
-
-
-def scatter_rows(table, idx, rows):
-    """table with rows idx replaced by rows (a new array; in place once the cache is donated)."""
-    return table.at[idx].set(rows)
-
-
-def softmax(x, axis=-1):
-    m = lnp.max(x, axis=axis, keepdims=True)
-    e = lnp.exp(x - m)
-    return e / lnp.sum(e, axis=axis, keepdims=True)
-
-
 def attention(q, k, v, mask, config: LlamaConfig):
-    """Grouped-query attention. q (s, heads*d); k, v (c, kv_heads*d); mask (s, c)."""
-    s, c = q.shape[0], k.shape[0]
-    kvh, g, d = config.num_key_value_heads, config.kv_groups, config.head_dim
-    qh = lnp.transpose(lnp.reshape(q, (s, kvh, g, d)), (1, 2, 0, 3))        # (kvh, g, s, d)
-    kh = lnp.transpose(lnp.reshape(k, (c, kvh, 1, d)), (1, 2, 3, 0))        # (kvh, 1, d, c)
-    vh = lnp.transpose(lnp.reshape(v, (c, kvh, 1, d)), (1, 2, 0, 3))        # (kvh, 1, c, d)
-    scores = lnp.matmul(qh, kh) * (1.0 / float(np.sqrt(d))) + mask          # (kvh, g, s, c)
-    out = lnp.matmul(softmax(scores, axis=-1), vh)                          # (kvh, g, s, d)
-    return lnp.reshape(lnp.transpose(out, (2, 0, 1, 3)), (s, config.q_dim))
+    """Grouped-query attention. q (s, heads*d) already rotated; k, v (c, kv_heads*d); mask (s, c).
+    lf.nn's attention shares each key/value head among its query heads without repeating it."""
+    s, c, d = q.shape[0], k.shape[0], config.head_dim
+    qh = lnp.transpose(lnp.reshape(q, (s, config.num_attention_heads, d)), (1, 0, 2))    # (H, s, d)
+    kh = lnp.transpose(lnp.reshape(k, (c, config.num_key_value_heads, d)), (1, 0, 2))    # (KVH, c, d)
+    vh = lnp.transpose(lnp.reshape(v, (c, config.num_key_value_heads, d)), (1, 0, 2))
+    out = lf.nn.scaled_dot_product_attention(qh, kh, vh, mask=mask)                     # (H, s, d)
+    return lnp.reshape(lnp.transpose(out, (1, 0, 2)), (s, config.q_dim))
+
+
+def rotary(x, heads: int, cos, sin, config: LlamaConfig):
+    """Hugging Face's rotate-half RoPE on x (s, heads*d) with tables cos/sin (s, d/2)."""
+    s = x.shape[0]
+    xh = lnp.reshape(x, (s, heads, config.head_dim))
+    return lnp.reshape(lf.nn.rope(xh, cos=cos, sin=sin, seq_axis=0), (s, heads * config.head_dim))
 
 
 def layer_forward(p, x, cos, sin, scatter_idx, gather_idx, mask, cache, config: LlamaConfig):
-    s = x.shape[0]
-    h = rms_norm(x, p["attn_norm"], config.rms_norm_eps)
-    q = linear(h, p["q"])
-    k = linear(h, p["k"])
+    h = lf.nn.rms_norm(x, p["attn_norm"], eps=config.rms_norm_eps)
+    q = rotary(linear(h, p["q"]), config.num_attention_heads, cos, sin, config)
+    k = rotary(linear(h, p["k"]), config.num_key_value_heads, cos, sin, config)
     v = linear(h, p["v"])
-    q = lnp.reshape(rotate(lnp.reshape(q, (s, config.num_attention_heads, config.head_dim)), cos, sin),
-                    (s, config.q_dim))
-    k = lnp.reshape(rotate(lnp.reshape(k, (s, config.num_key_value_heads, config.head_dim)), cos, sin),
-                    (s, config.kv_dim))
-    k_cache = scatter_rows(cache["k"], scatter_idx, k)
-    v_cache = scatter_rows(cache["v"], scatter_idx, v)
-    ctx = attention(q, gather_rows(k_cache, gather_idx), gather_rows(v_cache, gather_idx), mask, config)
-    x = x + linear(ctx, p["o"])
-    h = rms_norm(x, p["mlp_norm"], config.rms_norm_eps)
-    x = x + linear(silu(linear(h, p["gate"])) * linear(h, p["up"]), p["down"])
+    # the seed's cache: write the new rows, then read the whole context back through gather_idx
+    k_cache = lf.nn.scatter_rows(cache["k"], scatter_idx, k)
+    v_cache = lf.nn.scatter_rows(cache["v"], scatter_idx, v)
+    k_ctx = lf.nn.gather_rows(k_cache, gather_idx)
+    v_ctx = lf.nn.gather_rows(v_cache, gather_idx)
+    x = x + linear(attention(q, k_ctx, v_ctx, mask, config), p["o"])
+    h = lf.nn.rms_norm(x, p["mlp_norm"], eps=config.rms_norm_eps)
+    x = x + linear(lf.nn.silu(linear(h, p["gate"])) * linear(h, p["up"]), p["down"])
     return x, {"k": k_cache, "v": v_cache}
 
 
@@ -98,17 +66,17 @@ def forward(weights, tokens, positions, scatter_idx, gather_idx, mask, cache, co
             all_logits: bool = False):
     """Logits (s or 1, vocab) float32 and the updated cache. With ``all_logits=False`` only the last
     position's logits are computed (all that generation needs; it keeps the vocab GEMM at one row)."""
-    x = lnp.astype(gather_rows(weights["embed"], tokens), lnp.float32)
-    inv_freq = rope_inv_freq(config).astype(np.float32)
+    x = lnp.astype(lf.nn.embedding(weights["embed"], tokens), lnp.float32)
+    inv_freq = rope_inv_freq(config).astype(np.float32)  # rope scaling applied once, on the host
     angles = lnp.astype(positions, lnp.float32)[:, None] * inv_freq[None, :]   # (s, d/2)
-    cos, sin = lnp.cos(angles)[:, None, :], lnp.sin(angles)[:, None, :]
+    cos, sin = lnp.cos(angles), lnp.sin(angles)
     new_cache = []
     for p, layer_cache in zip(weights["layers"], cache):
         x, layer_cache = layer_forward(p, x, cos, sin, scatter_idx, gather_idx, mask, layer_cache, config)
         new_cache.append(layer_cache)
     if not all_logits:
-        x = x[-1:]
-    x = rms_norm(x, weights["norm"], config.rms_norm_eps)
+        x = x[x.shape[0] - 1][None, :]  # the last row, with a shape of exactly 1 for any s
+    x = lf.nn.rms_norm(x, weights["norm"], eps=config.rms_norm_eps)
     head = weights["embed"] if config.tie_word_embeddings else weights["lm_head"]
     return linear(x, head), new_cache
 
@@ -118,8 +86,19 @@ DYNAMIC_AXES = {"tokens": {0: "s"}, "positions": {0: "s"}, "scatter_idx": {0: "s
                 "gather_idx": {0: "c"}, "mask": {0: "s", 1: "c"}}
 
 
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def bucket_limits(prompt_len: int, max_new_tokens: int, max_seq_len: int) -> tuple:
+    """The seed's bucket tops: (max_prefill, max_context), powers of two capped at max_seq_len."""
+    max_prefill = min(_next_pow2(prompt_len + 16), max_seq_len)
+    max_context = min(_next_pow2(prompt_len + max_new_tokens + 1), max_seq_len)
+    return max_prefill, max_context
+
+
 def dim_buckets(max_prefill: int, max_context: int) -> dict:
-    """The seed's buckets: decode (1) apart from prefill (2..max), each searched at <= 16."""
+    """The seed's buckets: decode (1) apart from prefill (2..max), searched at min(16, max)."""
     def one(hi):
         if hi < 2:
             return [(1, 1)]
@@ -128,15 +107,23 @@ def dim_buckets(max_prefill: int, max_context: int) -> dict:
     return {"s": one(max_prefill), "c": one(max_context)}
 
 
+def representative_dims(buckets: dict) -> tuple:
+    """(s, c) at which the warm-up step runs: the prefill bucket's representatives, as the seed."""
+    def rep(bs):
+        last = bs[-1]
+        return last[2] if len(last) > 2 else last[0]
+
+    return rep(buckets["s"]), rep(buckets["c"])
+
+
 def make_step(config: LlamaConfig, *, backend=None, buckets=None, search=None, all_logits=False):
     """The model step jitted once: dynamic s and c, donated cache."""
-    def step(weights, tokens, positions, scatter_idx, gather_idx, mask, cache):
+    def llama_step(weights, tokens, positions, scatter_idx, gather_idx, mask, cache):
         return forward(weights, tokens, positions, scatter_idx, gather_idx, mask, cache, config,
                        all_logits=all_logits)
 
-    step.__name__ = "llama_step"
-    return lf.jit(step, dynamic_axes=DYNAMIC_AXES, buckets=buckets, search=search, backend=backend,
-                  donate_argnums=(6,))
+    return lf.jit(llama_step, dynamic_axes=DYNAMIC_AXES, buckets=buckets, search=search,
+                  backend=backend, donate_argnums=(6,))
 
 
 def new_cache(config: LlamaConfig, max_seq_len: int, backend=None) -> list:
@@ -151,9 +138,10 @@ def causal_mask(q_pos, context_len: int) -> np.ndarray:
     return np.where(np.arange(context_len)[None, :] <= q, 0.0, MASKED).astype(np.float32)
 
 
-def step_inputs(tokens, start: int):
-    """Host inputs for new tokens placed at positions start.. of a contiguous cache."""
+def step_inputs(tokens, start: int) -> tuple:
+    """(tokens, positions, scatter_idx, gather_idx, mask) for new tokens placed at positions
+    start.. of a contiguous cache, whose context is then rows 0..start+len(tokens)-1."""
     n = len(tokens)
     pos = np.arange(start, start + n, dtype=np.int32)
-    return dict(tokens=np.asarray(tokens, np.int32), positions=pos, scatter_idx=pos,
-                gather_idx=np.arange(start + n, dtype=np.int32), mask=causal_mask(pos, start + n))
+    return (np.asarray(tokens, np.int32), pos, pos, np.arange(start + n, dtype=np.int32),
+            causal_mask(pos, start + n))

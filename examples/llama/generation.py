@@ -1,0 +1,150 @@
+"""The generation loop of the seed: one jitted step, the KV cache kept on the device (donated and
+returned each step), greedy sampling with a repetition penalty, per-step timing (TTFT, TPOT)."""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from . import model
+from .config import LlamaConfig
+
+
+@dataclasses.dataclass
+class StepProfile:
+    """Seconds spent in one step (the seed's StepProfile): the whole step, the jitted call, reading
+    the logits back to the host, and handing the returned cache to the next step."""
+    total: float
+    execute: float
+    logits: float
+    cache: float
+
+
+@dataclasses.dataclass
+class GenerationResult:
+    """``ids, text, ttft_ms, tpot_ms = generate(...)`` unpacks the first four fields."""
+    ids: list
+    text: str
+    ttft_ms: float
+    tpot_ms: float
+    prompt_ids: list = dataclasses.field(default_factory=list)
+    stop_reason: str = ""
+    profiles: list = dataclasses.field(default_factory=list)
+    timings: dict = dataclasses.field(default_factory=dict)
+    trace_count: int = 0
+    compile_count: int = 0
+
+    def __iter__(self):
+        return iter((self.ids, self.text, self.ttft_ms, self.tpot_ms))
+
+    def profile_line(self) -> str:
+        n = len(self.profiles)
+        avg = (lambda attr: 1e3 * sum(getattr(p, attr) for p in self.profiles) / n) if n else (lambda a: 0.0)
+        return (f"Profile: n={n}, exec={avg('execute'):.2f} ms, logits={avg('logits'):.2f} ms, "
+                f"cache={avg('cache'):.2f} ms")
+
+
+def sample_greedy(logits_row: np.ndarray, seen: set, repetition_penalty: float) -> int:
+    """The seed's sampler: tokens already generated have positive logits divided by the penalty and
+    negative ones multiplied by it; then argmax. A penalty of 1.0 is plain greedy decoding."""
+    row = np.asarray(logits_row, dtype=np.float32)
+    if repetition_penalty != 1.0 and seen:
+        row = row.copy()
+        idx = np.fromiter(seen, dtype=np.int64)
+        vals = row[idx]
+        row[idx] = np.where(vals > 0, vals / repetition_penalty, vals * repetition_penalty)
+    return int(np.argmax(row))
+
+
+class LlamaSession:
+    """The weights, the jitted step and the cache of one model on one backend.
+
+    ``step`` is jitted once with dynamic ``s`` and ``c``; :meth:`warm_up` runs it at the buckets'
+    representative sizes (tracing, e-graph, search per bucket, compile) and every later prefill or
+    decode step reuses that compiled graph."""
+
+    def __init__(self, config: LlamaConfig, weights: dict, *, max_seq_len: int, buckets: dict,
+                 search=None, backend=None):
+        self.config = config
+        self.weights = weights
+        self.max_seq_len = max_seq_len
+        self.buckets = buckets
+        self.backend = backend
+        self.step = model.make_step(config, backend=backend, buckets=buckets, search=search)
+        self.cache = model.new_cache(config, max_seq_len, backend)
+        self.length = 0  # cache rows in use
+
+    def warm_up(self) -> float:
+        """Trace, build, search and compile at the representative dims; returns the seconds taken.
+        The rows it writes into the cache are never read: every step writes its rows before
+        attention reads them, and reads only rows below the context length."""
+        s, c = model.representative_dims(self.buckets)
+        t0 = time.perf_counter()
+        tokens = np.full(s, self.config.bos_token_id or 0, np.int32)
+        pos = np.arange(s, dtype=np.int32)
+        mask = np.zeros((s, c), np.float32)
+        logits, self.cache = self.step(self.weights, tokens, pos, pos, np.arange(c, dtype=np.int32),
+                                       mask, self.cache)
+        np.asarray(logits)  # wait for the device
+        return time.perf_counter() - t0
+
+    def reset(self):
+        self.length = 0
+
+    def run(self, tokens) -> tuple:
+        """Append ``tokens`` at the end of the context; returns (last logits row, StepProfile)."""
+        t0 = time.perf_counter()
+        if self.length + len(tokens) > self.max_seq_len:
+            raise ValueError(f"the context would grow to {self.length + len(tokens)} tokens, past "
+                             f"max_seq_len {self.max_seq_len}")
+        args = model.step_inputs(tokens, self.length)
+        t1 = time.perf_counter()
+        logits, cache = self.step(self.weights, *args, self.cache)
+        t2 = time.perf_counter()
+        row = np.asarray(logits)[-1]
+        t3 = time.perf_counter()
+        self.cache = cache  # the donated input is consumed; the returned cache is the live one
+        self.length += len(tokens)
+        t4 = time.perf_counter()
+        return row, StepProfile(total=t4 - t0, execute=t2 - t1, logits=t3 - t2, cache=t4 - t3)
+
+
+def generate_ids(session: LlamaSession, prompt_ids: list, max_new_tokens: int, stop_ids=(),
+                 repetition_penalty: float = 1.05, on_token=None) -> tuple:
+    """Prefill then decode, greedily. Returns (generated ids, the stop token's reason, profiles).
+    The stop token itself is not part of the ids; ``on_token(id)`` sees every kept token."""
+    stop_ids = set(stop_ids)
+    session.reset()
+    ids: list = []
+    profiles: list = []
+    seen: set = set()
+    reason = "max_new_tokens"
+    if max_new_tokens <= 0 or not prompt_ids:
+        return ids, "nothing to do", profiles
+    pending = list(prompt_ids)
+    while len(ids) < max_new_tokens:
+        if session.length + len(pending) > session.max_seq_len:
+            reason = "max_seq_len"
+            break
+        row, prof = session.run(pending)
+        profiles.append(prof)
+        token = sample_greedy(row, seen, repetition_penalty)
+        seen.add(token)
+        if token in stop_ids:
+            reason = "stop token"
+            break
+        ids.append(token)
+        if on_token is not None:
+            on_token(token)
+        pending = [token]
+    return ids, reason, profiles
+
+
+def ttft_tpot_ms(profiles: list) -> tuple:
+    """TTFT: the prefill step; TPOT: the mean of the decode steps (as the seed reports them)."""
+    if not profiles:
+        return 0.0, 0.0
+    decode = profiles[1:]
+    tpot = 1e3 * sum(p.total for p in decode) / len(decode) if decode else 0.0
+    return 1e3 * profiles[0].total, tpot

@@ -1,0 +1,349 @@
+"""The llama_1b example (examples/llama_1b.py, examples/llama/) against a Llama written here in plain
+float64 NumPy, independent of luminal_fn and of the example's own helpers (weights read with the
+safetensors library, rope scaling written out band by band, attention with repeated KV heads)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import luminal_fn as lf
+import luminal_fn.numpy as lnp
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples")
+sys.path.insert(0, EXAMPLES)
+
+import llama_1b  # noqa: E402
+from llama import checkpoint, model  # noqa: E402
+from llama.config import ModelInputError, load_config  # noqa: E402
+from llama.generation import LlamaSession, generate_ids, sample_greedy  # noqa: E402
+from llama.tiny import build_tiny_random  # noqa: E402
+from llama.tokenizer import encode_chat, load_tokenizer  # noqa: E402
+
+MAX_SEQ = 128
+TOL = 1e-4
+
+
+# ---- the float64 reference ------------------------------------------------------------------------
+class RefLlama:
+    def __init__(self, model_dir: str):
+        from safetensors.numpy import load_file
+
+        with open(os.path.join(model_dir, "config.json")) as f:
+            self.cfg = json.load(f)
+        self.w = {k: v.astype(np.float64) for k, v in
+                  load_file(os.path.join(model_dir, "model.safetensors")).items()}
+        c = self.cfg
+        self.h, self.kvh = c["num_attention_heads"], c["num_key_value_heads"]
+        self.d = c.get("head_dim") or c["hidden_size"] // self.h
+        self.inv_freq = self._inv_freq()
+
+    def _inv_freq(self) -> np.ndarray:
+        c, d = self.cfg, self.d
+        base = [1.0 / c["rope_theta"] ** (2 * i / d) for i in range(d // 2)]
+        sc = c.get("rope_scaling")
+        if not sc:
+            return np.array(base)
+        assert sc["rope_type"] == "llama3"
+        old = sc["original_max_position_embeddings"]
+        low_wl, high_wl = old / sc["low_freq_factor"], old / sc["high_freq_factor"]
+        out = []
+        for f in base:  # Meta's Llama-3 scaling, one band at a time
+            wl = 2 * math.pi / f
+            if wl < high_wl:
+                out.append(f)
+            elif wl > low_wl:
+                out.append(f / sc["factor"])
+            else:
+                t = (old / wl - sc["low_freq_factor"]) / (sc["high_freq_factor"] - sc["low_freq_factor"])
+                out.append((1 - t) * f / sc["factor"] + t * f)
+        return np.array(out)
+
+    def _norm(self, x, w):
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.cfg["rms_norm_eps"]) * w
+
+    def _rope(self, x, pos):  # x (n, heads, d)
+        ang = pos[:, None] * self.inv_freq[None, :]
+        cos, sin = np.cos(np.concatenate([ang, ang], -1)), np.sin(np.concatenate([ang, ang], -1))
+        half = self.d // 2
+        rot = np.concatenate([-x[..., half:], x[..., :half]], -1)
+        return x * cos[:, None, :] + rot * sin[:, None, :]
+
+    def logits(self, ids) -> np.ndarray:
+        """(len(ids), vocab) logits of the whole sequence, causal."""
+        w, n, d = self.w, len(ids), self.d
+        pos = np.arange(n, dtype=np.float64)
+        x = w["model.embed_tokens.weight"][np.asarray(ids)]
+        causal = np.triu(np.full((n, n), -np.inf), 1)
+        for i in range(self.cfg["num_hidden_layers"]):
+            p = f"model.layers.{i}."
+            h = self._norm(x, w[p + "input_layernorm.weight"])
+            q = self._rope((h @ w[p + "self_attn.q_proj.weight"].T).reshape(n, self.h, d), pos)
+            k = self._rope((h @ w[p + "self_attn.k_proj.weight"].T).reshape(n, self.kvh, d), pos)
+            v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(n, self.kvh, d)
+            k, v = np.repeat(k, self.h // self.kvh, axis=1), np.repeat(v, self.h // self.kvh, axis=1)
+            s = np.einsum("qhd,khd->hqk", q, k) / math.sqrt(d) + causal
+            s = np.exp(s - s.max(-1, keepdims=True))
+            s /= s.sum(-1, keepdims=True)
+            x = x + np.einsum("hqk,khd->qhd", s, v).reshape(n, self.h * d) @ w[p + "self_attn.o_proj.weight"].T
+            h = self._norm(x, w[p + "post_attention_layernorm.weight"])
+            g, u = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
+            x = x + (g / (1 + np.exp(-g)) * u) @ w[p + "mlp.down_proj.weight"].T
+        x = self._norm(x, w["model.norm.weight"])
+        head = w["model.embed_tokens.weight"] if self.cfg.get("tie_word_embeddings") else w["lm_head.weight"]
+        return x @ head.T
+
+
+# ---- fixtures -------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return build_tiny_random(str(tmp_path_factory.mktemp("tiny_llama")), seed=0)
+
+
+@pytest.fixture(scope="module")
+def ref(tiny_dir):
+    return RefLlama(tiny_dir)
+
+
+@pytest.fixture(scope="module")
+def prompt(tiny_dir):
+    return encode_chat(load_tokenizer(tiny_dir), "layers of neurons")
+
+
+@pytest.fixture(scope="module")
+def session(tiny_dir, tmp_path_factory):
+    """The tiny model jitted once (a small search, its own cache folder), warmed up."""
+    cfg = load_config(tiny_dir)
+    weights = checkpoint.load_weights(tiny_dir, cfg, "float32", backend="numpy")
+    search = llama_1b.search_options(2, 1536, 0)
+    search = type(search)(limit=2, seed=0, progress=False,
+                          cache_dir=str(tmp_path_factory.mktemp("search_cache")))
+    s = LlamaSession(cfg, weights, max_seq_len=MAX_SEQ, buckets=model.dim_buckets(64, MAX_SEQ),
+                     search=search, backend="numpy")
+    s.warm_up()
+    return s
+
+
+def close(a, b, tol=TOL):
+    return float(np.max(np.abs(np.asarray(a, np.float64) - b)))
+
+
+# ---- the model against the reference -----------------------------------------------------------
+def test_reference_rope_scaling_covers_every_band(ref):
+    """The tiny config has bands kept, slowed and blended by Llama-3 scaling (else the rope test
+    would not reach all three branches)."""
+    base = 1.0 / ref.cfg["rope_theta"] ** (np.arange(0, ref.d, 2) / ref.d)
+    ratio = ref.inv_freq / base
+    assert np.any(np.isclose(ratio, 1.0)) and np.any(np.isclose(ratio, 1 / 32))
+    assert np.any((ratio > 1 / 32 + 1e-6) & (ratio < 1 - 1e-6))
+
+
+def test_prefill_and_decode_logits_match_reference(session, ref, prompt):
+    session.reset()
+    row, _ = session.run(prompt)
+    want = ref.logits(prompt)
+    assert np.abs(want).max() > 1.0  # real logits, not near zero
+    assert close(row, want[-1]) < TOL
+    seq = list(prompt)
+    for tok in (5, 77, 200, 301, 12):  # decode steps, each one new token through the cache
+        row, _ = session.run([tok])
+        seq.append(tok)
+        assert close(row, ref.logits(seq)[-1]) < TOL, f"decode at position {len(seq) - 1}"
+
+
+def test_greedy_ids_match_reference_for_32_steps(session, ref, prompt):
+    ids, reason, profiles = generate_ids(session, prompt, 32, stop_ids=(), repetition_penalty=1.0)
+    assert reason == "max_new_tokens" and len(ids) == 32 and len(profiles) == 32
+    seq, want, gaps = list(prompt), [], []
+    for _ in range(32):
+        row = ref.logits(seq)[-1]
+        top2 = np.sort(row)[-2:]
+        gaps.append(top2[1] - top2[0])
+        want.append(int(np.argmax(row)))
+        seq.append(want[-1])
+    assert min(gaps) > 10 * TOL  # no near-ties, so float32 rounding cannot flip a choice
+    assert ids == want
+    assert len(set(ids)) > 3  # the tiny model does not just repeat one token
+
+
+def test_cached_steps_equal_recomputing_the_sequence(session, prompt):
+    """Prefill + decode through the cache gives the logits of running the whole sequence at once."""
+    extra = [40, 41, 42, 43]
+    session.reset()
+    session.run(prompt)
+    incremental = [session.run([t])[0] for t in extra]
+    for k in range(len(extra)):
+        session.reset()
+        full, _ = session.run(prompt + extra[:k + 1])
+        assert close(incremental[k], full) < 1e-5
+
+
+def test_decode_steps_neither_retrace_nor_recompile(session, prompt):
+    step = session.step
+    traces, compiles = step.trace_count, step.compile_count
+    assert (traces, compiles) == (1, 1)  # the warm-up compiled everything once
+    session.reset()
+    session.run(prompt[:3])       # another prefill length
+    for t in range(6):            # decode steps: c grows by one each time
+        session.run([t])
+    session.run(prompt[:20])      # a longer prefill on top of the context
+    assert (step.trace_count, step.compile_count) == (traces, compiles)
+
+
+def test_repetition_penalty_follows_the_seed():
+    row = np.array([2.0, -1.0, 1.95, 0.5], np.float32)
+    assert sample_greedy(row, set(), 1.05) == 0
+    assert sample_greedy(row, {0}, 1.05) == 2          # 2.0 / 1.05 < 1.95
+    assert sample_greedy(-np.abs(row), {3}, 2.0) == 1  # a negative logit is multiplied
+
+
+def test_bfloat16_weights_stay_bfloat16_and_track_float32(tiny_dir, session, prompt):
+    cfg = session.config
+    w16 = checkpoint.load_weights(tiny_dir, cfg, "bfloat16", backend="numpy")
+    assert w16["layers"][0]["q"].dtype == lf.bfloat16 and w16["embed"].dtype == lf.bfloat16
+    assert w16["norm"].dtype == lf.float32
+    session.reset()
+    want, _ = session.run(prompt)
+    s16 = LlamaSession(cfg, w16, max_seq_len=MAX_SEQ, buckets=session.buckets,
+                       search=session.step.search, backend="numpy")
+    got, _ = s16.run(prompt)
+    assert 0 < close(got, want) < 0.1 * np.abs(want).max()  # rounded weights, same model
+
+
+def test_rotary_slices_keep_a_dynamic_axis():
+    """x[..., :h] on a dynamic axis kept a max(s, 0) length that no longer broadcast with s."""
+    f = lf.jit(lambda x, c: x[..., :2] * c[:, None, :] + x[..., 2:],
+               dynamic_axes={"x": {0: "s"}, "c": {0: "s"}})
+    x = np.arange(24, dtype=np.float32).reshape(3, 2, 4)
+    c = np.arange(6, dtype=np.float32).reshape(3, 2)
+    np.testing.assert_array_equal(np.asarray(f(x, c)), x[..., :2] * c[:, None, :] + x[..., 2:])
+
+
+# ---- the example end to end -------------------------------------------------------------------
+def test_tiny_random_example_runs_and_reports_ttft_tpot(tmp_path):
+    env = dict(os.environ, LUMINAL_BACKEND="numpy", LUMINAL_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, os.path.join(EXAMPLES, "llama_1b.py"), "--tiny-random",
+                        "--max-new-tokens", "6", "--search-graphs", "2", "--ignore-eos"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    ttft = [ln for ln in lines if ln.strip().startswith("TTFT:")]
+    tpot = [ln for ln in lines if ln.strip().startswith("TPOT:")]
+    assert len(ttft) == 1 and len(tpot) == 1, r.stdout
+    assert float(ttft[0].split()[1]) > 0 and float(tpot[0].split()[1]) > 0
+    assert any(ln.strip().startswith("Profile: n=6") for ln in lines), r.stdout
+    assert "Weight load:" in r.stdout and "Generated 6 tokens" in r.stdout
+
+
+def test_generate_returns_ids_text_and_times(tiny_dir, session):
+    res = llama_1b.generate(tiny_dir, "neural networks", max_new_tokens=5, backend="numpy",
+                            repetition_penalty=1.0, ignore_eos=True, search=session.step.search)
+    ids, text, ttft, tpot = res
+    assert len(ids) == 5 and ttft > 0 and tpot > 0 and (res.trace_count, res.compile_count) == (1, 1)
+    assert text == load_tokenizer(tiny_dir).decode(ids, skip_special_tokens=True)
+    # the same ids as the session's greedy decoding of the same chat prompt
+    want, _, _ = generate_ids(session, res.prompt_ids, 5, repetition_penalty=1.0)
+    assert ids == want
+
+
+# ---- bad input: a clear message before any long work --------------------------------------------
+@pytest.fixture
+def no_long_work(monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("weights were loaded before the input was checked")
+
+    monkeypatch.setattr(llama_1b.checkpoint, "load_weights", boom)
+    monkeypatch.setattr(llama_1b.checkpoint, "random_weights", boom)
+
+
+def _copy_tiny(src, dst, skip=()):
+    os.makedirs(dst, exist_ok=True)
+    for name in os.listdir(src):
+        if name not in skip:
+            with open(os.path.join(src, name), "rb") as f, open(os.path.join(dst, name), "wb") as g:
+                g.write(f.read())
+    return str(dst)
+
+
+def _edit_config(d, **changes):
+    path = os.path.join(d, "config.json")
+    with open(path) as f:
+        raw = json.load(f)
+    raw.update(changes)
+    with open(path, "w") as f:
+        json.dump(raw, f)
+
+
+def test_missing_model_dir(tmp_path, no_long_work):
+    with pytest.raises(ModelInputError, match="does not exist"):
+        llama_1b.generate(str(tmp_path / "nope"), "hi")
+    with pytest.raises(ModelInputError, match="no config.json"):
+        llama_1b.generate(str(tmp_path), "hi")
+
+
+@pytest.mark.parametrize("skip, match", [(("model.safetensors",), "neither model.safetensors"),
+                                         (("tokenizer.json",), "no tokenizer.json")])
+def test_incomplete_model_dir(tiny_dir, tmp_path, no_long_work, skip, match):
+    d = _copy_tiny(tiny_dir, tmp_path / "m", skip)
+    with pytest.raises(ModelInputError, match=match):
+        llama_1b.generate(d, "hi")
+
+
+def test_truncated_checkpoint(tiny_dir, tmp_path, no_long_work):
+    d = _copy_tiny(tiny_dir, tmp_path / "m")
+    path = os.path.join(d, "model.safetensors")
+    os.truncate(path, os.path.getsize(path) - 100)
+    with pytest.raises(ModelInputError, match="truncated"):
+        llama_1b.generate(d, "hi")
+
+
+def test_unsupported_architecture(tiny_dir, tmp_path, no_long_work):
+    d = _copy_tiny(tiny_dir, tmp_path / "m")
+    _edit_config(d, architectures=["MistralForCausalLM"], model_type="mistral")
+    with pytest.raises(ModelInputError, match="MistralForCausalLM.*not supported"):
+        llama_1b.generate(d, "hi")
+
+
+def test_config_and_checkpoint_disagree(tiny_dir, tmp_path, no_long_work):
+    d = _copy_tiny(tiny_dir, tmp_path / "m")
+    _edit_config(d, intermediate_size=96)
+    with pytest.raises(ModelInputError, match="do not match"):
+        llama_1b.generate(d, "hi")
+
+
+def test_prompt_longer_than_max_seq_len(tiny_dir, no_long_work):
+    with pytest.raises(ModelInputError, match=r"longer than max_seq_len 16.*--max-seq-len"):
+        llama_1b.generate(tiny_dir, "a long prompt " * 20, max_seq_len=16)
+
+
+def test_dtype_that_cannot_be_loaded(tiny_dir, tmp_path, no_long_work):
+    with pytest.raises(ModelInputError, match="float16.*float32, bfloat16"):
+        llama_1b.generate(tiny_dir, "hi", dtype="float16")
+    # a quantized (int8) tensor in the checkpoint
+    from safetensors.numpy import load_file, save_file
+
+    d = _copy_tiny(tiny_dir, tmp_path / "m")
+    path = os.path.join(d, "model.safetensors")
+    t = load_file(path)
+    t["model.layers.0.mlp.up_proj.weight"] = t["model.layers.0.mlp.up_proj.weight"].astype(np.int8)
+    save_file(t, path)
+    with pytest.raises(ModelInputError, match="I8, which cannot be loaded as bfloat16"):
+        llama_1b.generate(d, "hi", dtype="bfloat16")
+
+
+def test_unknown_backend(tiny_dir, no_long_work):
+    with pytest.raises(ModelInputError, match="backend 'tpu'"):
+        llama_1b.generate(tiny_dir, "hi", backend="tpu")
+
+
+def test_cli_prints_the_error_and_exits_2(tmp_path, capsys, no_long_work):
+    assert llama_1b.main(["--model-dir", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("llama_1b: error:") and "does not exist" in err
