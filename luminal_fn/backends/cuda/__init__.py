@@ -1,0 +1,74 @@
+"""The CUDA backend through CuPy: rendered kernels compiled with NVRTC, cuBLAS, hand kernels,
+CUDA graphs.
+
+Registering needs nothing: CuPy is imported the first time the backend is used, and a machine
+without it gets :class:`~luminal_fn.backends.base.BackendUnavailable` naming the install command.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..base import Backend, register_backend
+from .device import INSTALL_HINT, cupy, cupy_dtype, dtype_of_storage, host_to_storage
+
+# CustomOp kernel names the optimizer may offer beyond fused/fused_reduce/matmul. The hand
+# kernels (kernels/*.cu, lowered in handkernels.py) are not offered yet: no rules create them.
+KERNEL_KINDS = frozenset()  # hand kernels join once their rules and the params contract exist
+
+
+class CudaBackend(Backend):
+    name = "cuda"
+    kernel_kinds = KERNEL_KINDS
+
+    def __init__(self):
+        self.cp = cupy()  # raises BackendUnavailable without CuPy or a GPU
+
+    def rule_sources(self) -> list:
+        return []
+
+    def device_name(self) -> str:
+        cp = self.cp
+        dev = cp.cuda.Device()
+        try:
+            name = cp.cuda.runtime.getDeviceProperties(dev.id)["name"].decode()
+        except Exception:
+            name = "gpu"
+        return f"cuda:{dev.id} {name} sm_{dev.compute_capability}"
+
+    # ---- arrays ---------------------------------------------------------------------------------
+    def from_numpy(self, arr):
+        if isinstance(arr, self.cp.ndarray):
+            return arr
+        host = np.ascontiguousarray(host_to_storage(np.asarray(arr)))
+        return self.cp.asarray(host)
+
+    def to_numpy(self, buf) -> np.ndarray:
+        host = self.cp.asnumpy(buf)
+        if host.dtype == np.uint16:
+            from ...ir import dtypes as dt
+
+            return host.view(dt.to_numpy(dt.bfloat16))
+        return host
+
+    def is_buffer(self, x) -> bool:
+        return isinstance(x, self.cp.ndarray)
+
+    def buffer_shape_dtype(self, buf) -> tuple:
+        return tuple(buf.shape), dtype_of_storage(buf.dtype)
+
+    def nbytes(self, buf) -> int:
+        return int(buf.nbytes)
+
+    def synchronize(self) -> None:
+        self.cp.cuda.get_current_stream().synchronize()
+
+    # ---- compiling ------------------------------------------------------------------------------
+    def compile(self, graph, options=None):
+        from .executable import CudaExecutable
+
+        return CudaExecutable(self, graph, options)
+
+
+register_backend("cuda", CudaBackend)
+
+__all__ = ["CudaBackend", "KERNEL_KINDS", "INSTALL_HINT", "cupy_dtype"]

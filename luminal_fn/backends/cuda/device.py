@@ -1,0 +1,125 @@
+"""CuPy access for the CUDA backend: the lazy import, dtype mapping, NVRTC module cache.
+
+CuPy has no bfloat16 dtype: bfloat16 buffers are CuPy ``uint16`` arrays holding the bits (no
+luminal_fn dtype is uint16, so a uint16 buffer always means bfloat16).
+
+Compiled modules are cached by source text: in memory per process, and on disk through CuPy's
+own kernel cache, which keys NVRTC output by source, options and architecture
+(``$CUPY_CACHE_DIR``, default ``~/.cupy/kernel_cache``): a second process loads the cubin
+instead of compiling.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+
+from ...ir import dtypes as dt
+from ..base import BackendUnavailable
+from .source import source_key
+
+INSTALL_HINT = 'pip install "luminal-fn[cuda]"'
+_cp = None
+
+
+def cupy():
+    """The cupy module, or BackendUnavailable saying how to install it."""
+    global _cp
+    if _cp is None:
+        try:
+            import cupy as cp
+        except ImportError as e:
+            raise BackendUnavailable(
+                f"the CUDA backend needs CuPy, which is not installed ({e}); install it with "
+                f"{INSTALL_HINT} (or the cupy-cuda12x/13x wheel for your CUDA), or use "
+                "backend='numpy'") from None
+        try:
+            n = cp.cuda.runtime.getDeviceCount()
+        except Exception as e:  # no driver, no device
+            raise BackendUnavailable(f"the CUDA backend found CuPy but no usable NVIDIA GPU: {e}") from None
+        if n < 1:
+            raise BackendUnavailable("the CUDA backend found CuPy but no NVIDIA GPU")
+        _cp = cp
+    return _cp
+
+
+_STORAGE = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16, "int32": np.int32,
+            "bool": np.bool_}
+
+
+def cupy_dtype(d: dt.DType) -> np.dtype:
+    return np.dtype(_STORAGE[d.name])
+
+
+def dtype_of_storage(npd) -> dt.DType:
+    npd = np.dtype(npd)
+    if npd == np.uint16:
+        return dt.bfloat16
+    return dt.canonicalize(npd)
+
+
+def host_to_storage(arr: np.ndarray) -> np.ndarray:
+    """A NumPy array as the bits the device stores (bfloat16 as uint16)."""
+    arr = np.asarray(arr)
+    if arr.dtype == dt.to_numpy(dt.bfloat16):
+        return arr.view(np.uint16)
+    return arr
+
+
+# ---- modules -------------------------------------------------------------------------------------
+_MODULES: dict = {}
+OPTIONS = ("-std=c++17",)
+
+
+def arch() -> str:
+    cp = cupy()
+    return "sm_" + cp.cuda.Device().compute_capability
+
+
+def _header_dirs() -> list:
+    """CUDA include folders that hold cuda_fp16.h (CUDA_PATH, /usr/local/cuda, pip's nvidia-*)."""
+    import glob
+    import site
+
+    cands = []
+    for env in ("CUDA_PATH", "CUDA_HOME"):
+        if os.environ.get(env):
+            cands.append(os.path.join(os.environ[env], "include"))
+    cands.append("/usr/local/cuda/include")
+    for sp in site.getsitepackages() + [site.getusersitepackages()]:
+        cands += glob.glob(os.path.join(sp, "nvidia", "*", "include"))
+    return [d for d in cands if os.path.exists(os.path.join(d, "cuda_fp16.h"))][:1]
+
+
+def get_module(text: str):
+    """A loaded RawModule for a module source (memory cache, then CuPy's disk cache)."""
+    key = source_key(text)
+    mod = _MODULES.get(key)
+    if mod is not None:
+        return mod
+    cp = cupy()
+    try:
+        try:
+            mod = cp.RawModule(code=text, options=OPTIONS, backend="nvrtc")
+            mod.compile()
+        except Exception as first:
+            inc = _header_dirs()
+            if not inc or "cuda_" not in str(first):
+                raise
+            # NVRTC without the half/bfloat16 headers on its path: point it at a CUDA include dir
+            mod = cp.RawModule(code=text, options=OPTIONS + tuple(f"-I{d}" for d in inc),
+                               backend="nvrtc")
+            mod.compile()
+    except Exception as e:
+        path = os.path.join(tempfile.gettempdir(), f"luminal_fn_cuda_{key}.cu")
+        with open(path, "w") as f:
+            f.write(text)
+        raise RuntimeError(f"NVRTC failed to compile a CUDA module for {arch()} (source saved to "
+                           f"{path}): {e}") from None
+    _MODULES[key] = mod
+    return mod
+
+
+__all__ = ["cupy", "cupy_dtype", "dtype_of_storage", "host_to_storage", "get_module", "arch",
+           "INSTALL_HINT"]

@@ -1,0 +1,186 @@
+"""The generic ``matmul`` kind on CUDA: a GEMV kernel for one activation row, cuBLAS (through
+``cupy.matmul``) for float32/float16 GEMMs, and a rendered sum-of-products reduction for
+everything else (bfloat16 GEMMs, int32, bool, masked operands).
+
+A (..., M, K) and B (..., K, N) arrive as views; the output (..., M, N) is contiguous.
+"""
+from __future__ import annotations
+
+from ...ir import dtypes as dt
+from ...ir.expr import as_expr, same
+from ...ir.view import View
+from ..render import index as ix
+from ..render.reduce import render_reduce
+from ..render.kernels import KernelInput, finish
+from .plan import HostStep, evaluate, lowerer
+
+GEMV_DTYPES = (dt.float32, dt.float16, dt.bfloat16)
+CUBLAS_DTYPES = (dt.float32, dt.float16)
+
+
+def _static(e) -> int | None:
+    if isinstance(e, int):
+        return e
+    e = as_expr(e)
+    return e.args[0] if e.op == "const" else None
+
+
+def _aligned(e, v: int) -> bool:
+    s = _static(e)
+    return s is not None and s % v == 0
+
+
+@lowerer("matmul")
+def lower_matmul(pl, node):
+    (sa, va), (sb, vb) = node.inputs
+    da, db = pl.graph.nodes[sa].dtype, pl.graph.nodes[sb].dtype
+    scalar = pl.kernel_input(node, 0).scalar is not None or pl.kernel_input(node, 1).scalar is not None
+    strategy = node.attrs.get("strategy")
+    if not scalar and strategy in (None, "gemv") and _try_gemv(pl, node, va, vb, da, db):
+        return
+    if (not scalar and strategy in (None, "cublas") and node.dtype in CUBLAS_DTYPES
+            and da == db == node.dtype and va.mask is None and vb.mask is None
+            and all(_nonneg(s) for s in va.strides + vb.strides)):
+        _cublas(pl, node, va, vb)
+        return
+    _rendered(pl, node, va, vb)
+
+
+def _nonneg(s) -> bool:
+    v = _static(s)
+    return v is None or v >= 0  # symbolic strides are products of dims: never negative
+
+
+# ---- the rendered fallback ---------------------------------------------------------------------
+def _rendered(pl, node, va: View, vb: View):
+    """out[..., m, n] = sum_k A[..., m, k] * B[..., k, n] as a fused reduction over (..., M, N, K)."""
+    nd = len(va.shape)
+    M, K = va.shape[-2], va.shape[-1]
+    N = vb.shape[-1]
+    a3 = va.insert_axis(nd - 1, N)  # (..., M, N, K), broadcast along N
+    perm = list(range(nd - 2)) + [nd - 1, nd - 2]
+    b3 = vb.permute(perm).insert_axis(nd - 2, M)  # (..., M, N, K)
+    in_shape = tuple(node.shape) + (K,)
+    d = node.dtype.name
+    ins = [KernelInput(a3, pl.kernel_input(node, 0).dtype, pl.kernel_input(node, 0).scalar),
+           KernelInput(b3, pl.kernel_input(node, 1).dtype, pl.kernel_input(node, 1).scalar)]
+    tree = ("Mul", d, ("Cast", d, ("in", 0)), ("Cast", d, ("in", 1)))
+    ks = render_reduce(pl.lang, in_shape, nd, "sum", tree, ins, node.dtype, pl.dims_max, pl.symbols,
+                       sm_count=pl.sm_count)
+    from ..render.nodes import Rendered
+
+    pl.bind([Rendered(k, {"in0": 0, "in1": 1}) for k in ks], node)
+
+
+# ---- GEMV --------------------------------------------------------------------------------------
+def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
+    if not (node.dtype in GEMV_DTYPES and da == db == node.dtype):
+        return False
+    if va.mask is not None or vb.mask is not None:
+        return False
+    if _static(va.shape[-2]) != 1:
+        return False
+    for d in va.shape[:-2]:
+        if _static(d) != 1:
+            return False
+    N, K = _static(vb.shape[-1]), _static(va.shape[-1])
+    if N is None or K is None or N < 1 or K < 1:
+        return False
+    V = 16 // node.dtype.itemsize
+    sk_a = va.strides[-1]
+    if not (same(sk_a, 1) and _aligned(va.offset, V)):
+        return False
+    s_k, s_n = vb.strides[-2], vb.strides[-1]
+    T = pl.lang.storage[node.dtype.name]
+    nm = ix.dim_names(pl.symbols)
+    r = lambda e: ix.r(e, nm)  # noqa: E731
+    b_a, b_w, out = pl.input_buf(node, 0), pl.input_buf(node, 1), pl.node_buf[node.id]
+    if same(s_n, 1) and N % V == 0 and _aligned(s_k, V) and _aligned(vb.offset, V):
+        blocks_x = -(-N // (32 * V))
+        S = max(1, min(K // 64 or 1, -(-4 * pl.sm_count // blocks_x)))
+        KC = -(-K // S)
+        KC = -(-KC // 8) * 8
+        S = -(-K // KC)
+        split = "true" if S > 1 else "false"
+        bufs = [("in0", "b0", node.dtype, True), ("in1", "b1", node.dtype, True)]
+        ids = [b_a, b_w]
+        partial = "(float*)0"
+        if S > 1:
+            scratch = pl.scratch(dt.float32, S * N)
+            bufs.append(("scratch", "part", dt.float32, False))
+            ids.append(scratch)
+            partial = "part"
+        bufs.append(("out", "out", node.dtype, False))
+        ids.append(out)
+        body = [f"lf_gemv_kn<{T}, {split}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
+                f"b0 + ({r(va.offset)}), out, {partial}, {N}, {K}, {KC});"]
+        src = finish(pl.lang, "gemv_kn", body, bufs, 256, 1, 1,
+                     meta={"hand": True, "grid3": (blocks_x, S, 1), "split": S})
+        pl.add_kernel(src, ids, node.id, "matmul (gemv kn)")
+        if S > 1:
+            body2 = [f"lf_gemv_partials<{T}>(b0, out, {N}, {S});"]
+            src2 = finish(pl.lang, "gemv_part", body2,
+                          [("scratch", "b0", dt.float32, True), ("out", "out", node.dtype, False)],
+                          256, N, 256, meta={"hand": True})
+            pl.add_kernel(src2, [scratch, out], node.id, "matmul (gemv partials)")
+        return True
+    if same(s_k, 1) and K % V == 0 and _aligned(s_n, V) and _aligned(vb.offset, V):
+        wpr = 1 if K <= 1024 else (2 if K <= 4096 else 4)
+        rpb = 8 // wpr
+        body = [f"lf_gemv_nk<{T}>(b1 + ({r(vb.offset)}), (long long)({r(s_n)}), "
+                f"b0 + ({r(va.offset)}), out, {N}, {K}, {wpr});"]
+        bufs = [("in0", "b0", node.dtype, True), ("in1", "b1", node.dtype, True),
+                ("out", "out", node.dtype, False)]
+        src = finish(pl.lang, "gemv_nk", body, bufs, 256, 1, 1,
+                     meta={"hand": True, "grid3": (min(-(-N // rpb), 65535), 1, 1), "wpr": wpr})
+        pl.add_kernel(src, [b_a, b_w, out], node.id, "matmul (gemv nk)")
+        return True
+    return False
+
+
+# ---- cuBLAS ------------------------------------------------------------------------------------
+def _cublas(pl, node, va: View, vb: View):
+    """A host step: ``cupy.matmul`` over strided views of the operand buffers into the output."""
+    b_a, b_b, out = pl.input_buf(node, 0), pl.input_buf(node, 1), pl.node_buf[node.id]
+    shape = tuple(node.shape)
+    dtype = node.dtype
+
+    def views_at(ptr, dims):
+        a = _strided(ptr(b_a), va, dtype, dims)
+        b = _strided(ptr(b_b), vb, dtype, dims)
+        o = _strided(ptr(out), View.contiguous(shape), dtype, dims)
+        return a, b, o
+
+    def run(ptr, dims):
+        import cupy
+
+        a, b, o = views_at(ptr, dims)
+        if o.size:
+            cupy.matmul(a, b, out=o)
+
+    def key(ptr, dims):
+        return (ptr(b_a), ptr(b_b), ptr(out)) + tuple(evaluate(d, dims) for d in shape)
+
+    pl.add_host(HostStep([b_a, b_b, out], node.id, "matmul (cuBLAS)", run, key))
+
+
+def _strided(ptr: int, view: View, dtype, dims):
+    """A CuPy array over device memory at ``ptr`` laid out as ``view`` (no copy)."""
+    import cupy
+
+    from .device import cupy_dtype
+
+    v = view.evaluate(dims) if not view.is_static() else view
+    item = dtype.itemsize
+    span = 1
+    for d, s in zip(v.shape, v.strides):
+        if d == 0:
+            span = 0
+            break
+        span += (d - 1) * s
+    mem = cupy.cuda.UnownedMemory(ptr, max(span + v.offset, 1) * item, None)
+    mp = cupy.cuda.MemoryPointer(mem, v.offset * item)
+    return cupy.ndarray(tuple(v.shape), cupy_dtype(dtype), mp, tuple(s * item for s in v.strides))
+
+
+__all__ = ["lower_matmul"]

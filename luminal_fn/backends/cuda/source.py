@@ -1,0 +1,69 @@
+"""Assembling one CUDA module from a plan's kernels, and checking it with nvcc where present.
+
+All kernels of a bucket plan go into one module (one NVRTC compile instead of one per kernel:
+a cold compile costs 80-100 ms). The text is the CUDA prelude, the hand kernel sources when a
+hand kernel is used, then each distinct kernel once. Nothing here needs CuPy or a GPU.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+
+from ..render import CUDA
+
+HAND_ORDER = ("rms_norm.cu", "softmax.cu", "rope.cu", "gemv.cu", "attention.cu")
+
+
+def hand_file(name: str) -> str:
+    """A kernels/*.cu source: from the installed ``luminal_fn.kernels`` package, or from the
+    repository's top-level kernels/ folder when running from a checkout."""
+    try:
+        from ...kernels import source  # installed wheel: kernels/ is luminal_fn.kernels
+
+        return source(name)
+    except ImportError:
+        here = os.path.dirname(os.path.abspath(__file__))
+        path = os.path.join(here, "..", "..", "..", "kernels", name)
+        with open(path) as f:
+            return f.read()
+
+
+def module_source(kernels) -> str:
+    """The text of one module holding every distinct kernel in ``kernels`` (KernelSource)."""
+    seen: dict = {}
+    for k in kernels:
+        seen.setdefault(k.name, k)
+    parts = [CUDA.prelude]
+    if any(k.meta.get("hand") for k in seen.values()):
+        parts += [hand_file(f) for f in HAND_ORDER]
+    parts += [k.text for k in seen.values()]
+    return "\n".join(parts) + "\n"
+
+
+def source_key(text: str, arch: str = "") -> str:
+    return hashlib.sha256((arch + "\0" + text).encode()).hexdigest()[:32]
+
+
+def nvcc_available() -> bool:
+    return shutil.which("nvcc") is not None
+
+
+def nvcc_check(text: str, arch: str = "sm_90") -> str:
+    """Compile ``text`` to PTX with nvcc (a syntax and type check on machines without a GPU);
+    returns nvcc's diagnostics, raises RuntimeError with them when compilation fails."""
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "module.cu")
+        with open(src, "w") as f:
+            f.write(text)
+        proc = subprocess.run(["nvcc", f"-arch={arch}", "--ptx", "-std=c++17", "-o",
+                               os.path.join(d, "module.ptx"), src],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"nvcc failed on a rendered module:\n{proc.stderr[-4000:]}")
+        return proc.stderr
+
+
+__all__ = ["module_source", "source_key", "nvcc_available", "nvcc_check"]

@@ -1,0 +1,200 @@
+"""The CUDA backend against the NumPy backend (the reference), on the GPU.
+
+Every test here is marked ``gpu``: conftest skips them, with the reason printed, where CuPy sees
+no GPU. Cases: LLIR graphs built directly (fused, fused_reduce, matmul through GEMV, cuBLAS and
+the rendered fallback, primitives, symbolic dims) and the traced cases of
+test_numpy_equivalence.py run with backend="cuda".
+"""
+import numpy as np
+import pytest
+
+import luminal_fn as lf
+import luminal_fn.numpy as lnp
+from luminal_fn.ir import dtypes as dt
+
+import cuda_cases as C
+import test_numpy_equivalence as EQ
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    from luminal_fn.backends import get_backend
+
+    return get_backend("cuda")
+
+
+def _numpy_ref(g, ins, dims):
+    from luminal_fn.backends.numpy import NumpyBackend
+
+    return NumpyBackend().compile(g).run([np.asarray(x) for x in ins], dims)
+
+
+def _assert_close(got, want, d):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    if want.dtype.kind == "f" or d in (dt.bfloat16,):
+        rtol, atol = C.TOLERANCE[d.name]
+        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=rtol,
+                                   atol=atol, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def _run_case(cuda, g, ins, dims, **options):
+    exe = cuda.compile(g, options or None)
+    outs = exe.run([cuda.from_numpy(x) for x in ins], dims)
+    return exe, [cuda.to_numpy(o) for o in outs]
+
+
+@pytest.mark.parametrize("name", sorted(C.CASES))
+def test_llir_case_matches_numpy(cuda, name):
+    g, ins, dims = C.CASES[name]()
+    want = _numpy_ref(g, ins, dims)
+    exe, got = _run_case(cuda, g, ins, dims)
+    for o, w, nid in zip(got, want, g.outputs):
+        _assert_close(o, w, g.nodes[nid].dtype)
+    # second call: replayed from the captured CUDA graph (or the same launches), same values
+    got2 = [cuda.to_numpy(o) for o in exe.run([cuda.from_numpy(x) for x in ins], dims)]
+    for a, b in zip(got, got2):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_symbolic_dims_one_plan_per_bucket(cuda):
+    g, _, _ = C.symbolic_chain(3)
+    exe = cuda.compile(g)
+    for s in (5, 7, 8, 6, 3, 4):  # 5..8 share the bucket of max 8; 3..4 the bucket of max 4
+        _, ins, dims = C.symbolic_chain(s)
+        outs = [cuda.to_numpy(o) for o in exe.run([cuda.from_numpy(x) for x in ins], dims)]
+        for o, w in zip(outs, _numpy_ref(g, ins, dims)):
+            _assert_close(o, w, dt.float32)
+    assert len(exe._buckets) == 2
+    b8 = exe._buckets[(("s", 8),)]
+    assert all("d_s" in k.text for k in b8.plan.kernels())  # s read from the table, not baked in
+
+
+def test_declared_buckets_and_graph_replay(cuda):
+    g, _, _ = C.symbolic_chain(2)
+    exe = cuda.compile(g, {"buckets": {"s": [(1, 1), (2, 64)]}})
+    for s in (2, 40, 64, 17):
+        _, ins, dims = C.symbolic_chain(s)
+        outs = [cuda.to_numpy(o) for o in exe.run([cuda.from_numpy(x) for x in ins], dims)]
+        for o, w in zip(outs, _numpy_ref(g, ins, dims)):
+            _assert_close(o, w, dt.float32)
+    (bucket,) = exe._buckets.values()
+    if exe.use_graphs:
+        assert exe.capture_error is None
+        assert len(bucket.graphs) == 1  # one CUDA graph serves every s of the bucket
+    with pytest.raises(ValueError, match="outside every bucket"):
+        exe.run([np.zeros((65, 64), np.float32), np.zeros(64, np.float32)], {"s": 65})
+
+
+def test_numpy_inputs_are_moved_and_int64_narrowed(cuda):
+    g, ins, dims = C.CASES["primitives_mix"]()
+    exe = cuda.compile(g)
+    host = [ins[0].astype(np.float64), ins[1], ins[2].astype(np.int64)]
+    outs = exe.run(host, dims)
+    for o, w, nid in zip(outs, _numpy_ref(g, ins, dims), g.outputs):
+        _assert_close(cuda.to_numpy(o), w, g.nodes[nid].dtype)
+
+
+@pytest.mark.parametrize("d", [dt.float32, dt.float16, dt.bfloat16, dt.int32, dt.bool_])
+def test_roundtrip_dtypes(cuda, d):
+    x = C.rand((3, 5), d)
+    buf = cuda.from_numpy(x)
+    assert cuda.is_buffer(buf)
+    assert cuda.buffer_shape_dtype(buf) == ((3, 5), d)
+    back = cuda.to_numpy(buf)
+    assert back.dtype == x.dtype
+    np.testing.assert_array_equal(back.view(np.uint8), x.view(np.uint8))
+
+
+def test_profile_events_and_nan_check(cuda):
+    g, ins, dims = C.CASES["fused_f32_vec"]()
+    exe = cuda.compile(g)
+    t = exe.profile([cuda.from_numpy(x) for x in ins], dims, trials=3, timeout_s=5.0)
+    assert 0 < t < 1.0
+    bad = [np.full_like(ins[0], np.nan), ins[1]]
+    with pytest.raises(FloatingPointError, match="NaN or Inf"):
+        exe.profile(bad, dims, trials=1, timeout_s=5.0)
+
+
+def test_results_stay_correct_without_sync_between_calls(cuda):
+    g, ins, dims = C.CASES["reduce_sum_rows"]()
+    exe = cuda.compile(g)
+    bufs = [cuda.from_numpy(x) for x in ins]
+    outs = [exe.run(bufs, dims)[0] for _ in range(20)]  # 20 calls queued, P table rewritten each
+    want = _numpy_ref(g, ins, dims)[0]
+    for o in outs:
+        _assert_close(cuda.to_numpy(o), want, dt.float32)
+
+
+# ---- the traced equivalence cases, through jit(backend="cuda") -------------------------------------
+def _check_jit(fn, *args, rtol=1e-5, atol=1e-6):
+    got = np.asarray(lf.jit(fn, backend="cuda")(*args))
+    want = np.asarray(lf.jit(fn, backend="numpy")(*args))
+    assert got.shape == want.shape
+    if want.dtype.kind == "f":
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", EQ.UNARY + EQ.POSITIVE)
+def test_jit_unary(name):
+    lo, hi = (1.1, 4.0) if name in EQ.POSITIVE else (-2.0, 2.0)
+    x = EQ.f32(3, 4, lo=lo, hi=hi)
+    _check_jit(lambda x: getattr(lnp, name)(x), x, rtol=2e-5, atol=5e-6)
+
+
+@pytest.mark.parametrize("name", EQ.BINARY)
+def test_jit_binary_broadcast(name):
+    a, b = EQ.f32(3, 1), EQ.f32(2, 1, 4, lo=0.5, hi=3.0)
+    _check_jit(lambda a, b: getattr(lnp, name)(a, b), a, b, rtol=2e-5, atol=5e-6)
+
+
+@pytest.mark.parametrize("name", ["add", "multiply", "mod", "floor_divide", "maximum"])
+def test_jit_binary_int(name):
+    a = EQ.R.integers(-20, 20, (4, 5)).astype(np.int32)
+    b = EQ.R.integers(1, 7, (4, 5)).astype(np.int32)
+    _check_jit(lambda a, b: getattr(lnp, name)(a, b), a, b)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "prod", "var", "argmax", "any",
+                                  "cumsum", "logsumexp"])
+@pytest.mark.parametrize("axis", [None, 0, -1])
+def test_jit_reductions(name, axis):
+    x = EQ.f32(3, 5, lo=0.5, hi=1.5)
+    if name == "any":
+        x = x > 1.0
+    _check_jit(lambda x: getattr(lnp, name)(x, axis=axis), x, rtol=2e-5)
+
+
+@pytest.mark.parametrize("k", range(len(EQ.SHAPE_CASES)))
+def test_jit_shape_and_index(k):
+    fn, shape = EQ.SHAPE_CASES[k]
+    _check_jit(fn, EQ.f32(*shape))
+
+
+@pytest.mark.parametrize("ashape,bshape", [((3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)), ((5,), (5,))])
+def test_jit_matmul(ashape, bshape):
+    _check_jit(lambda a, b: a @ b, EQ.f32(*ashape), EQ.f32(*bshape), rtol=2e-5, atol=2e-5)
+
+
+def test_jit_at_updates_and_creation():
+    x = EQ.f32(5, 3)
+    idx = np.array([0, 2, 0], np.int32)
+    _check_jit(lambda x: x.at[idx].add(1.0), x)
+    _check_jit(lambda: lnp.eye(3, 4, k=1) + lnp.arange(4))
+
+
+def test_jit_dynamic_axis_and_device_arrays(cuda):
+    f = lf.jit(lambda x: lnp.exp(x) * 2.0 + lnp.sum(x, axis=-1, keepdims=True),
+               backend="cuda", dynamic_axes={"x": {0: "s"}})
+    g = lf.jit(lambda x: lnp.exp(x) * 2.0 + lnp.sum(x, axis=-1, keepdims=True), backend="numpy")
+    for s in (1, 3, 9):
+        x = EQ.f32(s, 16)
+        out = f(lf.device_put(x, "cuda"))
+        assert out.backend == "cuda"
+        np.testing.assert_allclose(np.asarray(out), np.asarray(g(x)), rtol=1e-5, atol=1e-6)

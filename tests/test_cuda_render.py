@@ -1,0 +1,91 @@
+"""CUDA backend pieces that need no GPU: registration without CuPy, bucket planning, and the
+rendered module sources (well-formed, compiled by nvcc to PTX where nvcc is installed)."""
+import importlib.util
+
+import numpy as np
+import pytest
+
+import luminal_fn as lf
+import luminal_fn.numpy as lnp
+from luminal_fn.backends import available_backends
+from luminal_fn.backends.cuda.executable import launch_shape, plan_graph
+from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
+
+import cuda_cases as C
+import test_numpy_equivalence as EQ
+
+HAS_CUPY = importlib.util.find_spec("cupy") is not None
+
+
+def _bucket(dims):
+    return {k: 1 << max(0, (v - 1).bit_length()) for k, v in dims.items()}
+
+
+def test_cuda_is_registered_and_lazy():
+    assert "cuda" in available_backends()
+    if HAS_CUPY:
+        pytest.skip("CuPy is installed here: the missing-CuPy error cannot be observed")
+    from luminal_fn.backends import BackendUnavailable
+
+    with pytest.raises(BackendUnavailable, match=r'pip install "luminal-fn\[cuda\]"'):
+        lf.jit(lambda x: x + 1, backend="cuda")(np.ones(3, np.float32))
+
+
+def _plans():
+    for name, mk in sorted(C.CASES.items()):
+        g, _, dims = mk()
+        yield name, plan_graph(g, _bucket(dims))
+
+
+def test_plans_bind_every_kernel_argument():
+    for name, bp in _plans():
+        for step in bp.steps:
+            if hasattr(step, "source"):
+                src = step.source
+                assert len(step.bufs) == len(src.buffers), name
+                assert src.name in src.text
+                assert src.text.count("{") == src.text.count("}"), name
+                grid, block = launch_shape(src, bp.dims_max, 132)
+                assert all(x >= 1 for x in grid) and 32 <= block[0] <= 1024, name
+        # arena intervals never overlap while both buffers are alive
+        live = [b for b in bp.bufs if b.kind in ("arena", "scratch") and b.first >= 0]
+        for a in live:
+            for b in live:
+                if a.id < b.id and not (a.last < b.first or b.last < a.first):
+                    assert a.offset + a.nbytes_max <= b.offset or b.offset + b.nbytes_max <= a.offset, name
+                    assert a.offset + a.nbytes_max <= bp.arena_bytes
+
+
+def test_matmul_lowering_choices():
+    kinds = {name: [s.label for s in bp.steps] for name, bp in _plans()}
+    assert kinds["gemv_kn_bf16"] == ["matmul (gemv kn)", "matmul (gemv partials)"]
+    assert kinds["gemv_nk_bf16"] == ["matmul (gemv nk)"]
+    assert kinds["matmul_f32"] == ["matmul (cuBLAS)"]
+    assert kinds["matmul_bf16"] == ["matmul"]  # rendered: CuPy has no bfloat16 GEMM
+
+
+def test_symbolic_kernels_read_dims_from_the_table():
+    g, _, _ = C.symbolic_chain()
+    a = plan_graph(g, {"s": 8})
+    for k in a.kernels():
+        assert k.dims == ["s"] and "(int)P[dd0]" in k.text
+    # the sources do not depend on the dims of a call inside the bucket
+    b = plan_graph(g, {"s": 8})
+    assert [k.text for k in a.kernels()] == [k.text for k in b.kernels()]
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc is not installed on this machine")
+def test_rendered_modules_compile_with_nvcc():
+    kernels = []
+    for _, bp in _plans():
+        kernels += bp.kernels()
+    for fn, shape in EQ.SHAPE_CASES[:12]:
+        g = lf.jit(fn).trace(EQ.f32(*shape)).hlir
+        kernels += plan_graph(g, {}).kernels()
+    for name in ("sum", "max", "argmax", "cumsum", "logsumexp"):
+        fn = (lambda name: lambda x: getattr(lnp, name)(x, axis=-1))(name)
+        g = lf.jit(fn).trace(EQ.f32(3, 5)).hlir
+        kernels += plan_graph(g, {}).kernels()
+    text = module_source(kernels)
+    assert "lf_gemv_kn" in text  # hand sources ride along when a hand kernel is used
+    nvcc_check(text)
