@@ -119,15 +119,20 @@ class Jitted:
                 bound = self._sig.bind(*args, **kwargs)
             except TypeError as e:
                 raise ArgumentError(f"{self.name}: {e}") from None
-            bound.apply_defaults()
+            # Defaults are not applied: an omitted argument keeps its Python default value inside
+            # the function (as in JAX), so `keepdims=False` stays a bool, never a traced scalar.
             pos, kw = [], {}
-            for name, val in bound.arguments.items():
-                p = self._sig.parameters[name]
+            skipped = False  # after an omitted positional parameter the rest go by name
+            for name, p in self._sig.parameters.items():
+                if name not in bound.arguments:
+                    skipped = skipped or p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                    continue
+                val = bound.arguments[name]
                 if p.kind == p.VAR_POSITIONAL:
                     pos.extend(val)
                 elif p.kind == p.VAR_KEYWORD:
                     kw.update(val)
-                elif p.kind == p.KEYWORD_ONLY:
+                elif p.kind == p.KEYWORD_ONLY or skipped:
                     kw[name] = val
                 else:
                     pos.append(val)

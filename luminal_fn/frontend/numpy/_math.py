@@ -1,7 +1,10 @@
 """Elementwise math, comparisons and logic, decomposed into the HLIR primitives."""
 from __future__ import annotations
 
+import functools
 import math
+
+import numpy as np
 
 from ...ir import dtypes as dt
 from ..errors import DTypeError
@@ -15,6 +18,50 @@ LN2 = 0.6931471805599453
 def _float(x) -> Tracer:
     x = lift(x, _ctx_of(x))
     return x if x.dtype.is_float else cast(x, dt.float32)
+
+
+_HALF = (dt.float16, dt.bfloat16)
+
+
+def _dtype_of(a):
+    if isinstance(a, Tracer):
+        return a.dtype
+    try:
+        return dt.canonicalize(a.dtype)
+    except Exception:
+        return None
+
+
+def computed_in_float32(fn):
+    """Half-precision math computed in float32 and rounded once at the end.
+
+    A composite such as exp = Exp2(x * log2(e)), tanh or var rounds after every primitive when its
+    intermediates are float16/bfloat16, and those roundings compound (exp(6) in bfloat16 came out
+    2% off). Like XLA, compute the whole function in float32 and round its result once: float16
+    and bfloat16 results then stay within one unit of their precision (docs/api.md, "Dtypes")."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if kwargs.get("dtype") is not None:  # an explicit dtype is the caller's choice
+            return fn(*args, **kwargs)
+        arrays = [a for a in (*args, *kwargs.values()) if isinstance(a, (Tracer, np.ndarray, np.generic))]
+        if not any(_dtype_of(a) in _HALF for a in arrays):
+            return fn(*args, **kwargs)
+        ctx = _ctx_of(*arrays)
+        lifted = [lift(a, ctx) for a in arrays]
+        target = functools.reduce(dt.promote, [t.dtype for t in lifted if not t.weak])
+        if target not in _HALF:  # mixed float16/bfloat16 already promotes to float32
+            return fn(*args, **kwargs)
+
+        def up(a):
+            if isinstance(a, (Tracer, np.ndarray, np.generic)) and _dtype_of(a) in _HALF:
+                return cast(lift(a, ctx), dt.float32)
+            return a
+
+        out = fn(*[up(a) for a in args], **{k: up(v) for k, v in kwargs.items()})
+        return cast(out, target) if isinstance(out, Tracer) and out.dtype is dt.float32 else out
+
+    return wrapper
 
 
 # ---- arithmetic -------------------------------------------------------------------------------
@@ -45,6 +92,7 @@ def reciprocal(x):
     return unary("Recip", _float(x))
 
 
+@computed_in_float32
 def true_divide(x, y):
     ctx = _ctx_of(x, y)
     x, y = lift(x, ctx), lift(y, ctx)
@@ -102,6 +150,7 @@ def rint(x):
 round_ = rint
 
 
+@computed_in_float32
 def around(x, decimals=0):
     if decimals == 0:
         return rint(x)
@@ -114,7 +163,7 @@ def floor_divide(x, y):
     x, y = lift(x, ctx), lift(y, ctx)
     d = result_dtype(x, y)
     if d.is_float:
-        return floor(true_divide(x, y))
+        return _floor_divide_float(x, y)
     # integers: float quotient then an exact correction step
     xf, yf = cast(x, dt.float32), cast(y, dt.float32)
     q = cast(floor(true_divide(xf, yf)), dt.int32)
@@ -126,6 +175,18 @@ def floor_divide(x, y):
     too_high = where(ypos, greater_equal(r, y32), less_equal(r, y32))
     q = subtract(q, cast(too_low, dt.int32))
     return add(q, cast(too_high, dt.int32))
+
+
+@computed_in_float32
+def _floor_divide_float(x, y):
+    """NumPy's float floor division. floor(x * (1/y)) is off by one where the rounded quotient
+    reaches an integer the exact one does not (1 // 0.1 is 9, not 10). x - fmod(x, y) is a
+    multiple of y, so the rounded quotient (x - r) / y lies next to an integer that rint
+    recovers; a remainder whose sign differs from y's moves it one down."""
+    r = fmod(x, y)
+    q = rint(true_divide(subtract(x, r), y))
+    q = subtract(q, cast(logical_and(not_equal(r, 0), not_equal(less(r, 0), less(y, 0))), q.dtype))
+    return where(equal(y, 0), true_divide(x, y), q)  # x // 0 is +-inf or nan, as in NumPy
 
 
 def mod(x, y):
@@ -144,6 +205,7 @@ def divmod_(x, y):
     return floor_divide(x, y), mod(x, y)
 
 
+@computed_in_float32
 def power(x, y):
     ctx = _ctx_of(x, y)
     x, y = lift(x, ctx), lift(y, ctx)
@@ -179,6 +241,7 @@ def power(x, y):
     return where(equal(yf, 0), 1.0, res)
 
 
+@computed_in_float32
 def float_power(x, y):
     return power(_float(x), _float(y))
 
@@ -275,10 +338,12 @@ def exp2(x):
     return unary("Exp2", x)
 
 
+@computed_in_float32
 def exp(x):
     return exp2(multiply(_float(x), LOG2E))
 
 
+@computed_in_float32
 def expm1(x):
     x = _float(x)
     # exp(x) - 1 loses everything for tiny x: use the series there
@@ -291,14 +356,17 @@ def log2(x):
     return unary("Log2", x)
 
 
+@computed_in_float32
 def log(x):
     return multiply(log2(_float(x)), LN2)
 
 
+@computed_in_float32
 def log10(x):
     return multiply(log2(_float(x)), math.log10(2.0))
 
 
+@computed_in_float32
 def log1p(x):
     x = _float(x)
     u = add(x, 1.0)
@@ -308,11 +376,13 @@ def log1p(x):
     return where(equal(u, 1.0), x, exact)
 
 
+@computed_in_float32
 def logaddexp(x, y):
     m = maximum(x, y)
     return add(m, log1p(exp(negative(absolute(subtract(x, y))))))
 
 
+@computed_in_float32
 def logaddexp2(x, y):
     m = maximum(x, y)
     return add(m, true_divide(log1p(exp2(negative(absolute(subtract(x, y))))), LN2))
@@ -322,10 +392,12 @@ def sqrt(x):
     return unary("Sqrt", x)
 
 
+@computed_in_float32
 def rsqrt(x):
     return reciprocal(sqrt(x))
 
 
+@computed_in_float32
 def cbrt(x):
     x = _float(x)
     mag = exp2(multiply(log2(absolute(x)), 1.0 / 3.0))
@@ -337,30 +409,36 @@ def sin(x):
     return unary("Sin", x)
 
 
+@computed_in_float32
 def cos(x):
     return sin(add(_float(x), math.pi / 2))
 
 
+@computed_in_float32
 def tan(x):
     return true_divide(sin(x), cos(x))
 
 
+@computed_in_float32
 def sinh(x):
     e = exp(x)
     return multiply(subtract(e, reciprocal(e)), 0.5)
 
 
+@computed_in_float32
 def cosh(x):
     e = exp(x)
     return multiply(add(e, reciprocal(e)), 0.5)
 
 
+@computed_in_float32
 def tanh(x):
     x = _float(x)
     # 1 - 2 / (exp(2x) + 1) saturates cleanly at +-1
     return subtract(1.0, true_divide(2.0, add(exp(multiply(x, 2.0)), 1.0)))
 
 
+@computed_in_float32
 def arctan(x):
     x = _float(x)
     # range reduction to |t| <= tan(pi/12) then an odd polynomial
@@ -376,25 +454,32 @@ def arctan(x):
     return where(less(x, 0), negative(p), p)
 
 
+@computed_in_float32
 def arctan2(y, x):
     y, x = _float(y), _float(x)
     a = arctan(true_divide(y, where(equal(x, 0), 1.0, x)))
-    a = where(less(x, 0), where(less(y, 0), subtract(a, math.pi), add(a, math.pi)), a)
-    zx = equal(x, 0)
-    a = where(zx, where(greater(y, 0), math.pi / 2, where(less(y, 0), -math.pi / 2, 0.0)), a)
-    return a
+    y_neg = signbit(y)  # -0.0 counts as negative, as in C's atan2: atan2(-0.0, -1) is -pi
+    a = where(less(x, 0), where(y_neg, subtract(a, math.pi), add(a, math.pi)), a)
+    # x = +-0: +-pi/2, and for y = +-0 too, +-0 (x = +0) or +-pi (x = -0)
+    on_axis = where(signbit(x), math.pi, 0.0)
+    on_axis = where(equal(y, 0), where(y_neg, negative(on_axis), on_axis),
+                    where(greater(y, 0), math.pi / 2, -math.pi / 2))
+    return where(equal(x, 0), on_axis, a)
 
 
+@computed_in_float32
 def arcsin(x):
     x = _float(x)
     return arctan2(x, sqrt(multiply(subtract(1.0, x), add(1.0, x))))
 
 
+@computed_in_float32
 def arccos(x):
     x = _float(x)
     return arctan2(sqrt(multiply(subtract(1.0, x), add(1.0, x))), x)
 
 
+@computed_in_float32
 def arcsinh(x):
     x = _float(x)
     ax = absolute(x)
@@ -402,11 +487,13 @@ def arcsinh(x):
     return where(less(x, 0), negative(r), r)
 
 
+@computed_in_float32
 def arccosh(x):
     x = _float(x)
     return log(add(x, sqrt(multiply(subtract(x, 1.0), add(x, 1.0)))))
 
 
+@computed_in_float32
 def arctanh(x):
     x = _float(x)
     return multiply(log(true_divide(add(1.0, x), subtract(1.0, x))), 0.5)
@@ -424,10 +511,12 @@ radians = deg2rad
 degrees = rad2deg
 
 
+@computed_in_float32
 def hypot(x, y):
     return sqrt(add(square(_float(x)), square(_float(y))))
 
 
+@computed_in_float32
 def sinc(x):
     x = _float(x)
     px = multiply(x, math.pi)
@@ -614,6 +703,7 @@ def real(x):
     return lift(x, _ctx_of(x))
 
 
+@computed_in_float32
 def sigmoid(x):
     x = _float(x)
     return reciprocal(add(exp(negative(x)), 1.0))
