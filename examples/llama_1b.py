@@ -27,7 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the llama/ hel
 
 from llama import checkpoint, model  # noqa: E402
 from llama.config import LlamaConfig, ModelInputError, llama_3_2_1b_config, load_config  # noqa: E402
-from llama.generation import GenerationResult, LlamaSession, generate_ids, ttft_tpot_ms  # noqa: E402
+from llama.generation import (GenerationResult, LlamaSession, compile_report, generate_ids,  # noqa: E402
+                              ttft_tpot_ms)
 from llama.hub import DEFAULT_REPO, resolve_repo  # noqa: E402
 from llama.tiny import build_tiny_random  # noqa: E402
 from llama.tokenizer import (DEFAULT_PROMPT, StreamDecoder, encode_chat, load_tokenizer,  # noqa: E402
@@ -35,18 +36,20 @@ from llama.tokenizer import (DEFAULT_PROMPT, StreamDecoder, encode_chat, load_to
 
 __all__ = ["generate", "GenerationResult", "ModelInputError", "main"]
 
+SEARCH_GRAPHS = 100  # the seed's search size per bucket
+TINY_SEARCH_GRAPHS = 4  # --tiny-random's default: seconds, not minutes, on a CPU
 RANDOM_PROMPT_TOKENS = 32  # prompt length for --random-weights without a tokenizer (about the seed's)
 
 
-def search_options(limit: int, max_memory_mib: float | None, seed: int):
-    """lf.SearchOptions(limit=..., max_memory=... bytes, seed=...)."""
+def search_options(limit: int, max_memory_mib: float | None, seed: int, **more):
+    """lf.SearchOptions(limit=..., max_memory=... bytes, seed=..., **more)."""
     import luminal_fn as lf
 
     cls = getattr(lf, "SearchOptions", None)
     if cls is None:  # not re-exported at the top level in every version
         from luminal_fn.optimize.options import SearchOptions as cls
     mem = None if max_memory_mib is None else int(max_memory_mib * 2**20)
-    return cls(limit=limit, max_memory=mem, seed=seed)
+    return cls(limit=limit, max_memory=mem, seed=seed, **more)
 
 
 def _check_args(dtype, max_new_tokens, max_seq_len, repetition_penalty, search_graphs, max_memory_mib):
@@ -77,7 +80,7 @@ def _backend(backend):
 
 def generate(model_dir: str | None, prompt: str = DEFAULT_PROMPT, max_new_tokens: int = 96,
              backend=None, *, dtype: str = "float32", repetition_penalty: float = 1.05,
-             search_graphs: int = 100, max_memory_mib: float | None = 1536,
+             search_graphs: int = SEARCH_GRAPHS, max_memory_mib: float | None = 1536,
              max_seq_len: int = 2048, seed: int = 0, chat: bool = True,
              random_weights: bool = False, prompt_ids: list | None = None,
              ignore_eos: bool = False, search=None, out=None) -> GenerationResult:
@@ -154,6 +157,14 @@ def generate(model_dir: str | None, prompt: str = DEFAULT_PROMPT, max_new_tokens
                            search=search, backend=be)
     say(f"Compiling (buckets s {buckets['s']}, c {buckets['c']})...")
     timings["compile_s"] = session.warm_up()
+    report = compile_report(session.step)
+    timings.update(report)
+    if "egraph_build_s" in report:
+        say(f"  E-graph build: {report['egraph_build_s']:.2f} s ({report['eclasses']} e-classes, "
+            f"{report['enodes']} e-nodes)")
+    if "search_s" in report:
+        say(f"  Search: {report['search_s']:.2f} s ({report['buckets']} bucket combinations, "
+            f"{report['candidates']} candidates timed, {report['cached']} from the search cache)")
     say(f"  Trace + e-graph build + search + compile: {timings['compile_s']:.2f} s "
         f"(traces {session.step.trace_count}, compiles {session.step.compile_count})")
 
@@ -162,7 +173,7 @@ def generate(model_dir: str | None, prompt: str = DEFAULT_PROMPT, max_new_tokens
     on_token = (lambda t: say(decoder.push(t), end="")) if out is not None else decoder.push
     ids, reason, profiles = generate_ids(session, prompt_ids, max_new_tokens, stop,
                                          repetition_penalty, on_token=on_token)
-    say()
+    say(decoder.finish())
     ttft, tpot = ttft_tpot_ms(profiles)
     result = GenerationResult(ids=ids, text=decoder.text, ttft_ms=ttft, tpot_ms=tpot,
                               prompt_ids=prompt_ids, stop_reason=reason, profiles=profiles,
@@ -196,7 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="float32", choices=checkpoint.LOAD_DTYPES,
                    help="storage of the weight matrices (activations and the cache are float32)")
     p.add_argument("--repetition-penalty", type=float, default=1.05, help="1.0 is plain greedy")
-    p.add_argument("--search-graphs", type=int, default=100, help="candidates timed per bucket")
+    p.add_argument("--search-graphs", type=int, default=None, help="candidates timed per bucket "
+                   f"(default {SEARCH_GRAPHS}, as the seed; {TINY_SEARCH_GRAPHS} with --tiny-random)")
     p.add_argument("--max-memory-mib", type=float, default=1536, help="memory budget of a candidate")
     p.add_argument("--max-seq-len", type=int, default=2048, help="KV cache rows")
     p.add_argument("--seed", type=int, default=0, help="random weights and search seed")
@@ -207,6 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     out = sys.stdout
+    if args.search_graphs is None:  # the tiny model is a seconds-long demo: a short search
+        args.search_graphs = TINY_SEARCH_GRAPHS if args.tiny_random else SEARCH_GRAPHS
     kw = dict(prompt=args.prompt, max_new_tokens=args.max_new_tokens, backend=args.backend,
               dtype=args.dtype, repetition_penalty=args.repetition_penalty,
               search_graphs=args.search_graphs, max_memory_mib=args.max_memory_mib,

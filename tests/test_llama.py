@@ -121,9 +121,8 @@ def session(tiny_dir, tmp_path_factory):
     """The tiny model jitted once (a small search, its own cache folder), warmed up."""
     cfg = load_config(tiny_dir)
     weights = checkpoint.load_weights(tiny_dir, cfg, "float32", backend="numpy")
-    search = llama_1b.search_options(2, 1536, 0)
-    search = type(search)(limit=2, seed=0, progress=False,
-                          cache_dir=str(tmp_path_factory.mktemp("search_cache")))
+    search = llama_1b.search_options(2, None, 0, progress=False,
+                                     cache_dir=str(tmp_path_factory.mktemp("search_cache")))
     s = LlamaSession(cfg, weights, max_seq_len=MAX_SEQ, buckets=model.dim_buckets(64, MAX_SEQ),
                      search=search, backend="numpy")
     s.warm_up()

@@ -248,8 +248,11 @@ def random_weights(config: LlamaConfig, dtype: str = "float32", seed: int = 0, b
             arr = (1.0 + 0.1 * rng.standard_normal(shape, dtype=np.float32)).astype(np.float32)
             store = "float32"
         else:
-            arr = rng.standard_normal(shape, dtype=np.float32)
-            arr *= np.float32(embed_std if "embed" in name or "lm_head" in name else 1.0 / np.sqrt(shape[1]))
+            # uniform with the wanted std: twice as fast to draw as normal (1.2B values for 1B)
+            std = embed_std if "embed" in name or "lm_head" in name else 1.0 / np.sqrt(shape[1])
+            arr = rng.random(shape, dtype=np.float32)
+            arr -= np.float32(0.5)
+            arr *= np.float32(2 * np.sqrt(3.0) * std)
             store = dtype
         arr = convert(arr, store)
         if not as_numpy:

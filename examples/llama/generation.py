@@ -148,3 +148,27 @@ def ttft_tpot_ms(profiles: list) -> tuple:
     decode = profiles[1:]
     tpot = 1e3 * sum(p.total for p in decode) / len(decode) if decode else 0.0
     return 1e3 * profiles[0].total, tpot
+
+
+def compile_report(jitted) -> dict:
+    """E-graph build and search figures of the jitted step's compiled graph, where this version of
+    the library exposes them (Lowered.stats() and Compiled.cost()); {} otherwise."""
+    entries = getattr(jitted, "_entries", None)  # the jit's trace cache: one entry for this model
+    if not entries:
+        return {}
+    compiled = list(entries.values())[-1]
+    out: dict = {}
+    try:
+        st = compiled.lowered.stats()
+        out.update(egraph_build_s=st["build_s"], eclasses=st["eclasses"], enodes=st["enodes"])
+    except (AttributeError, KeyError, TypeError):
+        pass
+    try:
+        cost = compiled.cost()
+        if cost:
+            out.update(search_s=sum(v.get("search_s", 0.0) for v in cost.values()), buckets=len(cost),
+                       candidates=sum(v.get("candidates", 0) for v in cost.values()),
+                       cached=sum(1 for v in cost.values() if v.get("cached")))
+    except (AttributeError, KeyError, TypeError):
+        pass
+    return out

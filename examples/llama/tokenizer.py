@@ -101,6 +101,14 @@ class StreamDecoder:
         piece, self.text = full[len(self.text):], full
         return piece
 
+    def finish(self) -> str:
+        """The held-back tail at the end of generation (an incomplete character decodes as U+FFFD)."""
+        if self.tokenizer is None or not self.ids:
+            return ""
+        full = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+        piece, self.text = full[len(self.text):], full
+        return piece
+
 
 def train_tiny_tokenizer(vocab_size: int, path: str):
     """A byte-level BPE trained on TINY_CORPUS with the Llama-3 special tokens appended after the
