@@ -346,3 +346,26 @@ def test_cli_prints_the_error_and_exits_2(tmp_path, capsys, no_long_work):
     assert llama_1b.main(["--model-dir", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("llama_1b: error:") and "does not exist" in err
+
+
+def test_sharded_checkpoint_with_a_missing_shard(tiny_dir, tmp_path, no_long_work):
+    d = _copy_tiny(tiny_dir, tmp_path / "m", skip=("model.safetensors",))
+    os.rename(_copy_tiny(tiny_dir, tmp_path / "src") + "/model.safetensors",
+              os.path.join(d, "model-00001-of-00002.safetensors"))
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+                                  "model.norm.weight": "model-00002-of-00002.safetensors"}}, f)
+    with pytest.raises(ModelInputError, match="model-00002-of-00002.safetensors is missing"):
+        llama_1b.generate(d, "hi")
+
+
+def test_repo_that_cannot_be_fetched_says_how_to_get_the_files(monkeypatch, capsys, no_long_work):
+    import types
+
+    def offline(repo_id, **kw):
+        raise OSError("no network")
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(snapshot_download=offline))
+    assert llama_1b.main(["--repo", "someone/some-llama"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot get someone/some-llama" in err and "--model-dir" in err and "--tiny-random" in err

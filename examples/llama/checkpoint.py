@@ -63,6 +63,13 @@ def expected_tensors(config: LlamaConfig) -> dict:
     return out
 
 
+def weight_bytes(config: LlamaConfig, dtype: str) -> int:
+    """Bytes of the loaded weight tree: matrices in ``dtype``, norm vectors in float32."""
+    wide = 4 if dtype == "float32" else 2
+    return sum(int(np.prod(shape)) * (4 if len(shape) == 1 else wide)
+               for _, shape in expected_tensors(config).values())
+
+
 # ---- the safetensors format, memory-mapped -----------------------------------------------------
 class SafetensorsFile:
     """One .safetensors file: its JSON header parsed, tensors returned as np.memmap views."""
