@@ -107,8 +107,9 @@ def _cast(node, readers):
             x = r(vals, dims)
             if x.dtype.kind == "f":
                 with np.errstate(invalid="ignore"):
-                    return np.nan_to_num(x.astype(np.float32), nan=0, posinf=2**31 - 1,
-                                         neginf=-(2**31)).astype(np.int32)
+                    # saturate in float64 (float32 cannot hold 2**31 - 1: it rounds up and wraps)
+                    return np.clip(np.nan_to_num(x.astype(np.float64), nan=0), -(2**31),
+                                   2**31 - 1).astype(np.int32)
             return x.astype(np.int32)
 
         return to_int

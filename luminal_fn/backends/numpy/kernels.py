@@ -47,7 +47,8 @@ def compile_tree(tree, out_shape_fn):
                 x = a(args, dims)
                 if x.dtype.kind == "f":
                     with np.errstate(invalid="ignore"):
-                        x = np.nan_to_num(x, nan=0, posinf=2**31 - 1, neginf=-(2**31))
+                        # saturate in float64 (float32 cannot hold 2**31 - 1)
+                        x = np.clip(np.nan_to_num(np.asarray(x, np.float64), nan=0), -(2**31), 2**31 - 1)
                 return x.astype(np.int32)
             return to_int
         return lambda args, dims: np.asarray(a(args, dims)).astype(cd)
