@@ -33,19 +33,40 @@ import cuda_cases as C  # noqa: E402
 ROWS: list = []
 
 
+_BUSY: dict = {}
+HOST: dict = {}
+
+
+def busy(cp):
+    """Occupy the GPU for ~2 ms (a large device copy) so that the calls timed next are all
+    enqueued before the first one starts: the events then see device time, not host gaps."""
+    if "a" not in _BUSY:
+        n = 1 << 30  # 4 GiB of float32 each way
+        _BUSY["a"], _BUSY["b"] = cp.ones(n, np.float32), cp.empty(n, np.float32)
+    cp.copyto(_BUSY["b"], _BUSY["a"])
+
+
 def timed(fn, iters=20, warm=3):
+    """Device seconds per call (events around ``iters`` back-to-back calls queued behind a busy
+    copy); the host seconds per call of the enqueueing go to HOST["last"]."""
     import cupy as cp
 
     for _ in range(warm):
         fn()
     s = cp.cuda.get_current_stream()
     a, b = cp.cuda.Event(), cp.cuda.Event()
+    busy(cp)
     a.record(s)
+    h0 = time.perf_counter()
     for _ in range(iters):
         fn()
+    host = time.perf_counter() - h0
     b.record(s)
     b.synchronize()
-    return cp.cuda.get_elapsed_time(a, b) / 1e3 / iters
+    dev = cp.cuda.get_elapsed_time(a, b) / 1e3
+    HOST["last"] = host / iters
+    HOST["bound"] = host > 0.8 * dev  # the queue ran dry: host-bound, device time overstated
+    return dev / iters
 
 
 def row(what, seconds, nbytes=None, flops=None, ref=None, note="", err=None):
@@ -150,21 +171,51 @@ def rms_rows(be, cp, bw, rows, D, d):
     r["note"] = f"{r['GB/s'] / bw:.2f} of copy (hand kernel)"
 
 
+def _gemv_layers(K, N, d, R, transposed):
+    """x (1, K) times R different weights (a decode step's worth, > L2 in total): R outputs."""
+    b = C.B()
+    x = b.input((1, K), d)
+    ws = []
+    for _ in range(R):
+        if transposed:
+            w = b.input((N, K), d)
+            vb = View.contiguous((N, K)).permute([1, 0])
+        else:
+            w = b.input((K, N), d)
+            vb = View.contiguous((K, N))
+        ws.append(w)
+        y = b.custom("matmul", [b.c(x), (w, vb)], (1, N), d, m=1, n=N, k=K)
+        b.output(y)
+    return b.g
+
+
 @guarded
 def gemv(be, cp, bw, K, N, d, transposed=False):
-    g, ins, _ = C.matmul_case(1, K, N, d, b_transposed=transposed)
-    exe, bufs, outs = run_exe(be, g, ins, {})
-    want = ins[0].astype(np.float32) @ (ins[1].astype(np.float32).T if transposed else ins[1].astype(np.float32))
+    wbytes = K * N * d.itemsize
+    R = int(max(1, min(48, -(-(384 << 20) // wbytes))))
+    g = _gemv_layers(K, N, d, R, transposed)
+    x = C.rand((1, K), d, -1, 1)
+    w0 = C.rand((N, K) if transposed else (K, N), d, -1, 1)
+    bufs = [be.from_numpy(x)] + [be.from_numpy(w0)] + [
+        cp.random.uniform(-1, 1, (N, K) if transposed else (K, N), dtype=np.float32).astype(
+            np.float16 if d is dt.float16 else np.float32) if d is not dt.bfloat16 else
+        cp.random.randint(0x3c00, 0x3f80, (N, K) if transposed else (K, N), dtype=np.uint16)
+        for _ in range(R - 1)]
+    exe = be.compile(g)
+    outs = exe.run(bufs, {})
+    wf = w0.astype(np.float32)
+    want = x.astype(np.float32) @ (wf.T if transposed else wf)
     err = np.abs(be.to_numpy(outs[0]).astype(np.float32) - want).max() / max(np.abs(want).max(), 1e-9)
-    t = timed(lambda: exe.run(bufs, {}), iters=50)
+    t = timed(lambda: exe.run(bufs, {}), iters=5, warm=2) / R
     ref = None
     if d in (dt.float32, dt.float16):
-        a, w = bufs
-        wv = w.T if transposed else w
-        ref = timed(lambda: cp.matmul(a, wv), iters=50)
-    nbytes = K * N * d.itemsize
-    r = row(f"gemv 1x{K} @ {K}x{N} {d.name}{' (W^T)' if transposed else ''}", t, nbytes, ref=ref, err=err)
-    r["note"] = f"{r['GB/s'] / bw:.2f} of copy; {exe.describe().splitlines()[1].strip().split(':')[0]}"
+        a = bufs[0]
+        wv = [w.T if transposed else w for w in bufs[1:]]
+        ref = timed(lambda: [cp.matmul(a, w) for w in wv], iters=5, warm=2) / R
+    r = row(f"gemv 1x{K} @ {K}x{N} {d.name}{' (W^T)' if transposed else ''}", t, wbytes, ref=ref, err=err)
+    kind = exe.describe().splitlines()[1].strip().split(":")[0].split("(")[-1].rstrip(")")
+    r["note"] = f"{r['GB/s'] / bw:.2f} of copy; {kind}; {R} weights in turn" + (
+        "; HOST-BOUND" if HOST.get("bound") else "")
 
 
 @guarded
@@ -195,33 +246,33 @@ def hundred_kernels(be, cp, bw, n=1024, k=100):
     res = {}
     for graphs in (True, False):
         exe, bufs, outs = run_exe(be, b.g, [xs], {}, {"cuda_graphs": graphs})
-        t = timed(lambda: exe.run(bufs, {}), iters=50)
-        # host time of one call: enqueue 200 calls without waiting
-        exe.run(bufs, {})
-        be.synchronize()
-        h0 = time.perf_counter()
-        for _ in range(200):
-            exe.run(bufs, {})
-        host = (time.perf_counter() - h0) / 200
-        be.synchronize()
-        res[graphs] = (t, host)
-        row(f"{k}-kernel step ({'CUDA graph' if graphs else 'launch by launch'})", t,
-            note=f"{t / k * 1e6:.2f} us/kernel; host {host * 1e6:.1f} us/call")
-    # graph launch alone, for the per-call overhead beyond it
-    exe, bufs, _ = run_exe(be, b.g, [xs], {})
-    exe.run(bufs, {})
+        want = xs.copy()
+        for _ in range(k):
+            want = want * np.float32(0.999) + np.float32(0.001)
+        err = np.abs(be.to_numpy(outs[0]) - want).max()
+        t = timed(lambda: exe.run(bufs, {}), iters=20)
+        host = HOST["last"]
+        res[graphs] = (t, host, exe)
+        row(f"{k}-kernel step ({'CUDA graph' if graphs else 'launch by launch'})", t, err=err,
+            note=f"{t / k * 1e6:.2f} us/kernel; host {host * 1e6:.1f} us/call"
+            + ("; HOST-BOUND" if HOST.get("bound") else ""))
+    exe = res[True][2]
     (bucket,) = exe._buckets.values()
-    graph = bucket.graphs.get(())
+    graph = bucket.graph
     if graph:
         s = cp.cuda.get_current_stream()
-        be.synchronize()
-        h0 = time.perf_counter()
-        for _ in range(200):
-            graph.launch(s)
-        gl = (time.perf_counter() - h0) / 200
-        be.synchronize()
+        timed(lambda: graph.launch(s), iters=20)
+        gl = HOST["last"]
         row("CUDA graph launch alone (host)", gl,
-            note=f"per-call overhead beyond it: {(res[True][1] - gl) * 1e6:.1f} us")
+            note=f"per-call host overhead beyond it: {(res[True][1] - gl) * 1e6:.1f} us")
+        small = C.B()
+        xi = small.input((256,))
+        small.output(small.custom("fused", [small.c(xi)], (256,), dt.float32,
+                                  expr=("Mul", "float32", ("in", 0), ("const", 2.0, "float32"))))
+        exe1, bufs1, _ = run_exe(be, small.g, [np.ones(256, np.float32)], {})
+        t1 = timed(lambda: exe1.run(bufs1, {}), iters=20)
+        row("1-kernel step: host per call", HOST["last"],
+            note=f"device {t1 * 1e6:.1f} us/call; beyond graph launch {(HOST['last'] - gl) * 1e6:.1f} us")
 
 
 def main():
@@ -237,8 +288,8 @@ def main():
     bw = copy_bw(cp, n)
     elementwise(be, cp, bw, n)
     for d in (dt.float32, dt.bfloat16):
-        softmax_rows(be, cp, bw, 4096, 4096, d)
-        rms_rows(be, cp, bw, 4096, 4096, d)
+        softmax_rows(be, cp, bw, 16384, 4096, d)
+        rms_rows(be, cp, bw, 16384, 4096, d)
     shapes = [(2048, 2048), (2048, 8192), (8192, 2048), (2048, 128256)]
     for d in (dt.bfloat16, dt.float32):
         for K, N in shapes:

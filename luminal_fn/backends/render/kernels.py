@@ -215,8 +215,8 @@ def _multiple(e, v: int) -> bool:
 
 def _vector_width(lang, shape, vmap, inputs, out_dtype, tree) -> int:
     """V elements per thread when every access can be a V-wide aligned vector, else 0."""
-    if not lang.vec_ok or tree_has(tree, ("Gather", "iota")):
-        return 0
+    if not lang.vec_ok or not shape or tree_has(tree, ("Gather", "iota")):
+        return 0  # (no dims left: a 0-d or all-size-1 output is one scalar)
     sizes = [out_dtype.itemsize] + [inputs[k].dtype.itemsize for k in vmap]
     v = 8 if max(sizes) <= 2 else 4
     inner = shape[-1]
