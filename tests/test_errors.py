@@ -300,3 +300,192 @@ def test_where_points_at_the_user_line_outside_jit():
     with pytest.raises(lf.ShapeError) as info:
         lnp.add(a, np.ones(3, np.float32))
     assert "test_errors.py:" in str(info.value)
+
+
+# ---- the rest of issue 2's "Bad input" list -----------------------------------------------------
+def _raises(exc, fn, *args, contains=()):
+    with pytest.raises(exc) as info:
+        fn(*args)
+    msg = str(info.value)
+    assert isinstance(info.value, lf.LuminalError), (type(info.value), msg)
+    assert f"'{fn.name}'" in msg and "test_errors.py:" in msg, msg
+    for part in contains:
+        assert part in msg, (part, msg)
+    return msg
+
+
+M = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+
+def test_non_broadcastable_shapes_name_the_op_both_shapes_and_the_axis():
+    @lf.jit
+    def add_t(x):
+        return x + x.T
+
+    @lf.jit
+    def where3(x):
+        return lnp.where(x > 0, x, lnp.ones((2,)))
+
+    @lf.jit
+    def to(x):
+        return lnp.broadcast_to(x, (2, 4, 3))
+
+    _raises(lf.ShapeError, add_t, M, contains=("add", "(3, 4)", "(4, 3)", "axis -2"))
+    _raises(lf.ShapeError, where3, M, contains=("where", "(2,)"))
+    _raises(lf.ShapeError, to, M, contains=("broadcast_to", "(3, 4)", "(2, 4, 3)"))
+
+
+@pytest.mark.parametrize("body,contains", [
+    (lambda x: x.sum(axis=(0, -2)), ("sum", "repeated axis")),
+    (lambda x: x.transpose(0, 0), ("transpose", "permutation")),
+    (lambda x: lnp.concatenate([x, x], axis=2), ("concatenate", "axis 2")),
+    (lambda x: lnp.expand_dims(x, 4), ("expand_dims", "axis 4")),
+    (lambda x: lnp.squeeze(x, 0), ("squeeze", "size 3")),
+    (lambda x: lnp.argmax(x, axis=-3), ("axis -3",)),
+    (lambda x: lnp.moveaxis(x, 0, 5), ("moveaxis",)),
+], ids=["repeated", "transpose", "concatenate", "expand_dims", "squeeze", "argmax", "moveaxis"])
+def test_bad_axes_in_every_kind_of_function(body, contains):
+    f = lf.jit(body)
+    f.name = "axis_user"  # the lambda's name is '<lambda>'; any name works
+    _raises(lf.ShapeError, f, M, contains=contains)
+
+
+@pytest.mark.parametrize("body,contains", [
+    (lambda x: lnp.concatenate([x, x.T], axis=0), ("concatenate", "(3, 4)", "(4, 3)")),
+    (lambda x: lnp.stack([x, x[:2]]), ("stack", "(3, 4)", "(2, 4)")),
+    (lambda x: x.reshape(5, -1), ("reshape", "(3, 4)", "(5, -1)")),
+    (lambda x: lnp.split(x, 5, axis=1), ("split",)),
+    (lambda x: lnp.einsum("ij,jk->ik", x, x), ("einsum", "'j'")),
+    (lambda x: x.at[0].set(np.ones(5, np.float32)), ("(5,)", "(4,)")),
+    (lambda x: x @ np.ones(3, np.float32), ("matmul", "(3, 4)")),
+], ids=["concatenate", "stack", "reshape", "split", "einsum", "at-set", "matmul"])
+def test_shape_mismatches_in_shape_functions(body, contains):
+    f = lf.jit(body)
+    f.name = "shape_user"
+    _raises(lf.ShapeError, f, M, contains=contains)
+
+
+def test_unsupported_dtype_uses():
+    @lf.jit
+    def neg_bool(x):
+        return -(x > 1)
+
+    @lf.jit
+    def exp_str(x):
+        return lnp.exp("abc") + x
+
+    @lf.jit
+    def sum_complex(x):
+        return lnp.sum(x, dtype=np.complex64)
+
+    _raises(lf.DTypeError, neg_bool, M, contains=("negative", "bool", "logical_not"))
+    _raises(lf.DTypeError, exp_str, M, contains=("str",))
+    _raises(lf.DTypeError, sum_complex, M, contains=("complex64",))
+
+    @lf.jit
+    def ident(x):
+        return x
+
+    with pytest.raises(lf.DTypeError, match=r"ident: argument 'x': unsupported dtype <U1"):
+        ident(np.array(["a", "b"]))
+
+
+def test_writing_into_a_captured_luminal_array():
+    state = lf.device_put(np.zeros(4, np.float32))
+
+    @lf.jit
+    def writes(x):
+        state[0] = x[0]
+        return x
+
+    msg = _raises(lf.TracingError, writes, X, contains=("captured", "at[idx].set", "return"))
+    assert _at(writes, "state[0] = x[0]") in msg
+    np.testing.assert_array_equal(np.asarray(state), np.zeros(4, np.float32))
+    with pytest.raises(TypeError, match="immutable"):  # outside a trace: plain immutability
+        state[0] = 1.0
+
+
+def test_non_hashable_static_keyword_argument():
+    @lf.jit(static_argnames="cfg")
+    def scaled(x, cfg):
+        return x * cfg["a"]
+
+    with pytest.raises(lf.ArgumentError, match=r"scaled: static argument 'cfg' of type dict is not hashable"):
+        scaled(X, cfg={"a": 2})
+
+
+def test_donated_pytree_leaves_name_the_function_that_consumed_them():
+    @lf.jit(donate_argnums=0)
+    def update(state, g):
+        return {"w": state["w"] - g, "n": state["n"] + 1}
+
+    s = {"w": lf.device_put(np.ones(4, np.float32)), "n": lf.device_put(np.zeros((), np.int32))}
+    new = update(s, X)
+    for leaf in s.values():
+        assert leaf.is_deleted()
+        with pytest.raises(lf.DonationError, match=r"donated to jitted function 'update'.*test_errors\.py:\d+"):
+            np.asarray(leaf)
+    np.testing.assert_array_equal(np.asarray(new["w"]), 1 - X)
+    assert int(new["n"]) == 1
+
+
+@pytest.mark.parametrize("body,exc,contains", [
+    (lambda x: x[5], IndexError, ("index 5", "size 3")),
+    (lambda x: x[:, -5], IndexError, ("index -5", "size 4")),
+    (lambda x: x[np.array([0, 7])], IndexError, ("index 7",)),
+    (lambda x: x[np.array([0.5, 1.0])], IndexError, ("integers or booleans", "float")),
+    (lambda x: x[x[0, 0]], IndexError, ("integers", "astype")),
+    (lambda x: x[{"a": 1}], IndexError, ("dict",)),
+    (lambda x: lnp.take(x, np.array([20])), IndexError, ("index 20",)),
+], ids=["int", "negative-int", "int-array", "float-array", "traced-float", "dict", "take"])
+def test_index_errors_are_raised_not_clamped(body, exc, contains):
+    f = lf.jit(body)
+    f.name = "index_user"
+    msg = _raises(exc, f, M, contains=contains)
+    assert "index_user" in msg
+
+
+def test_a_traced_value_as_a_shape():
+    @lf.jit
+    def sized(x):
+        return lnp.zeros(x[0] * 2)
+
+    @lf.jit
+    def ranged(x):
+        return lnp.arange(x[0])
+
+    _raises(lf.TracingError, sized, X, contains=("shape", "static"))
+    _raises(lf.TracingError, ranged, X, contains=("float()",))
+
+
+# ---- reshape(-1, k) of a dynamic axis -------------------------------------------------------------
+def test_reshape_minus_one_of_a_dynamic_axis_is_checked_per_call():
+    @lf.jit(dynamic_axes={"x": {0: "s"}})
+    def rows_of_four(x):
+        return x.reshape(-1, 4).sum(axis=1)
+
+    for n in (8, 4, 12):
+        x = np.arange(n, dtype=np.float32)
+        np.testing.assert_array_equal(np.asarray(rows_of_four(x)), x.reshape(-1, 4).sum(axis=1))
+    assert rows_of_four.trace_count == 1 and rows_of_four.compile_count == 1
+    with pytest.raises(lf.ShapeError) as info:
+        rows_of_four(np.arange(6, dtype=np.float32))
+    msg = str(info.value)
+    assert "rows_of_four" in msg and "reshape of shape (s,) into (-1, 4)" in msg
+    assert "multiple of 4" in msg and "s=6" in msg and "lnp.pad" in msg
+    assert _at(rows_of_four, "x.reshape(-1, 4)") in msg
+    assert rows_of_four.trace_count == 1  # the check runs at dispatch: no retrace
+    text = rows_of_four.trace(np.arange(8, dtype=np.float32)).as_text()
+    assert "requires (4 * (s // 4)) == s" in text  # the printout shows the assumption
+
+
+def test_reshape_of_a_dynamic_axis_through_a_strided_view():
+    @lf.jit(dynamic_axes={"x": {1: "s"}})
+    def halves(x):
+        return x.T.reshape(2, -1) * 2
+
+    for cols in (4, 6):
+        x = np.arange(3 * cols, dtype=np.float32).reshape(3, cols)
+        np.testing.assert_array_equal(np.asarray(halves(x)), x.T.reshape(2, -1) * 2)
+    with pytest.raises(lf.ShapeError, match=r"size \(3 \* s\) to be a multiple of 2.*s=5"):
+        halves(np.ones((3, 5), np.float32))

@@ -374,3 +374,11 @@ def test_arctan2_signed_zeros_follow_c():
     want = np.arctan2(y, x)
     np.testing.assert_array_equal(got, want)  # +-pi on the negative x axis; (the sign of a zero
     # result is not kept: lnp.where selects through an Add, and -0.0 + 0.0 is +0.0)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: IDS[d])
+def test_sinc_at_subnormal_and_tiny_inputs(dtype):
+    # sin(pi x) / (pi x) divided by a subnormal: the reciprocal overflowed to inf
+    x = np.array([1e-45, -3e-39, 0.0, 1e-6, 1e-4, 2e-3, 0.5], np.float32).astype(dtype)
+    got = run(lnp.sinc, x)
+    assert_matches(got, np.sinc(x.astype(np.float64)), np.dtype(dtype), what="sinc")

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..backends import get_backend
 from ..ir import dtypes as dt
-from .errors import DonationError
+from .errors import DonationError, TracingError, where
 
 
 class Array:
@@ -25,9 +25,10 @@ class Array:
     # ---- access ----------------------------------------------------------------------------
     def _check(self):
         if self._deleted:
+            to = f"jitted function '{self._deleted}'" if isinstance(self._deleted, str) else "a jitted call"
             raise DonationError(
-                "this Array was donated to a jitted call (donate_argnums) and its buffer now "
-                "belongs to that call's result; use the result instead")
+                f"this Array was donated to {to} (donate_argnums) and read {where(None)}; its "
+                "buffer now belongs to that call's result: use the result instead")
 
     @property
     def buffer(self):
@@ -108,15 +109,24 @@ class Array:
         return f"Array({body}, dtype={self.dtype}, backend={self.backend})"
 
     def __setitem__(self, idx, value):
+        from .tracer import current
+
+        ctx = current()
+        if ctx is not None:  # a side effect on a captured array while tracing
+            raise TracingError(
+                f"writing into a captured luminal_fn.Array {where(ctx.fn_name)}: tracing is pure "
+                "and Arrays are immutable; build the new value with x.at[idx].set(value) and "
+                "return it")
         raise TypeError("luminal_fn Arrays are immutable; use x.at[idx].set(value) inside a jitted function")
 
-    def delete(self):
-        """Free the buffer now; later reads raise."""
+    def delete(self, donated_to: str | None = None):
+        """Free the buffer now; later reads raise (naming ``donated_to``, the jitted function
+        that consumed it, when given)."""
         self._buf = None
-        self._deleted = True
+        self._deleted = donated_to or True
 
     def is_deleted(self) -> bool:
-        return self._deleted
+        return bool(self._deleted)
 
     def __dlpack__(self, *args, **kwargs):
         self._check()

@@ -6,6 +6,7 @@ from ..backends.numpy.executor import evaluate_node
 from ..ir.passes import simplify
 from . import pytree
 from .array import Array
+from .errors import LuminalError, user_location
 from .tracer import TraceContext, Tracer
 
 _EAGER_BACKEND = "numpy"
@@ -14,7 +15,11 @@ _EAGER_BACKEND = "numpy"
 def run_eagerly(fn, name: str, args, kwargs):
     ctx = TraceContext(f"eager {name}")
     with ctx:
-        result = fn(*args, **kwargs)
+        try:
+            result = fn(*args, **kwargs)
+        except LuminalError as e:
+            _point_at_caller(e)
+            raise
         leaves, tree = pytree.flatten(result)
         kinds = []
         k = 0
@@ -34,3 +39,11 @@ def run_eagerly(fn, name: str, args, kwargs):
 
     arrays = [Array(b, be, tuple(b.shape), dt.canonicalize(b.dtype)) for b in outs]
     return pytree.unflatten(tree, [arrays[i] if i is not None else leaf for i, leaf in zip(kinds, leaves)])
+
+
+def _point_at_caller(e: LuminalError) -> None:
+    """Add the caller's ``file:line`` to an error that does not say where it happened yet."""
+    loc = user_location()
+    msg = str(e.args[0]) if e.args else ""
+    if loc != "<unknown>" and loc not in msg:
+        e.args = (f"{msg} (at {loc})",) + tuple(e.args[1:])

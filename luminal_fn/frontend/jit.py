@@ -265,7 +265,9 @@ class Jitted:
                 annotate(inner, self.name, e.__traceback__)
                 raise inner.with_traceback(e.__traceback__) from None
         graph = simplify(ctx.graph, evaluate=evaluate_node)
-        return Traced(self, graph, in_avals, out_tree, key, lay)
+        traced = Traced(self, graph, in_avals, out_tree, key, lay)
+        traced.dim_checks = tuple(ctx.dim_checks)
+        return traced
 
     def _add_outputs(self, ctx, out_leaves):
         for k, o in enumerate(out_leaves):
@@ -335,12 +337,14 @@ class Traced:
         self.buckets = jitted.buckets
         self.search = jitted.search
         self.symbols = sorted(graph.symbols())
+        self.dim_checks = ()  # DimChecks: dim equalities the trace assumed; every call checks them
 
     def signature_text(self) -> str:
         return sig_text(self.in_avals)
 
     def as_text(self) -> str:
-        return f"{self.hlir.name}({self.signature_text()})\n{self.hlir.as_text()}"
+        checks = "".join(f"\n  requires {c!r}" for c in self.dim_checks)
+        return f"{self.hlir.name}({self.signature_text()}){checks}\n{self.hlir.as_text()}"
 
     __str__ = as_text
 
@@ -390,6 +394,7 @@ class Compiled:
         self._in_np = [dt.to_numpy(d) for _, d, _, _ in traced.in_avals]
         self._donated = lay.donated
         self._dim_reads = [(k, ax, sym) for k, s in enumerate(lay.leaves) for ax, sym in s.dyn.items()]
+        self._dim_checks = traced.dim_checks
         g = traced.hlir
         self._out_dtypes = [g.nodes[o].dtype for o in g.outputs]
         self._wrap = _builder(traced.out_tree)
@@ -422,7 +427,7 @@ class Compiled:
         for k in self._donated:
             x = leaves[k]
             if type(x) is Array:
-                x.delete()
+                x.delete(self._name)
         return self._wrap([Array(b, be, tuple(b.shape), d) for b, d in zip(outs, self._out_dtypes)])
 
     def _other_leaf(self, x, k) -> np.ndarray:
@@ -455,6 +460,8 @@ class Compiled:
                     f"{self._name}: dynamic dim {sym!r} is {have} in argument {first!r} but {v} in "
                     f"{self._paths[k]!r} (axis {ax}); every axis named {sym!r} in dynamic_axes must "
                     "have the same length in one call")
+        for c in self._dim_checks:
+            c.check(dims, self._name)
         return dims
 
     def __call__(self, *args, **kwargs):

@@ -27,6 +27,7 @@ class TraceContext:
         self.graph = Graph(fn_name)
         self.active = False
         self._token = None
+        self.dim_checks: list[DimCheck] = []  # size equalities the trace assumed (see require_equal)
 
     def __enter__(self):
         self.active = True
@@ -36,6 +37,35 @@ class TraceContext:
     def __exit__(self, *exc):
         self.active = False
         _CURRENT.reset(self._token)
+
+
+class DimCheck:
+    """A size equality between symbolic dims that a trace assumed and cannot prove, for example
+    ``(s // 4) * 4 == s`` for ``reshape(-1, 4)`` of an axis of length ``s``. Every call checks it
+    against the call's dim values before the graph runs, so no call reads a wrong-sized view."""
+
+    __slots__ = ("lhs", "rhs", "what")
+
+    def __init__(self, lhs: Expr, rhs: Expr, what: str):
+        self.lhs, self.rhs, self.what = lhs, rhs, what
+
+    def check(self, dims, fn_name: str):
+        a, b = self.lhs.evaluate(dims), self.rhs.evaluate(dims)
+        if a != b:
+            vals = ", ".join(f"{k}={v}" for k, v in sorted(dims.items()))
+            raise ShapeError(self.what.format(fn=fn_name, dims=vals))
+
+    def __repr__(self):
+        from ..ir.expr import render
+
+        return f"{render(self.lhs)} == {render(self.rhs)}"
+
+
+def require_equal(ctx: "TraceContext", lhs: IntLike, rhs: IntLike, what: str) -> None:
+    """Assume ``lhs == rhs`` for the rest of the trace and check it on every call. ``what`` is
+    the error message for a call that breaks it (say which op needs it and what to do); its
+    ``{fn}`` and ``{dims}`` are filled with the function name and the call's dim values."""
+    ctx.dim_checks.append(DimCheck(as_expr(lhs), as_expr(rhs), what))
 
 
 def current() -> TraceContext | None:
@@ -230,7 +260,8 @@ def lift(x, ctx: TraceContext | None = None, dtype: dt.DType | None = None) -> T
         return t if dtype is None else cast(t, dtype)
     arr = _concrete_numpy(x)
     if arr is None:
-        raise TypeError(f"cannot use a value of type {type(x).__name__} as an array in a jitted function")
+        raise DTypeError(f"cannot use a value of type {type(x).__name__} as an array {where(ctx.fn_name)}; "
+                         "pass arrays or Python numbers (other values can be static arguments)")
     arr = dt.narrow_array(arr, "a captured array")
     if dtype is not None and dt.canonicalize(arr.dtype) is not dtype:
         arr = arr.astype(dt.to_numpy(dtype))

@@ -7,12 +7,17 @@ import numpy as np
 
 from ...ir import dtypes as dt
 from ...ir.expr import Expr, Z, as_expr, to_int_or_expr
-from ..errors import ShapeError
+from ..errors import ShapeError, TracingError, where as _where
 from ..tracer import (Tracer, _ctx_of, binary, broadcast_to, cast, iota, lift,
                       require_context, reshape_any)
 
 
 def _shape_tuple(shape) -> tuple:
+    if isinstance(shape, Tracer):
+        raise TracingError(
+            f"array creation: the shape {shape!r} is a traced value {_where(shape._ctx.fn_name)}; "
+            "shapes must be static ints or dynamic dims (x.shape[i]): allocate a static maximum "
+            "and mask it with lnp.where, or make the size a static argument")
     if isinstance(shape, (int, np.integer, Expr)):
         return (to_int_or_expr(shape),)
     return tuple(to_int_or_expr(d) for d in shape)

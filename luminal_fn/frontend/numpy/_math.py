@@ -520,7 +520,11 @@ def hypot(x, y):
 def sinc(x):
     x = _float(x)
     px = multiply(x, math.pi)
-    return where(equal(x, 0), 1.0, true_divide(sin(px), where(equal(x, 0), 1.0, px)))
+    # near 0 the series 1 - (pi x)^2 / 6: sin(px) / px would divide by a subnormal px, whose
+    # reciprocal overflows (1e-45 gave inf)
+    small = less(absolute(px), 1e-3)
+    series = subtract(1.0, multiply(multiply(px, px), 1.0 / 6.0))
+    return where(small, series, true_divide(sin(px), where(small, 1.0, px)))
 
 
 # ---- comparisons and logic --------------------------------------------------------------------

@@ -34,6 +34,7 @@ def _sum_dtype(d: dt.DType) -> dt.DType:
     return dt.int32 if d.is_bool else d
 
 
+@m.computed_in_float32  # the float32 accumulation is explicit in the graph, whatever the backend
 def sum(a, axis=None, dtype=None, keepdims=False, initial=None, where=None):  # noqa: A001
     a, axes = _prep(a, axis, "sum")
     d = dt.canonicalize(dtype) if dtype is not None else _sum_dtype(a.dtype)
@@ -46,6 +47,7 @@ def sum(a, axis=None, dtype=None, keepdims=False, initial=None, where=None):  # 
     return _finish(out, axes, keepdims, a.ndim)
 
 
+@m.computed_in_float32
 def prod_(a, axis=None, dtype=None, keepdims=False, initial=None, where=None):
     """Product via logs would lose sign and exactness: multiply halves pairwise instead."""
     a, axes = _prep(a, axis, "prod")
@@ -126,6 +128,7 @@ def ptp(a, axis=None, keepdims=False):
     return m.subtract(max(a, axis, keepdims), min(a, axis, keepdims))
 
 
+@m.computed_in_float32
 def mean(a, axis=None, dtype=None, keepdims=False, where=None):
     a, axes = _prep(a, axis, "mean")
     d = dt.canonicalize(dtype) if dtype is not None else (a.dtype if a.dtype.is_float else dt.float32)
@@ -148,6 +151,7 @@ def _count(n, like: Tracer, d: dt.DType):
     return cast(reshape_any(iota(as_expr(n), 1, like._ctx), ()), d)
 
 
+@m.computed_in_float32
 def var(a, axis=None, dtype=None, ddof=0, keepdims=False, where=None):
     a, axes = _prep(a, axis, "var")
     d = dt.canonicalize(dtype) if dtype is not None else (a.dtype if a.dtype.is_float else dt.float32)
@@ -161,10 +165,12 @@ def var(a, axis=None, dtype=None, ddof=0, keepdims=False, where=None):
     return m.true_divide(s, _count(denom, s, d))
 
 
+@m.computed_in_float32
 def std(a, axis=None, dtype=None, ddof=0, keepdims=False, where=None):
     return m.sqrt(var(a, axis, dtype, ddof, keepdims, where))
 
 
+@m.computed_in_float32
 def average(a, axis=None, weights=None, keepdims=False):
     if weights is None:
         return mean(a, axis=axis, keepdims=keepdims)
@@ -229,6 +235,7 @@ def _positions(a: Tracer, ax: int) -> Tracer:
     return broadcast_to(reshape_any(it, shape), a.shape)
 
 
+@m.computed_in_float32
 def cumsum(a, axis=None, dtype=None):
     a = lift(a, _ctx_of(a))
     if axis is None:
@@ -255,6 +262,7 @@ def cumsum(a, axis=None, dtype=None):
     return sum(m.where(keep, broadcast_to(xe, full_shape), 0), axis=ax + 1)
 
 
+@m.computed_in_float32
 def cumprod(a, axis=None, dtype=None):
     a = lift(a, _ctx_of(a))
     if axis is None:
@@ -289,6 +297,7 @@ def cummax(a, axis=0):
     return x
 
 
+@m.computed_in_float32
 def logsumexp(a, axis=None, keepdims=False, b=None):
     a = lift(a, _ctx_of(a))
     if not a.dtype.is_float:
@@ -312,6 +321,7 @@ def nansum(a, axis=None, keepdims=False):
     return sum(m.where(m.isnan(a), 0, a) if a.dtype.is_float else a, axis=axis, keepdims=keepdims)
 
 
+@m.computed_in_float32
 def nanmean(a, axis=None, keepdims=False):
     a = lift(a, _ctx_of(a))
     ok = m.logical_not(m.isnan(a))

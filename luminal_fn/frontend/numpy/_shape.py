@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from ...ir import dtypes as dt
 from ...ir.expr import Expr, as_expr, prod, same, to_int_or_expr
-from ..errors import ShapeError
+from ...ir.view import View
+from ..errors import ShapeError, where as _where
 from ..tracer import (Tracer, _ctx_of, binary, broadcast_shapes, broadcast_to as _broadcast_to,
-                      cast, lift, normalize_axis, pad_axis, reshape_any, static_int, with_view)
+                      cast, lift, materialize, normalize_axis, pad_axis, require_equal, reshape_any,
+                      static_int, with_view)
 
 
 def _axes(axis, ndim: int, fn: str) -> tuple:
@@ -39,24 +41,42 @@ def reshape(a, newshape, order="C"):
     if isinstance(newshape, (int, Expr)):
         newshape = (newshape,)
     newshape = [to_int_or_expr(d) for d in newshape]
+    asked = tuple(newshape)
     total = a.size
     if any(isinstance(d, int) and d < -1 for d in newshape):
-        raise ShapeError(f"reshape: negative dims other than -1 in {tuple(newshape)}")
+        raise ShapeError(f"reshape: negative dims other than -1 in {asked}")
     unknown = [i for i, d in enumerate(newshape) if isinstance(d, int) and d == -1]
     if len(unknown) > 1:
-        raise ShapeError(f"reshape: only one -1 is allowed in {tuple(newshape)}")
+        raise ShapeError(f"reshape: only one -1 is allowed in {asked}")
+    known = None
     if unknown:
         known = prod(d for i, d in enumerate(newshape) if i != unknown[0])
         if same(known, 0):
-            raise ShapeError(f"reshape: cannot infer -1 in {tuple(newshape)} for {a.shape}")
-        q = to_int_or_expr(as_expr(total) // known)
-        if not same(as_expr(q) * known, total):
-            raise ShapeError(f"reshape: cannot reshape array of shape {a.shape} into {tuple(newshape)}")
-        newshape[unknown[0]] = q
-    if not same(prod(newshape), total):
+            raise ShapeError(f"reshape: cannot infer -1 in {asked} for {a.shape}")
+        newshape[unknown[0]] = to_int_or_expr(as_expr(total) // known)
+    if same(prod(newshape), total):
+        return reshape_any(a, newshape)
+    if isinstance(total, int) and all(isinstance(d, int) for d in newshape):
         raise ShapeError(f"reshape: cannot reshape array of shape {a.shape} (size {total}) "
-                         f"into shape {tuple(newshape)}")
-    return reshape_any(a, newshape)
+                         f"into shape {asked}")
+    return _reshape_symbolic(a, newshape, asked, known)
+
+
+def _reshape_symbolic(a: Tracer, newshape: list, asked: tuple, known) -> Tracer:
+    """A reshape whose sizes agree only for some values of the dynamic dims, such as
+    ``reshape(-1, k)`` of an axis of length ``s`` (the -1 becomes ``s // k``). The trace assumes
+    the sizes agree and every call checks it before running, with an error that says what to
+    do; the data is read contiguously, so the reshape is exact whenever the check passes."""
+    total = a.size
+    need = (f"its size {total} to be a multiple of {known}" if known is not None
+            else f"its size {total} to equal {prod(newshape)}")
+    loc = _where(a._ctx.fn_name).replace("{", "{{").replace("}", "}}")
+    require_equal(
+        a._ctx, prod(newshape), total,
+        f"{{fn}}: reshape of shape {a.shape} into {asked} {loc} needs {need}, which this call "
+        "({dims}) breaks; pad the axis to a size that fits (lnp.pad) or call with sizes that fit")
+    src = a if a._view.is_contiguous else materialize(a)
+    return Tracer(src._ctx, src._node, View.contiguous(newshape), src.dtype, src.weak)
 
 
 def ravel(a, order="C"):
