@@ -18,6 +18,7 @@ from .frontend.jit import Compiled, Jitted, Lowered, Traced, jit, make_hlir
 from .frontend.pytree import tree_leaves, tree_map
 from .frontend.tracer import Tracer
 from .ir import dtypes
+from .optimize.options import SearchOptions
 from .ir.dtypes import bfloat16, bool_, float16, float32, int32
 from . import numpy  # noqa: E402
 from . import nn  # noqa: E402
@@ -30,6 +31,6 @@ __all__ = [
     "jit", "make_hlir", "Array", "device_put", "Tracer", "Traced", "Lowered", "Compiled", "Jitted",
     "numpy", "nn", "dtypes", "float32", "float16", "bfloat16", "int32", "bool_", "tree_map",
     "tree_leaves", "get_backend", "available_backends", "backends", "LuminalError", "TracingError",
-    "ShapeError", "DTypeError", "DonationError", "ArgumentError",
+    "ShapeError", "DTypeError", "DonationError", "ArgumentError", "SearchOptions",
 ]
 

@@ -10,6 +10,15 @@ settings.register_profile("dev", max_examples=30, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# Most tests check values, not speed: a short search per compile keeps the suite fast (the search
+# itself, and every genome's correctness, are tested in test_optimizer.py and test_search.py).
+os.environ.setdefault("LUMINAL_SEARCH_LIMIT", "4")
+# Search results go to a throwaway cache, never the user's (tests of the cache pass their own).
+if "LUMINAL_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["LUMINAL_CACHE_DIR"] = tempfile.mkdtemp(prefix="luminal-test-cache-")
+
 
 def _has_gpu() -> bool:
     try:

@@ -17,7 +17,13 @@ def _freeze(v: Any):
     """A hashable stand-in for an attribute value (arrays hash by content)."""
     if isinstance(v, np.ndarray):
         return ("ndarray", v.dtype.str, v.shape, hashlib.sha1(np.ascontiguousarray(v).tobytes()).hexdigest())
-    if isinstance(v, (list, tuple)):
+    if isinstance(v, tuple):
+        try:
+            hash(v)  # kernel expression trees: already hashable, and large
+            return v
+        except TypeError:
+            return tuple(_freeze(x) for x in v)
+    if isinstance(v, list):
         return tuple(_freeze(x) for x in v)
     if isinstance(v, dict):
         return tuple(sorted((k, _freeze(x)) for k, x in v.items()))

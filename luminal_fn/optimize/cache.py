@@ -137,9 +137,7 @@ class SearchCache:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp")
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
+                f.write(text)  # no fsync: a torn entry after a crash reads as a miss
             os.replace(tmp, path)
             return True
         except OSError as e:

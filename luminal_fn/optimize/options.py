@@ -67,11 +67,30 @@ def _check_seconds(name: str, value) -> None:
             f"no limit), got {value!r}")
 
 
+LIMIT_ENV = "LUMINAL_SEARCH_LIMIT"
+
+
+def default_limit() -> int:
+    """The candidate limit when none is given: $LUMINAL_SEARCH_LIMIT (CI, quick iteration), else
+    the seed's 100."""
+    text = os.environ.get(LIMIT_ENV)
+    if not text:
+        return 100
+    try:
+        value = int(text)
+    except ValueError:
+        raise SearchOptionsError(f"${LIMIT_ENV}={text!r} is not an int of candidates") from None
+    if value < 1:
+        raise SearchOptionsError(f"${LIMIT_ENV} must be >= 1, got {value}")
+    return value
+
+
 @dataclass(frozen=True)
 class SearchOptions:
     """Options of the genetic search over implementations (``lf.jit(..., search=...)``).
 
-    limit: the most candidates timed per bucket, failures included.
+    limit: the most candidates timed per bucket, failures included (default 100, or
+        $LUMINAL_SEARCH_LIMIT when set).
     generation_size: offspring bred per generation.
     mutations: each offspring flips between 1 and ``mutations`` genes of its parent.
     trials: timing runs per candidate (the backend reports their aggregate).
@@ -86,7 +105,7 @@ class SearchOptions:
     cache_dir: the cache's folder (default $LUMINAL_CACHE_DIR, else the user cache dir).
     """
 
-    limit: int = 100
+    limit: int = -1  # -1: $LUMINAL_SEARCH_LIMIT if set, else 100 (the seed's default)
     generation_size: int = 10
     mutations: int = 10
     trials: int = 3
@@ -100,6 +119,8 @@ class SearchOptions:
     cache_dir: str | None = None
 
     def __post_init__(self):
+        if self.limit == -1:
+            object.__setattr__(self, "limit", default_limit())
         _check_int("limit", self.limit, 1)
         _check_int("generation_size", self.generation_size, 1)
         _check_int("mutations", self.mutations, 1)

@@ -1,40 +1,166 @@
-"""A lowered program: what the optimizer hands the jit for one traced graph and backend."""
+"""A lowered program: the e-graph of one traced graph for one backend, searched per dim bucket.
+
+``lower_graph`` builds the e-graph (the Lowered stage). ``Program.compile`` searches every bucket
+combination whose representative dims are known (a dim without a bucket spec is searched at the
+value of the first call that needs it), reusing the on-disk cache, and returns a
+:class:`Runner` that dispatches each call to its bucket's executable.
+"""
 from __future__ import annotations
+
+import time
+
+from .buckets import BucketSet
+from .cache import SearchCache, make_key
+from .egraph import build_egraph, rules_version
+from .evaluate import CandidateEvaluator, sample_inputs
+from .extract import Extractor
+from .options import SearchOptions
+from .progress import build_progress, search_progress
+from .search import genetic_search
+
+
+class BucketPlan:
+    """The searched implementation of one bucket combination."""
+
+    def __init__(self, bucket, dims, llir, executable, result=None, cached=False, search_s=0.0):
+        self.bucket = bucket
+        self.dims = dims  # the representative dims it was searched at
+        self.llir = llir
+        self.executable = executable
+        self.result = result  # SearchResult, None on a cache hit
+        self.cached = cached
+        self.search_s = search_s
+
+    def describe(self) -> str:
+        head = f"bucket {self.bucket.describe(self.dims)}"
+        if self.cached:
+            head += ": from the search cache"
+        elif self.result is not None:
+            head += f": {self.result.summary()}"
+        return head
 
 
 class Runner:
     """Runs the executable chosen for the dims of each call."""
 
-    def __init__(self, executable):
-        self.executable = executable
+    def __init__(self, program: "Program"):
+        self.program = program
+        self.buckets = BucketSet(program.buckets, program.symbols)
+        self.plans: dict = {}
+        for b in self.buckets.combinations():
+            if not b.needs_call_dims:
+                self.plans[b.index] = program.plan_bucket(b, None)
+        if not program.symbols:
+            self.run = self.plans[0].executable.run  # static shapes: no dispatch at all
 
     def run(self, bufs, dims):
-        return self.executable.run(bufs, dims)
+        idx = self.buckets.select(dims)
+        plan = self.plans.get(idx)
+        if plan is None:
+            plan = self.plans[idx] = self.program.plan_bucket(self.buckets[idx], dims)
+        return plan.executable.run(bufs, dims)
 
     def as_text(self) -> str:
-        return self.executable.describe()
+        parts = []
+        for idx in sorted(self.plans):
+            plan = self.plans[idx]
+            parts.append(f"{plan.describe()}\n{plan.llir.as_text()}\n  backend: "
+                         f"{plan.executable.describe()}")
+        return "\n".join(parts) if parts else "no bucket compiled yet"
 
     def cost(self) -> dict:
-        return {}
+        out = {}
+        for plan in self.plans.values():
+            r = plan.result
+            out[plan.bucket.describe(plan.dims)] = {
+                "best_time_s": None if r is None else r.best_time,
+                "candidates": 0 if r is None else r.n_evaluated,
+                "search_s": plan.search_s, "cached": plan.cached,
+                "kernels": sum(1 for n in plan.llir.live_nodes() if n.op not in ("Input", "Output", "Constant")),
+            }
+        return out
 
 
 class Program:
+    """One traced graph's e-graph for one backend (the Lowered stage)."""
+
     def __init__(self, graph, backend, search=None, buckets=None, symbols=(), fn_name="fn"):
         self.graph = graph
         self.backend = backend
-        self.search = search
+        self.options = SearchOptions.from_user(search)
         self.buckets = buckets
         self.symbols = list(symbols)
         self.fn_name = fn_name
+        BucketSet(buckets, self.symbols)  # validate the spec before the long work
+        rules = list(backend.rule_sources())
+        self.rules_version = rules_version(rules)
+        steps = 7
+        with build_progress(steps, self.options.progress, desc=f"e-graph {fn_name}") as bar:
+            self.egraph = build_egraph(graph, rules, progress=bar)
+        self.extractor = Extractor(self.egraph, graph, backend.kernel_kinds, fn_name)
+
+    # ---- the Lowered stage's views ------------------------------------------------------------
+    def stats(self) -> dict:
+        s = self.egraph.stats
+        return {"hlir_nodes": len(self.graph), "eclasses": s["classes"], "enodes": s["nodes"],
+                "genes": len(self.extractor.genes), "choices": self.extractor.space().count(),
+                "build_s": s["total_s"], "stage_s": dict(s["stages"]), "skipped": s["skipped"]}
 
     def as_text(self) -> str:
-        return self.graph.as_text()
+        st = self.stats()
+        lines = [f"e-graph of {self.fn_name}: {st['hlir_nodes']} HLIR nodes -> {st['eclasses']} "
+                 f"e-classes, {st['enodes']} e-nodes; {st['genes']} choices (genes), "
+                 f"{st['choices']}{'+' if st['choices'] >= 10**6 else ''} implementations; built in "
+                 f"{st['build_s'] * 1e3:.0f} ms"]
+        for gene in self.extractor.genes:
+            opts = self.extractor.options[gene.name]
+            lines.append(f"  {gene.name}: " + " | ".join(_enode_text(self.egraph, n) for n in opts))
+        lines.append("cheapest extraction (before search):")
+        lines.append(self.extractor.extract().as_text())
+        return "\n".join(lines)
 
-    def stats(self) -> dict:
-        return {"hlir_nodes": len(self.graph)}
-
+    # ---- searching ----------------------------------------------------------------------------
     def compile(self) -> Runner:
-        return Runner(self.backend.compile(self.graph))
+        return Runner(self)
+
+    def plan_bucket(self, bucket, call_dims) -> BucketPlan:
+        t0 = time.perf_counter()
+        opts = self.options
+        run_dims = bucket.representative(call_dims)
+        max_dims = bucket.max_dims(call_dims)
+        ex = self.extractor
+        cache = SearchCache(opts.cache_dir) if opts.cache else None
+        key = make_key(self.graph.structural_hash(), bucket.describe(call_dims), self.backend.name,
+                       self.backend.device_name(), rules_version=self.rules_version)
+        if cache is not None:
+            genome = cache.lookup(key, ex.genes)
+            if genome is not None:
+                llir = ex.extract(genome)
+                return BucketPlan(bucket, run_dims, llir, self.backend.compile(llir), cached=True,
+                                  search_s=time.perf_counter() - t0)
+        evaluate = CandidateEvaluator(ex, self.backend, opts, run_dims, max_dims,
+                                      sample_inputs(self.graph, run_dims, opts.seed))
+        desc = f"search {self.fn_name}" + (f" [{bucket.describe(call_dims)}]" if self.symbols else "")
+        with search_progress(opts.limit, opts.progress, desc=desc) as bar:
+            result = genetic_search(ex.space(), evaluate, opts, report=bar,
+                                    initial=[(0,) * len(ex.genes)])
+        llir = evaluate.graphs[result.best_genome]
+        if cache is not None:
+            cache.store(key, result.best_genome, ex.genes,
+                        meta={"fn": self.fn_name, "bucket": bucket.describe(call_dims),
+                              "best_time_s": result.best_time})
+        return BucketPlan(bucket, run_dims, llir, self.backend.compile(llir), result,
+                          search_s=time.perf_counter() - t0)
+
+
+def _enode_text(eg, n) -> str:
+    if n.op in ("Un", "Bin"):
+        return f"{n.op}:{eg.literal(n.children[0])}"
+    if n.op in ("FUn", "FBin"):
+        return f"{n.op}:{eg.literal(n.children[0])}"
+    if n.op == "Kernel":
+        return f"Kernel:{eg.literal(n.children[0])}"
+    return n.op
 
 
 def lower_graph(graph, backend, search=None, buckets=None, symbols=(), fn_name="fn") -> Program:

@@ -177,7 +177,7 @@ class _Search:
         self.counts = collections.Counter()
         self.n_invalid = 0
         self.parents: list[tuple[float, int, Genome]] = []  # (time, order found, genome)
-        self.start = clock()
+        self.start = self.clock()
 
     # ---- stopping -----------------------------------------------------------------------------
     def exhausted(self) -> bool:

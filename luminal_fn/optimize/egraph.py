@@ -1,0 +1,199 @@
+"""Build the e-graph of a traced graph with egglog, run the rule schedule, read it back.
+
+The HLIR is written as egglog terms (encode.py), the rules of ``rules/*.egg`` plus the backend's
+own (``Backend.rule_sources()``) run in a fixed, bounded schedule, and the saturated e-graph is
+serialized into plain Python structures (:class:`EGraph`): e-classes holding e-nodes whose
+children are e-class ids. Extraction (extract.py) and search never touch egglog again.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+
+from .encode import encode
+
+# The fixed schedule: (ruleset, how to run it). ``saturate`` stages only hold terminating
+# rewrites over integers; the others run a bounded number of iterations.
+SCHEDULE = (
+    ("expr", "saturate"),
+    ("specialize", 2),
+    ("fuse", 1),
+    ("expr", "saturate"),
+    ("cleanup", 1),
+)
+RULESETS = ("expr", "fuse", "specialize", "cleanup")
+# egglog 13.2 needs memory quadratic in the size of one parse_program call: feed it in chunks.
+CHUNK = 400
+# Sorts whose e-nodes are not data (functions and relations read only on the Python side).
+BOOKKEEPING = {"NodeOf", "OutputOf", "Elementwise"}
+
+
+@dataclass(frozen=True)
+class ENode:
+    op: str  # constructor name, or a literal's text for primitive nodes
+    children: tuple  # e-class ids
+    cost: float
+    subsumed: bool
+
+
+@dataclass
+class EGraph:
+    """The read-back: e-classes (id -> sort, nodes) and where HLIR nodes/outputs landed."""
+
+    classes: dict = field(default_factory=dict)  # class id -> list[ENode]
+    sorts: dict = field(default_factory=dict)  # class id -> sort name
+    node_of: dict = field(default_factory=dict)  # HLIR node id -> class id
+    output_of: dict = field(default_factory=dict)  # output index -> class id
+    stats: dict = field(default_factory=dict)
+
+    def literal(self, cls: str):
+        """The Python value of a primitive class (i64 or String)."""
+        (node,) = self.classes[cls][:1]
+        text = node.op
+        if self.sorts[cls] == "String":
+            return json.loads(text)
+        return int(text)
+
+    def n_nodes(self) -> int:
+        return sum(len(v) for v in self.classes.values())
+
+
+def rule_texts(extra=()) -> list:
+    """base.egg first, then every other rule file of the package (sorted), then ``extra``."""
+    return list(_package_rules()) + list(extra)
+
+
+@functools.lru_cache(maxsize=1)
+def _package_rules() -> tuple:
+    folder = resources.files("luminal_fn.optimize").joinpath("rules")
+    names = sorted(p.name for p in folder.iterdir() if p.name.endswith(".egg"))
+    texts = [folder.joinpath("base.egg").read_text()]
+    texts += [folder.joinpath(n).read_text() for n in names if n != "base.egg"]
+    return tuple(texts)
+
+
+@functools.lru_cache(maxsize=16)
+def _rules_version(extra: tuple) -> str:
+    return hashlib.sha256("\n".join(rule_texts(extra)).encode()).hexdigest()[:16]
+
+
+def rules_version(extra=()) -> str:
+    """A short hash of every rule text (part of the search cache key)."""
+    return _rules_version(tuple(extra))
+
+
+# egglog e-graphs with the rules loaded, one per rule set (loading the rules costs more than a
+# small graph's whole build); each build runs between (push) and (pop) on it.
+_LOADED: dict = {}
+_LOCK = threading.Lock()
+
+
+def _rules_loaded(extra: tuple):
+    eg = _LOADED.get(extra)
+    if eg is None:
+        from egglog.bindings import EGraph as Egglog
+
+        eg = Egglog()
+        for k, text in enumerate(rule_texts(extra)):
+            _run(eg, text, f"rule file {k}")
+        _LOADED[extra] = eg
+    return eg
+
+
+class EGraphBuildError(RuntimeError):
+    """egglog refused the program: a rule file or the encoded graph is malformed."""
+
+
+def _run(eg, text: str, what: str):
+    from egglog.bindings import EggSmolError
+
+    try:
+        return eg.run_program(*eg.parse_program(text))
+    except EggSmolError as e:
+        raise EGraphBuildError(f"egglog rejected {what}: {e}") from None
+
+
+def build_egraph(graph, backend_rules=(), *, max_nodes: int = 2_000_000,
+                 time_limit: float | None = 60.0, progress=None) -> EGraph:
+    """Encode ``graph``, run the schedule (each stage skipped once the e-graph holds more than
+    ``max_nodes`` rows or ``time_limit`` seconds have passed; primitives always remain, so the
+    result still extracts) and read the e-graph back."""
+    with _LOCK:
+        eg = _rules_loaded(tuple(backend_rules))
+        _run(eg, "(push)", "push")
+        try:
+            return _build(eg, graph, max_nodes, time_limit, progress)
+        finally:
+            _run(eg, "(pop)", "pop")
+
+
+def _build(eg, graph, max_nodes, time_limit, progress) -> EGraph:
+    t0 = time.perf_counter()
+    stats = {"stages": {}}
+    enc = encode(graph)
+    cmds = enc.commands
+    for i in range(0, len(cmds), CHUNK):
+        _run(eg, "\n".join(cmds[i:i + CHUNK]), "the encoded graph")
+    stats["load_s"] = time.perf_counter() - t0
+    if progress is not None:
+        progress.step("load")
+    skipped = []
+    for name, how in SCHEDULE:
+        if time_limit is not None and time.perf_counter() - t0 > time_limit:
+            skipped.append(name)
+            continue
+        t1 = time.perf_counter()
+        cmd = f"(run-schedule (saturate (run {name})))" if how == "saturate" else f"(run {name} {how})"
+        _run(eg, cmd, f"the {name} rules")
+        stats["stages"][name] = stats["stages"].get(name, 0.0) + time.perf_counter() - t1
+        if progress is not None:
+            progress.step(name)
+        size = _size(eg)
+        if size > max_nodes:
+            skipped.append(f"after {name}: {size} rows > max_nodes")
+            break
+    stats["skipped"] = skipped
+    t1 = time.perf_counter()
+    out = read_back(eg)
+    stats["readback_s"] = time.perf_counter() - t1
+    stats["total_s"] = time.perf_counter() - t0
+    stats["classes"] = len(out.classes)
+    stats["nodes"] = out.n_nodes()
+    out.stats = stats
+    if progress is not None:
+        progress.step("read back")
+    return out
+
+
+def _size(eg) -> int:
+    """Rows in the e-graph's tables (egglog's own count)."""
+    (out,) = eg.run_program(*eg.parse_program("(print-size)"))
+    return sum(n for _, n in out.sizes)
+
+
+def read_back(eg) -> EGraph:
+    """Serialize an egglog e-graph into an :class:`EGraph`."""
+    data = json.loads(eg.serialize([]).to_json())
+    nodes = data["nodes"]
+    node_class = {nid: n["eclass"] for nid, n in nodes.items()}
+    out = EGraph()
+    for cid, info in data["class_data"].items():
+        out.sorts[cid] = info["type"]
+    for nid, n in nodes.items():
+        op = n["op"]
+        cls = n["eclass"]
+        children = tuple(node_class[c] for c in n["children"])
+        if op in BOOKKEEPING:
+            if op == "NodeOf":
+                out.node_of[int(nodes[n["children"][0]]["op"])] = cls
+            elif op == "OutputOf":
+                out.output_of[int(nodes[n["children"][0]]["op"])] = cls
+            continue
+        out.classes.setdefault(cls, []).append(
+            ENode(op, children, float(n.get("cost", 1.0)), bool(n.get("subsumed", False))))
+    return out

@@ -1,0 +1,391 @@
+"""Extraction: one choice per e-class (a genome) -> the LLIR graph of kernels a backend runs.
+
+Genes are the IR and FT e-classes with more than one usable e-node. Options are ordered by the
+rules' static cost, so the all-zeros genome is the cheapest-looking implementation.
+
+A genome's choice can be impossible in context: an FT class chosen as "read the buffer" inside
+the fused kernel that computes that very buffer is a cycle, and a fused tree can grow too large
+to be worth inlining. Extraction then repairs instead of rejecting: it takes the next option of
+that class. Every genome therefore extracts to a valid graph (different genomes may give the
+same graph; the search times each distinct graph once).
+"""
+from __future__ import annotations
+
+from ..ir import dtypes as dt
+from ..ir.expr import add, as_expr, compare, floordiv, maximum, minimum, mod, mul, to_int_or_expr, var
+from ..ir.graph import Graph
+from ..ir.passes import dce
+from ..ir.view import View
+from .search import ChoiceSpace, Gene
+
+IR_KERNELS = {"Inp", "Const", "Iota", "Cast", "Un", "Bin", "Sum", "Max", "Gath", "Scat", "Custom",
+              "Fused", "FusedReduce", "MatMul", "Kernel"}
+FT_NODES = {"FLeaf", "FUn", "FBin", "FCast", "FSel"}
+MAX_TREE = 96  # fused trees beyond this many nodes stop inlining (code size, recomputation)
+_OP_ORDER = {op: i for i, op in enumerate(
+    ["MatMul", "Kernel", "FusedReduce", "Fused", "Custom", "Inp", "Const", "Iota", "Cast", "Un",
+     "Bin", "Sum", "Max", "Gath", "Scat", "FSel", "FBin", "FUn", "FCast", "FLeaf"])}
+
+
+class ExtractionError(RuntimeError):
+    """No option of some e-class can be extracted (a rule built an unusable term)."""
+
+
+class _Cycle(Exception):
+    pass
+
+
+class Extractor:
+    """Everything about an e-graph that does not depend on the genome, computed once."""
+
+    def __init__(self, egraph, hlir: Graph, kernel_kinds=frozenset(), name: str | None = None):
+        self.eg = egraph
+        self.hlir = hlir
+        self.name = name or hlir.name
+        self.kernel_kinds = frozenset(kernel_kinds)
+        self._expr_memo: dict = {}
+        self._list_memo: dict = {}
+        # HLIR facts per e-class: shape and dtype come from the HLIR node(s) that landed there
+        self.node_in: dict = {}
+        for hid, cls in egraph.node_of.items():
+            self.node_in.setdefault(cls, self.hlir.nodes[hid])
+        self.options: dict = {}
+        for cls, nodes in egraph.classes.items():
+            sort = egraph.sorts.get(cls)
+            if sort == "IR":
+                opts = [n for n in nodes if n.op in IR_KERNELS and self._kernel_allowed(n)]
+            elif sort == "FT":
+                opts = [n for n in nodes if n.op in FT_NODES]
+            else:
+                continue
+            live = [n for n in opts if not n.subsumed] or opts
+            live.sort(key=lambda n: (n.cost, _OP_ORDER.get(n.op, 99), n.children))
+            self.options[cls] = live
+        self.views = {}  # IR class -> its V e-node, for classes that are views of a tensor
+        for cls, nodes in egraph.classes.items():
+            vs = [n for n in nodes if n.op == "V"]
+            if vs and egraph.sorts.get(cls) == "IR":
+                self.views[cls] = next((n for n in vs if not n.subsumed), vs[0])
+        self.genes = [Gene(cls, len(opts)) for cls, opts in sorted(self.options.items(),
+                                                                     key=lambda kv: _class_key(kv[0]))
+                      if len(opts) > 1]
+        self.gene_index = {g.name: i for i, g in enumerate(self.genes)}
+        self._ft_dtype: dict = {}
+
+    def _kernel_allowed(self, n) -> bool:
+        if n.op != "Kernel":
+            return True
+        return self.eg.literal(n.children[0]) in self.kernel_kinds
+
+    # ---- the search's view --------------------------------------------------------------------
+    def space(self) -> ChoiceSpace:
+        return ChoiceSpace(self.genes)
+
+    def extract(self, genome=None) -> Graph:
+        """The LLIR graph for ``genome`` (None: all zeros, the cheapest options)."""
+        genome = tuple(genome) if genome is not None else (0,) * len(self.genes)
+        if len(genome) != len(self.genes):
+            raise ValueError(f"genome has {len(genome)} choices for {len(self.genes)} genes")
+        return _Extraction(self, genome).run()
+
+    # ---- decoding integers --------------------------------------------------------------------
+    def expr(self, cls):
+        """The symbolic integer an Expr e-class holds (the simplest of its equal forms)."""
+        hit = self._expr_memo.get(cls)
+        if hit is None:
+            hit = self._expr_memo[cls] = self._expr(cls, frozenset())
+        return hit
+
+    def _expr(self, cls, visiting):
+        nodes = sorted(self.eg.classes[cls], key=lambda n: (n.op not in ("MNum", "MVar"), len(n.children)))
+        for n in nodes:
+            if any(c in visiting for c in n.children):
+                continue
+            try:
+                return self._expr_node(n, visiting | {cls})
+            except _Cycle:
+                continue
+        raise _Cycle()
+
+    def _expr_node(self, n, visiting):
+        op = n.op
+        if op == "MNum":
+            return self.eg.literal(n.children[0])
+        if op == "MVar":
+            return var(self.eg.literal(n.children[0]))
+        if op == "MCmp":
+            a, b = (self._sub(c, visiting) for c in n.children[1:])
+            return to_int_or_expr(compare(self.eg.literal(n.children[0]), a, b))
+        a, b = (self._sub(c, visiting) for c in n.children)
+        fn = {"MAdd": add, "MMul": mul, "MDiv": floordiv, "MMod": mod, "MMin": minimum,
+              "MMax": maximum}[op]
+        return to_int_or_expr(fn(a, b))
+
+    def _sub(self, cls, visiting):
+        hit = self._expr_memo.get(cls)
+        return hit if hit is not None else self._expr(cls, visiting)
+
+    def elist(self, cls) -> tuple:
+        hit = self._list_memo.get(cls)
+        if hit is not None:
+            return hit
+        out, cur = [], cls
+        while True:
+            node = next(n for n in self.eg.classes[cur] if n.op in ("ECons", "ENil"))
+            if node.op == "ENil":
+                break
+            out.append(self.expr(node.children[0]))
+            cur = node.children[1]
+        self._list_memo[cls] = out = tuple(out)
+        return out
+
+    def mask(self, cls):
+        node = self.eg.classes[cls][0]
+        if node.op == "MaskNone":
+            return None
+        return tuple(zip(self.elist(node.children[0]), self.elist(node.children[1])))
+
+    def view_of(self, vnode) -> View:
+        shape, strides, offset, mask = vnode.children[1:]
+        return View(self.elist(shape), self.elist(strides), self.expr(offset), self.mask(mask))
+
+    # ---- shapes and dtypes of classes ---------------------------------------------------------
+    def tensor(self, cls):
+        """(shape, dtype) of an IR class that holds an HLIR node."""
+        node = self.node_in.get(cls)
+        if node is None:
+            raise ExtractionError(f"e-class {cls} holds no HLIR node, so its shape is unknown "
+                                  "(a rule must union new kernels into an existing tensor's class)")
+        return node.shape, node.dtype
+
+    def ft_dtype(self, cls) -> dt.DType:
+        hit = self._ft_dtype.get(cls)
+        if hit is not None:
+            return hit
+        self._ft_dtype[cls] = dt.float32  # provisional, breaks cycles
+        nodes = self.eg.classes[cls]
+        leaf = next((n for n in nodes if n.op == "FLeaf"), None)
+        if leaf is not None:
+            d = self.edge_dtype(leaf.children[0])
+        else:
+            n = nodes[0]
+            if n.op == "FCast":
+                d = dt.BY_NAME[self.eg.literal(n.children[1])]
+            elif n.op == "FBin" and self.eg.literal(n.children[0]) == "LessThan":
+                d = dt.bool_
+            elif n.op == "FSel":
+                d = self.ft_dtype(n.children[1])
+            else:
+                d = self.ft_dtype(n.children[-1])
+        self._ft_dtype[cls] = d
+        return d
+
+    def edge_dtype(self, cls) -> dt.DType:
+        v = self.views.get(cls)
+        if v is not None:
+            cls = v.children[0]
+        return self.tensor(cls)[1]
+
+
+def _class_key(cls: str):
+    sort, _, num = cls.rpartition("-")
+    return (sort, int(num) if num.isdigit() else num)
+
+
+class _Extraction:
+    """One genome's walk from the outputs."""
+
+    def __init__(self, ex: Extractor, genome: tuple):
+        self.ex = ex
+        self.eg = ex.eg
+        self.choice = {g.name: v for g, v in zip(ex.genes, genome)}
+        self.g = Graph(ex.name)
+        self.buf: dict = {}
+        self.active: set = set()
+        self.memo: dict = {}
+
+    def run(self) -> Graph:
+        ex, g = self.ex, self.g
+        for hid in ex.hlir.inputs:
+            n = ex.hlir.nodes[hid]
+            nid = g.add("Input", (), n.shape, n.dtype, **n.attrs)
+            cls = self.eg.node_of.get(hid)
+            if cls is not None:
+                self.buf.setdefault(cls, nid)
+        for k, hid in enumerate(ex.hlir.outputs):
+            out = ex.hlir.nodes[hid]
+            cls = self.eg.output_of[out.attrs["index"]]
+            src, view = self.edge(cls)
+            g.add("Output", ((src, view),), out.shape, out.dtype, **out.attrs)
+        return dce(g)
+
+    def ordered(self, cls) -> list:
+        opts = self.ex.options.get(cls)
+        if not opts:
+            raise ExtractionError(f"e-class {cls} has no implementation this backend can run")
+        k = self.choice.get(cls, 0)
+        return [opts[k]] + opts[:k] + opts[k + 1:]
+
+    # ---- tensors ------------------------------------------------------------------------------
+    def edge(self, cls):
+        """(LLIR producer id, View) for reading e-class ``cls``."""
+        v = self.ex.views.get(cls)
+        if v is not None:
+            inner = v.children[0]
+            if inner in self.ex.views:
+                raise ExtractionError(f"a view of a view (e-class {cls}) cannot be extracted")
+            return self.materialize(inner), self.ex.view_of(v)
+        shape, _ = self.ex.tensor(cls)
+        return self.materialize(cls), View.contiguous(shape)
+
+    def materialize(self, cls) -> int:
+        hit = self.buf.get(cls)
+        if hit is not None:
+            return hit
+        if cls in self.active:
+            raise _Cycle()
+        self.active.add(cls)
+        try:
+            for node in self.ordered(cls):
+                try:
+                    nid = self.build(cls, node)
+                    break
+                except _Cycle:
+                    continue
+            else:
+                raise _Cycle()
+        finally:
+            self.active.discard(cls)
+        self.buf[cls] = nid
+        return nid
+
+    def build(self, cls, n) -> int:
+        ex, g, lit = self.ex, self.g, self.eg.literal
+        shape, dtype = ex.tensor(cls)
+        op, ch = n.op, n.children
+        hnode = ex.node_in[cls]
+        if op == "Inp":
+            raise ExtractionError(f"input e-class {cls} was not bound to an argument")
+        if op == "Const":
+            src = ex.hlir.nodes[lit(ch[0])]
+            return g.add("Constant", (), src.shape, src.dtype, **src.attrs)
+        if op == "Iota":
+            return g.add("Iota", (), (ex.expr(ch[1]),), dt.int32, expr=as_expr(ex.expr(ch[0])))
+        if op == "Custom":
+            src = ex.hlir.nodes[lit(ch[0])]
+            ins = tuple((self.materialize(self.eg.node_of[i]), v) for i, v in src.inputs)
+            return g.add("CustomOp", ins, shape, dtype, **src.attrs)
+        if op in ("Cast", "Un", "Bin", "Sum", "Max", "Gath", "Scat"):
+            prim, args, attrs = _primitive(op, ch, lit, hnode)
+            return g.add(prim, tuple(self.edge(c) for c in args), shape, dtype, **attrs)
+        if op == "Fused":
+            edges: list = []
+            tree = self.kernel_tree(ch[0], cls, edges)
+            return g.add("CustomOp", tuple(edges), shape, dtype, name="fused", expr=tree)
+        if op == "FusedReduce":
+            edges = []
+            tree = self.kernel_tree(ch[1], cls, edges)
+            if not edges:
+                raise ExtractionError(f"fused reduction {cls} reads no tensor")
+            in_shape = edges[0][1].shape
+            return g.add("CustomOp", tuple(edges), shape, dtype, name="fused_reduce", expr=tree,
+                         in_shape=tuple(in_shape), axis=lit(ch[2]), reduce=lit(ch[0]))
+        if op == "MatMul":
+            a, ashape, astr, aoff, b, bshape, bstr, boff = ch
+            va = View(ex.elist(ashape), ex.elist(astr), ex.expr(aoff))
+            vb = View(ex.elist(bshape), ex.elist(bstr), ex.expr(boff))
+            ins = ((self.materialize(a), va), (self.materialize(b), vb))
+            return g.add("CustomOp", ins, shape, dtype, name="matmul", m=va.shape[-2],
+                         n=vb.shape[-1], k=va.shape[-1])
+        if op == "Kernel":
+            ins, cur = [], ch[1]
+            while True:
+                cell = next(x for x in self.eg.classes[cur] if x.op in ("ICons", "INil"))
+                if cell.op == "INil":
+                    break
+                ins.append(self.edge(cell.children[0]))
+                cur = cell.children[1]
+            return g.add("CustomOp", tuple(ins), shape, dtype, name=lit(ch[0]),
+                         params=ex.elist(ch[2]))
+        raise ExtractionError(f"cannot extract e-node {op} of e-class {cls}")
+
+    # ---- fused trees --------------------------------------------------------------------------
+    def kernel_tree(self, ft, root, edges):
+        """The whole tree of one fused kernel (leaves may materialise other kernels, each with
+        its own memo)."""
+        saved, self.memo = self.memo, {}
+        try:
+            return self.tree(ft, root, edges, [0])
+        finally:
+            self.memo = saved
+
+    def tree(self, ft, root, edges: list, size: list):
+        """The LLIR tree for FT class ``ft`` inside the kernel computing ``root``; appends the
+        kernel's input edges to ``edges``. ``size`` counts tree nodes (a one-element list).
+        A class met twice in one kernel gives the same subtree (``self.memo``, per kernel)."""
+        hit = self.memo.get(ft)
+        if hit is not None:
+            size[0] += hit[1]
+            return hit[0]
+        before = size[0]
+        out = self._tree(ft, root, edges, size)
+        self.memo[ft] = (out, size[0] - before)
+        return out
+
+    def _tree(self, ft, root, edges, size):
+        opts = self.ordered(ft)
+        if size[0] > MAX_TREE:  # stop inlining: leaves first
+            opts = sorted(opts, key=lambda n: n.op != "FLeaf")
+        n_edges, n_size = len(edges), size[0]
+        for n in opts:
+            try:
+                return self._tree_node(n, ft, root, edges, size)
+            except _Cycle:
+                del edges[n_edges:]  # a failed option's inputs are not the kernel's
+                size[0] = n_size
+        raise _Cycle()
+
+    def _tree_node(self, n, ft, root, edges, size):
+        lit = self.eg.literal
+        ch = n.children
+        if n.op == "FLeaf":
+            target = ch[0]
+            v = self.ex.views.get(target)
+            producer = v.children[0] if v is not None else target
+            if producer == root or producer in self.active:
+                raise _Cycle()
+            edge = self.edge(target)
+            if edge not in edges:
+                edges.append(edge)
+            size[0] += 1
+            return ("in", edges.index(edge))
+        size[0] += 1
+        d = self.ex.ft_dtype(ft).name
+        if n.op == "FUn":
+            return (lit(ch[0]), d, self.tree(ch[1], root, edges, size))
+        if n.op == "FBin":
+            op = lit(ch[0])
+            a = self.tree(ch[1], root, edges, size)
+            b = self.tree(ch[2], root, edges, size)
+            return (op, "bool" if op == "LessThan" else d, a, b)
+        if n.op == "FCast":
+            return ("Cast", lit(ch[1]), self.tree(ch[0], root, edges, size))
+        if n.op == "FSel":
+            c, x, y = (self.tree(c, root, edges, size) for c in ch)
+            return ("Select", d, c, x, y)
+        raise ExtractionError(f"unknown fused tree node {n.op}")
+
+
+def _primitive(op, ch, lit, hnode):
+    """(HLIR op name, tensor child classes, attrs) of a primitive e-node."""
+    if op == "Cast":
+        return "Cast", ch[:1], {}
+    if op == "Un":
+        return lit(ch[0]), ch[1:2], {}
+    if op == "Bin":
+        return lit(ch[0]), ch[1:3], {}
+    if op in ("Sum", "Max"):
+        return ("SumReduce" if op == "Sum" else "MaxReduce"), ch[:1], {"axis": lit(ch[1])}
+    if op == "Gath":
+        return "Gather", ch[:2], {}
+    return "Scatter", ch[:3], {"mode": lit(ch[3])}

@@ -1,0 +1,89 @@
+"""The genetic search on synthetic choice spaces: failures are dropped, dead generations resample,
+the same seed repeats the same search, and limits stop it."""
+import math
+
+import pytest
+
+from luminal_fn.optimize.memory import CandidateRejected
+from luminal_fn.optimize.options import SearchOptions
+from luminal_fn.optimize.search import ChoiceSpace, Gene, SearchError, genetic_search
+
+
+def cost(genome):
+    # a smooth landscape with its minimum at (3, 1, 4, 1, 5)
+    return 1e-3 + sum((g - t) ** 2 for g, t in zip(genome, (3, 1, 4, 1, 5))) * 1e-4
+
+
+SPACE = [Gene(f"g{i}", 6) for i in range(5)]
+
+
+def test_finds_better_than_random_and_stays_in_budget():
+    res = genetic_search(ChoiceSpace(SPACE), cost, SearchOptions(limit=60, seed=1))
+    assert res.n_evaluated == 60 and res.stop_reason == "limit"
+    assert res.best_time == min(c.time for c in res.history if c.ok)
+    assert res.best_time <= sorted(c.time for c in res.history[:10])[0]
+
+
+def test_failures_are_dropped_and_counted():
+    def evaluate(g):
+        if g[0] == 0:
+            raise TimeoutError("slow")
+        if g[0] == 1:
+            raise CandidateRejected("NaN in output 0")
+        if g[0] == 2:
+            raise RuntimeError("kernel failed to compile")
+        return cost(g)
+
+    res = genetic_search(ChoiceSpace(SPACE), evaluate, SearchOptions(limit=80, seed=3))
+    assert res.n_timeouts and res.n_rejected and res.n_errors
+    assert res.best_genome[0] >= 3
+    assert all(c.kind != "ok" for c in res.history if c.genome[0] < 3)
+
+
+def test_a_generation_with_nothing_usable_resamples():
+    # only genomes whose first gene is 5 work; mutants of a parent with g0=5 mostly keep it, but
+    # the first parent must be found by fresh random sampling after failed generations
+    def evaluate(g):
+        if g[0] != 5 or g[1] != 5:
+            raise TimeoutError("slow")
+        return cost(g)
+
+    res = genetic_search(ChoiceSpace(SPACE), evaluate, SearchOptions(limit=400, seed=0))
+    assert res.n_ok >= 1 and res.best_genome[:2] == (5, 5)
+
+
+def test_all_fail_raises_with_reasons():
+    def evaluate(g):
+        raise CandidateRejected("over the memory budget")
+
+    with pytest.raises(SearchError, match="over the memory budget"):
+        genetic_search(ChoiceSpace(SPACE), evaluate, SearchOptions(limit=5))
+
+
+def test_same_seed_same_choice_and_exhaustion():
+    a = genetic_search(ChoiceSpace(SPACE), cost, SearchOptions(limit=30, seed=9))
+    b = genetic_search(ChoiceSpace(SPACE), cost, SearchOptions(limit=30, seed=9))
+    assert a.best_genome == b.best_genome and [c.genome for c in a.history] == [c.genome for c in b.history]
+    small = [Gene("a", 2), Gene("b", 3)]
+    res = genetic_search(ChoiceSpace(small), lambda g: 1.0 + g[0] + g[1], SearchOptions(limit=100))
+    assert res.stop_reason == "exhausted" and res.n_evaluated == 6 and res.best_genome == (0, 0)
+
+
+def test_group_timeout_stops_the_search():
+    clock = [0.0]
+
+    def evaluate(g):
+        clock[0] += 1.0
+        return cost(g)
+
+    from luminal_fn.optimize import search as search_mod
+
+    orig = search_mod._now
+    search_mod._now = lambda: clock[0]
+    try:
+        res = genetic_search(ChoiceSpace(SPACE), evaluate,
+                             SearchOptions(limit=1000, group_timeout=10.0, seed=2))
+    finally:
+        search_mod._now = orig
+    assert res.stop_reason == "group_timeout" and 9 <= res.n_evaluated <= 11
+    assert math.isfinite(res.best_time)
