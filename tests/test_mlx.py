@@ -378,8 +378,51 @@ def test_equivalence_cases_imported():
 @pytest.mark.parametrize("fn,kwargs", EQUIVALENCE)
 def test_equivalence_with_mlx(fn, kwargs, monkeypatch):
     monkeypatch.setenv("LUMINAL_BACKEND", "mlx")
+    monkeypatch.setenv("LUMINAL_SEARCH_LIMIT", "12")  # a short search: each candidate runs on MLX and is checked
     assert get_backend().name == "mlx"
     fn(**kwargs)
+
+
+def _genome_fuzz_cases():
+    import luminal_fn.numpy as lnp
+    from luminal_fn import nn
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 16)).astype(np.float32)
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+    b = rng.standard_normal((8,)).astype(np.float32)
+    return {
+        "softmax": (lambda x: nn.softmax(x, axis=-1), (x,)),
+        "linear_relu": (lambda x, w, b: lnp.maximum(x @ w + b, 0.0), (x, w, b)),
+        "rms_norm": (lambda x: x / lnp.sqrt(lnp.mean(x * x, axis=-1, keepdims=True) + 1e-5), (x,)),
+        "strided_slices": (lambda x: x[:, ::-2][1:3] * 2.0, (x,)),
+    }
+
+
+@needs_mlx
+@pytest.mark.parametrize("name", ["softmax", "linear_relu", "rms_norm", "strided_slices"])
+def test_random_genomes_match_numpy(name):
+    """Every implementation the optimizer can extract (sampled genomes) computes on MLX what
+    the NumPy backend computes for the same LLIR."""
+    import random
+
+    fn, args = _genome_fuzz_cases()[name]
+    program = lf.jit(fn, backend="mlx", search={"progress": False}).trace(*args).lower().program
+    ex = getattr(program, "extractor", None)
+    if ex is None:
+        pytest.skip("this optimizer build exposes no extractor to sample genomes from")
+    space = ex.space()
+    rng = random.Random(0)
+    n = min(space.count(), 12)
+    genomes = [space.genome_at(k) for k in range(n)] if space.count() <= 12 else \
+        [space.random_genome(rng) for _ in range(n)]
+    kinds = set()
+    for genome in genomes:
+        llir = ex.extract(genome)
+        kinds |= {nd.attrs.get("name") for nd in llir.live_nodes() if nd.op == "CustomOp"}
+        compare(llir, list(args), {}, options={"metal": False})
+    if name in ("softmax", "rms_norm"):
+        assert kinds & {"fused", "fused_reduce"}, kinds
 
 
 # ---- Metal sources (structure; no Metal needed) --------------------------------------------------------
@@ -555,5 +598,6 @@ def test_llir_metal_generic_matmul(name):
 @pytest.mark.parametrize("fn,kwargs", EQUIVALENCE[::7])
 def test_equivalence_with_metal(fn, kwargs, monkeypatch):
     monkeypatch.setenv("LUMINAL_BACKEND", "mlx")
+    monkeypatch.setenv("LUMINAL_SEARCH_LIMIT", "12")
     assert get_backend().metal
     fn(**kwargs)
