@@ -260,3 +260,27 @@ def test_memory_budget_rejects_the_broadcast_matmul():
     np.testing.assert_allclose(np.asarray(f(a, b)), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
     (cost,) = f._entries[next(iter(f._entries))].cost().values()
     assert cost["kernels"] >= 1
+
+
+def test_repeated_layers_share_genes():
+    def blocks(x, ws):
+        for w in ws:
+            x = lf.nn.silu(x @ w) + x
+        return x
+
+    x, ws = _r(4, 8), [_r(8, 8) for _ in range(6)]
+    traced = lf.jit(blocks).trace(x, ws)
+    eg = build_egraph(traced.hlir)
+    tied = Extractor(eg, traced.hlir)
+    untied = Extractor(eg, traced.hlir, tie_repeats=False)
+    assert len(tied.genes) * 2 < len(untied.genes)
+    ref = x.astype(np.float64)
+    for w in ws:
+        h = ref @ w
+        ref = h / (1 + np.exp(-h)) + ref
+    be = get_backend("numpy")
+    rng = random.Random(3)
+    for _ in range(10):
+        llir = tied.extract(tuple(rng.randrange(g.n_options) for g in tied.genes))
+        (out,) = be.compile(llir).run([x, *ws], {})
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)

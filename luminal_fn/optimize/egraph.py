@@ -28,7 +28,7 @@ SCHEDULE = (
 )
 RULESETS = ("expr", "fuse", "specialize", "cleanup")
 # egglog 13.2 needs memory quadratic in the size of one parse_program call: feed it in chunks.
-CHUNK = 400
+CHUNK = 50
 # Sorts whose e-nodes are not data (functions and relations read only on the Python side).
 BOOKKEEPING = {"NodeOf", "OutputOf", "Elementwise"}
 

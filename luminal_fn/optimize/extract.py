@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..ir import dtypes as dt
 from ..ir.expr import add, as_expr, compare, floordiv, maximum, minimum, mod, mul, to_int_or_expr, var
-from ..ir.graph import Graph
+from ..ir.graph import Graph, _freeze
 from ..ir.passes import dce
 from ..ir.view import View
 from .search import ChoiceSpace, Gene
@@ -38,7 +38,8 @@ class _Cycle(Exception):
 class Extractor:
     """Everything about an e-graph that does not depend on the genome, computed once."""
 
-    def __init__(self, egraph, hlir: Graph, kernel_kinds=frozenset(), name: str | None = None):
+    def __init__(self, egraph, hlir: Graph, kernel_kinds=frozenset(), name: str | None = None,
+                 tie_repeats: bool = True):
         self.eg = egraph
         self.hlir = hlir
         self.name = name or hlir.name
@@ -66,11 +67,40 @@ class Extractor:
             vs = [n for n in nodes if n.op == "V"]
             if vs and egraph.sorts.get(cls) == "IR":
                 self.views[cls] = next((n for n in vs if not n.subsumed), vs[0])
-        self.genes = [Gene(cls, len(opts)) for cls, opts in sorted(self.options.items(),
-                                                                     key=lambda kv: _class_key(kv[0]))
-                      if len(opts) > 1]
-        self.gene_index = {g.name: i for i, g in enumerate(self.genes)}
         self._ft_dtype: dict = {}
+        # Repeated structure (a transformer's layers) shares genes: e-classes whose HLIR
+        # neighbourhood and options look alike take one choice, so 16 layers do not multiply
+        # the search space by 16. Extraction is unaffected: it repairs whatever it is given.
+        sigs = _neighbourhood_signatures(hlir) if tie_repeats else None
+        self.genes: list = []
+        self.gene_of: dict = {}  # e-class -> the name of the gene choosing for it
+        groups: dict = {}
+        for cls in sorted((c for c, o in self.options.items() if len(o) > 1), key=_class_key):
+            key = self._signature(cls, sigs) if sigs is not None else cls
+            name = groups.get(key)
+            if name is None:
+                name = groups[key] = cls
+                self.genes.append(Gene(cls, len(self.options[cls])))
+            self.gene_of[cls] = name
+
+    def _signature(self, cls, sigs):
+        opts = tuple((n.op, self._tag(n)) for n in self.options[cls])
+        if self.eg.sorts[cls] == "IR":
+            node = self.node_in.get(cls)
+            return ("IR", sigs[node.id] if node is not None else cls, opts)
+        leaf = next((n for n in self.eg.classes[cls] if n.op == "FLeaf"), None)
+        if leaf is None:
+            return ("FT", cls, opts)
+        target = leaf.children[0]
+        view = self.views.get(target)
+        producer = view.children[0] if view is not None else target
+        node = self.node_in.get(producer)
+        return ("FT", sigs[node.id] if node is not None else producer, view is not None, opts)
+
+    def _tag(self, n):
+        if n.children and self.eg.sorts.get(n.children[0]) == "String":
+            return self.eg.literal(n.children[0])
+        return None
 
     def _kernel_allowed(self, n) -> bool:
         if n.op != "Kernel":
@@ -187,6 +217,21 @@ class Extractor:
         return self.tensor(cls)[1]
 
 
+def _neighbourhood_signatures(hlir: Graph, depth: int = 4) -> dict:
+    """HLIR node id -> a hash of the node and its inputs ``depth`` levels up (ops, shapes, dtypes,
+    attributes and views; which argument an Input is does not count), so corresponding nodes of
+    repeated layers hash alike."""
+    nodes = hlir.live_nodes()
+    base = {n.id: hash((n.op, n.shape, n.dtype.name, _freeze({k: v for k, v in n.attrs.items()
+                                                              if k not in ("index", "name")})))
+            for n in nodes}
+    sig = base
+    for _ in range(depth):
+        sig = {n.id: hash((base[n.id], tuple((sig[i], v.key()) for i, v in n.inputs)))
+               for n in nodes}
+    return sig
+
+
 def _class_key(cls: str):
     sort, _, num = cls.rpartition("-")
     return (sort, int(num) if num.isdigit() else num)
@@ -223,7 +268,7 @@ class _Extraction:
         opts = self.ex.options.get(cls)
         if not opts:
             raise ExtractionError(f"e-class {cls} has no implementation this backend can run")
-        k = self.choice.get(cls, 0)
+        k = self.choice.get(self.ex.gene_of.get(cls), 0)
         return [opts[k]] + opts[:k] + opts[k + 1:]
 
     # ---- tensors ------------------------------------------------------------------------------
