@@ -1,0 +1,135 @@
+"""The NumPy backend's model kernels (issue 7): the reference semantics of the ``(Kernel name ...)``
+terms that optimize/rules/models.egg adds. Each builder receives an LLIR ``CustomOp`` node
+(``attrs["name"]``, ``attrs["params"]``: ints or Exprs) whose inputs are already read through
+their views (logical arrays, in the rule's IList order) and returns a step(vals, dims).
+
+name            inputs                                      params
+embedding_bag   table (any shape), rows (N,), stride (1,)   B L D
+                out[b, d] = sum_l table.flat[clip(rows[b*L + l] * stride + d)]  (Gather clamps)
+dlrm_interact   T (B, F, D)                                 B F D
+                out[b, p] = dot(T[b, i_p], T[b, j_p]) for (i_p, j_p) in tril_indices(F, -1)
+conv2d_bias     x (C, H, W), w (C_out, C*kh*kw), b (C_out,)  kh kw sh sw dh dw pad_top pad_left H_out W_out
+                out[o, y, x'] = b[o] + sum w[o, (c*kh + i)*kw + j] * x[c, y*sh + i*dh - pt, x'*sw + j*dw - pl]
+                (zero outside x)
+linear_bias     x (M, K), w (K, N), b (N,)                  M N K        out = x @ w + b
+matmul_t        a (Bt, M, K), b (Bt, N, K)                  Bt M N K     out = a @ b^T (per batch)
+
+Floating-point math runs in float32 (as the HLIR primitives do), integer math in the node's
+dtype; results are stored in the node's dtype.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir import dtypes as dt
+from .executor import kernel
+
+MODEL_KERNELS = ("embedding_bag", "dlrm_interact", "conv2d_bias", "linear_bias", "matmul_t")
+
+
+def _params(node, dims) -> list:
+    return [p if isinstance(p, int) else int(p.evaluate(dims)) for p in node.attrs["params"]]
+
+
+def _acc(node):
+    """The accumulation dtype: float32 for float kernels (as the HLIR primitives), else the
+    node's own integer dtype."""
+    return np.float32 if node.dtype.is_float else dt.to_numpy(node.dtype)
+
+
+def _as(x, dtype):
+    x = np.asarray(x)
+    return x if x.dtype == dtype else x.astype(dtype)
+
+
+def _store(node, out):
+    return np.ascontiguousarray(out, dtype=dt.to_numpy(node.dtype))
+
+
+@kernel("embedding_bag")
+def _embedding_bag(node, readers):
+    r_table, r_rows, r_stride = readers
+
+    def step(vals, dims):
+        b, l, d = _params(node, dims)
+        flat = np.ascontiguousarray(r_table(vals, dims)).reshape(-1)
+        rows = np.asarray(r_rows(vals, dims)).reshape(-1)[: b * l].astype(np.int64)
+        stride = int(np.asarray(r_stride(vals, dims)).reshape(-1)[0])
+        if flat.size == 0:
+            return _store(node, np.zeros((b, d)))
+        idx = rows.reshape(b, l, 1) * stride + np.arange(d, dtype=np.int64)
+        bags = np.take(flat, idx, mode="clip")  # (B, L, D), the Gather primitive's clamp
+        return _store(node, np.sum(bags, axis=1, dtype=_acc(node)))
+
+    return step
+
+
+def tril_pairs(f: int):
+    """(i, j) index arrays of the strict lower triangle in numpy.tril_indices(f, -1) order."""
+    return np.tril_indices(f, -1)
+
+
+@kernel("dlrm_interact")
+def _dlrm_interact(node, readers):
+    (r_t,) = readers
+
+    def step(vals, dims):
+        _, f, _ = _params(node, dims)
+        t = _as(r_t(vals, dims), _acc(node))
+        li, lj = tril_pairs(f)
+        # only the F(F-1)/2 products: rows i and j of each sample, multiplied and summed over D
+        return _store(node, np.einsum("bpd,bpd->bp", t[:, li, :], t[:, lj, :]))
+
+    return step
+
+
+@kernel("conv2d_bias")
+def _conv2d_bias(node, readers):
+    r_x, r_w, r_b = readers
+
+    def step(vals, dims):
+        kh, kw, sh, sw, dh, dw, pt, pl, ho, wo = _params(node, dims)
+        acc = _acc(node)
+        x, w, b = (_as(r(vals, dims), acc) for r in (r_x, r_w, r_b))
+        c, h, wd = x.shape
+        co = w.shape[0]
+        need_h = (ho - 1) * sh + (kh - 1) * dh + 1
+        need_w = (wo - 1) * sw + (kw - 1) * dw + 1
+        xp = np.zeros((c, max(need_h, pt + h), max(need_w, pl + wd)), acc)
+        xp[:, pt:pt + h, pl:pl + wd] = x
+        w4 = w.reshape(co, c, kh, kw)
+        out = np.broadcast_to(b.reshape(co, 1, 1), (co, ho, wo)).astype(acc)
+        # one (C_out, C) @ (C, H_out*W_out) product per kernel tap: no patch matrix
+        for i in range(kh):
+            for j in range(kw):
+                win = xp[:, i * dh: i * dh + (ho - 1) * sh + 1: sh, j * dw: j * dw + (wo - 1) * sw + 1: sw]
+                out += np.tensordot(w4[:, :, i, j], win, axes=(1, 0))
+        return _store(node, out)
+
+    return step
+
+
+@kernel("linear_bias")
+def _linear_bias(node, readers):
+    r_x, r_w, r_b = readers
+
+    def step(vals, dims):
+        acc = _acc(node)
+        x, w, b = (_as(r(vals, dims), acc) for r in (r_x, r_w, r_b))
+        return _store(node, np.matmul(x, w) + b)
+
+    return step
+
+
+@kernel("matmul_t")
+def _matmul_t(node, readers):
+    r_a, r_b = readers
+
+    def step(vals, dims):
+        a, b = _as(r_a(vals, dims), _acc(node)), _as(r_b(vals, dims), _acc(node))
+        return _store(node, np.matmul(a, np.swapaxes(b, -1, -2)))
+
+    return step
+
+
+__all__ = ["MODEL_KERNELS", "tril_pairs"]
