@@ -390,6 +390,19 @@ class _Extraction:
                 size[0] = n_size
         raise _Cycle()
 
+    def _scalar_constant(self, producer, vnode):
+        """A fused-tree literal for an unmasked read of a scalar Constant (no kernel input)."""
+        opts = self.ex.options.get(producer)
+        if not opts or opts[0].op != "Const":
+            return None
+        if vnode is not None and self.ex.mask(vnode.children[4]) is not None:
+            return None
+        node = self.ex.hlir.nodes[self.eg.literal(opts[0].children[0])]
+        value = _literal_of(node)
+        if value is None:
+            return None
+        return ("const", value, node.dtype.name)
+
     def _tree_node(self, n, ft, root, edges, size):
         lit = self.eg.literal
         ch = n.children
@@ -399,6 +412,10 @@ class _Extraction:
             producer = v.children[0] if v is not None else target
             if producer == root or producer in self.active:
                 raise _Cycle()
+            const = self._scalar_constant(producer, v)
+            if const is not None:
+                size[0] += 1
+                return const
             edge = self.edge(target)
             if edge not in edges:
                 edges.append(edge)
@@ -419,6 +436,18 @@ class _Extraction:
             c, x, y = (self.tree(c, root, edges, size) for c in ch)
             return ("Select", d, c, x, y)
         raise ExtractionError(f"unknown fused tree node {n.op}")
+
+
+def _literal_of(node):
+    """A scalar Constant's Python value, else None."""
+    if node is None or node.op != "Constant":
+        return None
+    v = node.attrs.get("value")
+    if isinstance(v, (bool, int, float)):
+        return v
+    if getattr(v, "ndim", None) == 0:
+        return v.item()
+    return None
 
 
 def _primitive(op, ch, lit, hnode):
