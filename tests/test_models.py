@@ -264,6 +264,41 @@ def test_linear_bias_and_matmul_t_rules():
     assert not fires(eg, g, "matmul_t")
 
 
+# ---- through the optimizer: random genomes with the model kernels agree with the HLIR ------------
+E2E_CASES = {
+    "embedding_bag": (lambda t, i: lf.nn.embedding_bag(t, i),
+                      lambda: [f32(10, 4), R.integers(-10, 10, (3, 2)).astype(np.int32)]),
+    "dlrm_interact": (lambda *xs: lf.nn.pairwise_dot(list(xs)), lambda: _feats(4)),
+    "conv2d_bias": (lambda x, w, b: lf.nn.conv2d(x, w, b, padding=(1, 2), stride=2, dilation=(1, 2)),
+                    lambda: [f32(2, 7, 6), f32(4, 2, 3, 3), f32(4)]),
+    "linear_bias": (lf.nn.linear, lambda: [f32(5, 3), f32(3, 4), f32(4)]),
+    "matmul_t": (lambda a, c: a @ lnp.transpose(c, (0, 2, 1)), lambda: [f32(2, 5, 3), f32(2, 4, 3)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(E2E_CASES))
+def test_random_genomes_with_model_kernels_match(name):
+    egraph_mod = pytest.importorskip("luminal_fn.optimize.egraph")
+    extract_mod = pytest.importorskip("luminal_fn.optimize.extract")
+    import random
+
+    fn, make = E2E_CASES[name]
+    args = make()
+    graph = lf.jit(fn).trace(*args).hlir
+    backend = NumpyBackend()
+    ref = backend.compile(graph).run([backend.from_numpy(a) for a in args], {})[0]
+    ex = extract_mod.Extractor(egraph_mod.build_egraph(graph), graph, kernel_kinds=backend.kernel_kinds)
+    rnd = random.Random(0)
+    used = 0
+    for t in range(10):
+        genome = None if t == 0 else tuple(rnd.randrange(g.n_options) for g in ex.genes)
+        llir = ex.extract(genome)
+        used += any(n.op == "CustomOp" and n.attrs.get("name") == name for n in llir.live_nodes())
+        out = backend.compile(llir).run([backend.from_numpy(a) for a in args], {})[0]
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+    assert used > 0, f"no genome used the {name} kernel"
+
+
 # ---- NumPy kernels vs references ----------------------------------------------------------------
 def run_kernel(name, inputs, params, dtype=dt.float32):
     node = SimpleNamespace(attrs={"name": name, "params": tuple(params)}, dtype=dtype)
