@@ -284,3 +284,10 @@ def test_repeated_layers_share_genes():
         llir = tied.extract(tuple(rng.randrange(g.n_options) for g in tied.genes))
         (out,) = be.compile(llir).run([x, *ws], {})
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_rule_report_names_the_matmul_rule():
+    fn, _, make = CASES["mlp"]
+    report = lf.jit(fn).lower(*make()).rule_report(top=50)
+    rows = {line.split()[-1]: int(line.split()[1]) for line in report.splitlines()[1:]}
+    assert rows["matmul-2d-ab"] >= 2 and rows["fuse-binary"] >= 5

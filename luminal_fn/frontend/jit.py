@@ -374,6 +374,10 @@ class Lowered:
     def stats(self) -> dict:
         return self.program.stats()
 
+    def rule_report(self, top: int = 15) -> str:
+        """Per-rule egglog time and match counts of this e-graph's build, slowest first."""
+        return self.program.rule_report(top)
+
     def compile(self) -> "Compiled":
         self.traced.jitted.compile_count += 1
         return Compiled(self, self.program.compile())

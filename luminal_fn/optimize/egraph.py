@@ -134,7 +134,7 @@ def build_egraph(graph, backend_rules=(), *, max_nodes: int = 2_000_000,
 
 def _build(eg, graph, max_nodes, time_limit, progress) -> EGraph:
     t0 = time.perf_counter()
-    stats = {"stages": {}}
+    stats = {"stages": {}, "rules": {}}
     enc = encode(graph)
     cmds = enc.commands
     for i in range(0, len(cmds), CHUNK):
@@ -149,7 +149,7 @@ def _build(eg, graph, max_nodes, time_limit, progress) -> EGraph:
             continue
         t1 = time.perf_counter()
         cmd = f"(run-schedule (saturate (run {name})))" if how == "saturate" else f"(run {name} {how})"
-        _run(eg, cmd, f"the {name} rules")
+        _collect_rule_times(_run(eg, cmd, f"the {name} rules"), stats["rules"])
         stats["stages"][name] = stats["stages"].get(name, 0.0) + time.perf_counter() - t1
         if progress is not None:
             progress.step(name)
@@ -168,6 +168,30 @@ def _build(eg, graph, max_nodes, time_limit, progress) -> EGraph:
     if progress is not None:
         progress.step("read back")
     return out
+
+
+def _collect_rule_times(outputs, into: dict) -> None:
+    """Add egglog's per-rule search-and-apply seconds and match counts to ``into``
+    (rule text -> [seconds, matches])."""
+    for out in outputs or ():
+        report = getattr(out, "report", None)
+        if report is None:
+            continue
+        matches = report.num_matches_per_rule
+        for rule, dt in report.search_and_apply_time_per_rule.items():
+            row = into.setdefault(" ".join(rule.split()), [0.0, 0])
+            row[0] += dt.total_seconds()
+            row[1] += int(matches.get(rule, 0))
+
+
+def rule_report(stats: dict, top: int = 15) -> str:
+    """The slowest rules of a build as text (``Lowered.rule_report()``)."""
+    rows = sorted(stats.get("rules", {}).items(), key=lambda kv: -kv[1][0])[:top]
+    lines = [f"{'seconds':>9} {'matches':>8}  rule"]
+    for rule, (sec, n) in rows:
+        text = rule if len(rule) <= 120 else f"{rule[:55]} ... {rule[-60:]}"  # head and actions
+        lines.append(f"{sec:9.4f} {n:8d}  {text}")
+    return "\n".join(lines)
 
 
 def _size(eg) -> int:

@@ -11,7 +11,7 @@ import time
 
 from .buckets import BucketSet
 from .cache import SearchCache, make_key
-from .egraph import build_egraph, rules_version
+from .egraph import build_egraph, rule_report, rules_version
 from .evaluate import CandidateEvaluator, sample_inputs
 from .extract import Extractor
 from .options import SearchOptions
@@ -105,6 +105,10 @@ class Program:
         return {"hlir_nodes": len(self.graph), "eclasses": s["classes"], "enodes": s["nodes"],
                 "genes": len(self.extractor.genes), "choices": self.extractor.space().count(),
                 "build_s": s["total_s"], "stage_s": dict(s["stages"]), "skipped": s["skipped"]}
+
+    def rule_report(self, top: int = 15) -> str:
+        """The slowest rules of this e-graph's build, with their match counts."""
+        return rule_report(self.egraph.stats, top)
 
     def as_text(self) -> str:
         st = self.stats()
