@@ -232,6 +232,14 @@ def test_conv2d_rule_1x1_as_transposed_matmul():
                      f'{ml(1, 1, 1, 1, 1, 1, 0, 0, 4, 5)}))')
 
 
+def test_conv2d_rule_after_nearest_upsample():
+    # the seed's VAE decoder pattern: upsample 2x (a broadcast view, copied) -> padded 3x3 conv
+    x, w, b = f32(2, 3, 4), f32(3, 2, 3, 3), f32(3)
+    fn = lambda x, w, b: lf.nn.conv2d(lf.nn.nearest_upsample_2x(x), w, b, padding=1)  # noqa: E731
+    g, eg = saturate(fn, x, w, b)
+    assert holds(eg, f'(= (NodeOf {result_id(g)}) (Kernel "conv2d_bias" i {ml(3, 3, 1, 1, 1, 1, 1, 1, 6, 8)}))')
+
+
 def test_conv2d_near_miss_without_conv_output_shape():
     # the seed's negative case: the same unfold + matmul + bias, left as (H_out*W_out, C_out)
     x, w, b = f32(2, 5, 6), f32(3, 2, 3, 2), f32(3)
