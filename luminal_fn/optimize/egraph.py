@@ -98,7 +98,10 @@ def _rules_loaded(extra: tuple):
     if eg is None:
         from egglog.bindings import EGraph as Egglog
 
-        eg = Egglog()
+        try:
+            eg = Egglog(no_decomp=True)  # egglog >= 14: much faster multi-premise rules
+        except TypeError:  # egglog 13.2 (Python 3.11)
+            eg = Egglog()
         for k, text in enumerate(rule_texts(extra)):
             _run(eg, text, f"rule file {k}")
         _LOADED[extra] = eg
