@@ -22,7 +22,7 @@ sys.path.insert(0, EXAMPLES)
 import llama_1b  # noqa: E402
 from llama import checkpoint, model  # noqa: E402
 from llama.config import ModelInputError, load_config  # noqa: E402
-from llama.generation import LlamaSession, generate_ids, sample_greedy  # noqa: E402
+from llama.generation import LlamaSession, compile_report, generate_ids, sample_greedy  # noqa: E402
 from llama.tiny import build_tiny_random  # noqa: E402
 from llama.tokenizer import encode_chat, load_tokenizer  # noqa: E402
 
@@ -187,12 +187,23 @@ def test_decode_steps_neither_retrace_nor_recompile(session, prompt):
     step = session.step
     traces, compiles = step.trace_count, step.compile_count
     assert (traces, compiles) == (1, 1)  # the warm-up compiled everything once
+    searched = compile_report(step)  # e-graph and per-bucket search figures, where exposed
     session.reset()
     session.run(prompt[:3])       # another prefill length
     for t in range(6):            # decode steps: c grows by one each time
         session.run([t])
     session.run(prompt[:20])      # a longer prefill on top of the context
     assert (step.trace_count, step.compile_count) == (traces, compiles)
+    assert compile_report(step) == searched  # no bucket was searched again
+
+
+def test_buckets_follow_the_seed():
+    # a 69-token chat prompt and 96 new tokens, as the seed's defaults
+    assert model.bucket_limits(69, 96, 2048) == (128, 256)
+    assert model.dim_buckets(128, 256) == {"s": [(1, 1), (2, 128, 16)], "c": [(1, 1), (2, 256, 16)]}
+    assert model.bucket_limits(2000, 96, 2048) == (2048, 2048)  # capped at max_seq_len
+    assert model.dim_buckets(8, 1) == {"s": [(1, 1), (2, 8, 8)], "c": [(1, 1)]}
+    assert model.representative_dims(model.dim_buckets(128, 8)) == (16, 8)
 
 
 def test_repetition_penalty_follows_the_seed():
