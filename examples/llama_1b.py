@@ -45,11 +45,8 @@ def search_options(limit: int, max_memory_mib: float | None, seed: int, **more):
     """lf.SearchOptions(limit=..., max_memory=... bytes, seed=..., **more)."""
     import luminal_fn as lf
 
-    cls = getattr(lf, "SearchOptions", None)
-    if cls is None:  # not re-exported at the top level in every version
-        from luminal_fn.optimize.options import SearchOptions as cls
     mem = None if max_memory_mib is None else int(max_memory_mib * 2**20)
-    return cls(limit=limit, max_memory=mem, seed=seed, **more)
+    return lf.SearchOptions(limit=limit, max_memory=mem, seed=seed, **more)
 
 
 def _check_args(dtype, max_new_tokens, max_seq_len, repetition_penalty, search_graphs, max_memory_mib):
@@ -235,7 +232,8 @@ def main(argv=None) -> int:
             with tempfile.TemporaryDirectory(prefix="llama_tiny_random_") as tmp:
                 t0 = time.perf_counter()
                 build_tiny_random(tmp, seed=args.seed)
-                print(f"Built a tiny random Llama in {time.perf_counter() - t0:.2f} s", file=out)
+                print(f"Built a tiny random Llama in {time.perf_counter() - t0:.2f} s (random "
+                      "weights: expect gibberish text)", file=out)
                 generate(tmp, random_weights=args.random_weights, **kw)
         elif args.random_weights:
             generate(args.model_dir, random_weights=True, **kw)
