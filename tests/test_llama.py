@@ -380,3 +380,21 @@ def test_repo_that_cannot_be_fetched_says_how_to_get_the_files(monkeypatch, caps
     assert llama_1b.main(["--repo", "someone/some-llama"]) == 2
     err = capsys.readouterr().err
     assert "cannot get someone/some-llama" in err and "--model-dir" in err and "--tiny-random" in err
+
+
+def test_benchmark_script_runs_on_the_tiny_shape(tmp_path, monkeypatch, capsys):
+    """benchmarks/llama_bench.py (the 1B --random-weights figures on a device) end to end on the
+    tiny shape, so it does not rot between GPU runs."""
+    import importlib.util
+
+    monkeypatch.setenv("LUMINAL_CACHE_DIR", str(tmp_path / "cache"))
+    spec = importlib.util.spec_from_file_location("llama_bench", os.path.join(ROOT, "benchmarks", "llama_bench.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "bench.json"
+    assert bench.main(["--tiny", "--backend", "numpy", "--dtype", "float32", "--max-new-tokens", "3",
+                       "--search-graphs", "1", "--prompt-tokens", "5", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["results"]
+    assert [(r["dtype"], r["prompt_tokens"], r["new_tokens"]) for r in rows] == [("float32", 5, 3)]
+    assert rows[0]["ttft_ms"] > 0 and rows[0]["tpot_ms"] > 0 and rows[0]["compiles"] == 1
+    assert "| float32 | numpy | 5 | 3 |" in capsys.readouterr().out
