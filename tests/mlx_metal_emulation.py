@@ -125,34 +125,22 @@ def _node_values(graph, inputs, dims) -> list:
     return vals
 
 
-def _in_types(graph, node, mk) -> list | None:
+def in_types(graph, node, mk) -> list | None:
+    """The dtype names of a kernel's inputs, or None when it has a type the emulation lacks."""
     types = ["int32" if r == "dims" else graph.nodes[node.inputs[r][0]].dtype.name for r in mk.input_roles]
     if any(t not in C_TYPES for t in types) or mk.out_dtype.name not in C_TYPES:
         return None
     return types
 
 
-def emulate(cases: dict, workdir: str, kinds: dict | None = None) -> list:
-    """Run every float32/int32/bool Metal kernel of ``cases`` (name -> () -> (graph, inputs,
-    dims)) and compare it with the NumPy value of its node. ``kinds`` optionally forces the
-    CustomOp kind per case name (e.g. "matmul_generic"). Returns (case, node id, kernel kind,
-    kernel output, reference) for each kernel run."""
-    jobs, sources, seen = [], [_SHIM, _prelude()], set()
-    for case, build in cases.items():
-        graph, inputs, dims = build()
-        for node in graph.live_nodes():
-            name = (kinds or {}).get(case) if node.op == "CustomOp" else None
-            ins = [KernelInput(v, graph.nodes[i].dtype) for i, v in node.inputs]
-            mk = kernel_for(node, ins, name)
-            if mk is None:
-                continue
-            types = _in_types(graph, node, mk)
-            if types is None:
-                continue
-            if mk.name not in seen:
-                seen.add(mk.name)
-                sources.append(_kernel_cpp(mk, types))
-            jobs.append((case, graph, inputs, dims, node, mk, types))
+def build_library(pairs: list, workdir: str) -> ctypes.CDLL:
+    """Compile (MetalKernel, input dtype names) pairs into one shared library with a
+    ``launch_<kernel name>(void** bufs, unsigned groups, unsigned block)`` each."""
+    sources, seen = [_SHIM, _prelude()], set()
+    for mk, types in pairs:
+        if mk.name not in seen:
+            seen.add(mk.name)
+            sources.append(_kernel_cpp(mk, types))
     src = os.path.join(workdir, "kernels.cpp")
     lib = os.path.join(workdir, "kernels.so")
     with open(src, "w") as f:
@@ -161,7 +149,30 @@ def emulate(cases: dict, workdir: str, kinds: dict | None = None) -> list:
                           "-o", lib, src], capture_output=True, text=True)
     if res.returncode != 0:
         raise RuntimeError(f"g++ rejected the emulated kernels:\n{res.stderr[:4000]}")
-    so = ctypes.CDLL(lib)
+    return ctypes.CDLL(lib)
+
+
+def launch(so, name: str, bufs: list, out: np.ndarray, groups: int, block: int) -> None:
+    ptrs = (ctypes.c_void_p * (len(bufs) + 1))(*[b.ctypes.data for b in bufs], out.ctypes.data)
+    getattr(so, f"launch_{name}")(ptrs, ctypes.c_uint(groups), ctypes.c_uint(block))
+
+
+def emulate(cases: dict, workdir: str, kinds: dict | None = None) -> list:
+    """Run every float32/int32/bool Metal kernel of ``cases`` (name -> () -> (graph, inputs,
+    dims)) on the NumPy values of its node's inputs. ``kinds`` optionally forces the CustomOp
+    kind per case name (e.g. "matmul_generic"). Returns (case, node id, kernel kind, kernel
+    output, NumPy value of the node) for each kernel run."""
+    jobs = []
+    for case, build in cases.items():
+        graph, inputs, dims = build()
+        for node in graph.live_nodes():
+            name = (kinds or {}).get(case) if node.op == "CustomOp" else None
+            ins = [KernelInput(v, graph.nodes[i].dtype) for i, v in node.inputs]
+            mk = kernel_for(node, ins, name)
+            types = None if mk is None else in_types(graph, node, mk)
+            if types is not None:
+                jobs.append((case, graph, inputs, dims, node, mk, types))
+    so = build_library([(j[5], j[6]) for j in jobs], workdir)
     results, values = [], {}
     for case, graph, inputs, dims, node, mk, types in jobs:
         if case not in values:
@@ -176,8 +187,7 @@ def emulate(cases: dict, workdir: str, kinds: dict | None = None) -> list:
                 bufs.append(b if b.size else np.zeros(1, NP_TYPES[t]))
         ref = np.asarray(vals[node.id])
         out = np.zeros(max(ref.size, 1), NP_TYPES[mk.out_dtype.name])
-        ptrs = (ctypes.c_void_p * (len(bufs) + 1))(*[b.ctypes.data for b in bufs], out.ctypes.data)
         grid, group = mk.launch(dims)
-        getattr(so, f"launch_{mk.name}")(ptrs, ctypes.c_uint(grid[0] // group[0]), ctypes.c_uint(group[0]))
+        launch(so, mk.name, bufs, out, grid[0] // group[0], group[0])
         results.append((case, node.id, mk.kind, out[:ref.size].reshape(ref.shape), ref))
     return results

@@ -556,6 +556,71 @@ def test_rendered_kernels_compute_the_reference_on_a_cpu_emulation(tmp_path):
             np.testing.assert_array_equal(out, ref, err_msg=msg)
 
 
+@needs_mlx
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+def test_metal_host_path_with_emulated_kernels(tmp_path, monkeypatch):
+    """The Metal path's host logic (kernel per node, input roles, flattened producer buffers,
+    the lf_dims array, launch in threads, output reshape, MLX ops for the rest) through
+    MLXExecutable, with mx.fast.metal_kernel replaced by the CPU emulation of the same source."""
+    import types
+
+    from luminal_fn.backends.mlx import metal_host
+    from luminal_fn.backends.mlx.executor import MLXExecutable
+    from luminal_fn.backends.mlx.metal import PRELUDE
+    from luminal_fn.backends.mlx.ops import to_mlx
+    from mlx_metal_emulation import NP_TYPES, build_library, in_types, launch
+
+    library = {}
+    calls = []
+
+    def fake_metal_kernel(name, input_names, output_names, source, header="", ensure_row_contiguous=True):
+        assert output_names == ["out"] and header == PRELUDE and "kernel void" not in source
+
+        def call(inputs, output_shapes, output_dtypes, grid, threadgroup, **kw):
+            assert len(inputs) == len(input_names) and grid[0] % threadgroup[0] == 0
+            bufs = [np.ascontiguousarray(np.array(x)) for x in inputs]
+            (shape,) = output_shapes
+            out = np.zeros(shape, NP_TYPES[{mx.float32: "float32", mx.int32: "int32", mx.bool_: "bool"}[output_dtypes[0]]])
+            launch(library["so"], name, bufs, out, grid[0] // threadgroup[0], threadgroup[0])
+            calls.append(name)
+            return [mx.array(out)]
+
+        return call
+
+    class MxWithFakeMetal:
+        fast = types.SimpleNamespace(metal_kernel=fake_metal_kernel)
+
+        def __getattr__(self, attr):
+            return getattr(mx, attr)
+
+    monkeypatch.setattr(metal_host, "mx", MxWithFakeMetal())
+    monkeypatch.setattr(metal_host.MetalKernels, "_compiled", {})
+    names = ["fused_f32", "select_iota_gather_mod", "masked_transposed", "reduce_sum_rows", "reduce_max_nan",
+             "symbolic", "primitives", "int_mod_and_bool", "matmul_f32"]
+    runs, pairs = [], []
+    for name in names:
+        graph, ins, dims = CASES[name]()
+        opts = {"matmul": "generic"} if name.startswith("matmul") else {}
+        exe = MLXExecutable(graph, opts, metal_host.MetalKernels(graph, opts))
+        for nid, mk in exe.metal.by_node.items():
+            pairs.append((mk, in_types(graph, graph.nodes[nid], mk)))
+        runs.append((name, graph, ins, dims, exe))
+    assert all(t is not None for _, t in pairs) and len(pairs) >= 15
+    library["so"] = build_library(pairs, str(tmp_path))
+    for name, graph, ins, dims, exe in runs:
+        want = NumpyBackend().compile(graph).run([np.asarray(x) for x in ins], dims)
+        got = exe.run([to_mlx(x) for x in ins], dims)
+        assert "metal" in exe.describe()
+        for k, (g, w) in enumerate(zip(got, want)):
+            g = np.array(g)
+            assert g.shape == w.shape and g.dtype == w.dtype, (name, k)
+            if w.dtype.kind == "f":
+                np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5, equal_nan=True, err_msg=f"{name} {k}")
+            else:
+                np.testing.assert_array_equal(g, w, err_msg=f"{name} {k}")
+    assert len(calls) >= len(pairs)
+
+
 # ---- executing Metal (Apple silicon only) ----------------------------------------------------------
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.metal
