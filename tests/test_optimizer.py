@@ -291,3 +291,37 @@ def test_rule_report_names_the_matmul_rule():
     report = lf.jit(fn).lower(*make()).rule_report(top=50)
     rows = {line.split()[-1]: int(line.split()[1]) for line in report.splitlines()[1:]}
     assert rows["matmul-2d-ab"] >= 2 and rows["fuse-binary"] >= 5
+
+
+def test_a_wrong_backend_kernel_is_dropped_by_the_reference_check():
+    """A backend kernel that computes the wrong thing never wins: the search times the genome
+    without backend kernels first and drops candidates that disagree with it."""
+    from luminal_fn.backends.numpy import NumpyBackend
+    from luminal_fn.backends.numpy.executor import KERNELS
+
+    class Broken(NumpyBackend):
+        name = "numpy-broken-matmul"
+        kernel_kinds = frozenset({"bad_matmul"})
+
+        def rule_sources(self):
+            return ['(rule ((= e (MatMul a as ast ao b bs bst bo))) '
+                    '((union e (Kernel "bad_matmul" (ICons a (ICons b (INil))) (ENil)))) '
+                    ':ruleset specialize :name "bad-matmul")']
+
+    KERNELS["bad_matmul"] = lambda node, readers: (lambda vals, dims: np.zeros(
+        tuple(node.shape), np.float32) + 1.0)
+    try:
+        a, b = _r(4, 6), _r(6, 5)
+        traced = lf.jit(lambda a, b: a @ b).trace(a, b)
+        from luminal_fn.optimize.program import lower_graph
+
+        prog = lower_graph(traced.hlir, Broken(), search=lf.SearchOptions(limit=20, cache=False))
+        assert any(n.op == "Kernel" for opts in prog.extractor.options.values() for n in opts)
+        runner = prog.compile()
+        (plan,) = runner.plans.values()
+        assert "bad_matmul" not in _kernel_names(plan.llir)
+        assert plan.result.n_rejected >= 1
+        (out,) = plan.executable.run([a, b], {})
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    finally:
+        del KERNELS["bad_matmul"]

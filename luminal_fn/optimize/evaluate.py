@@ -5,8 +5,9 @@ The search hands a genome; this module turns it into seconds or raises to drop i
 * the LLIR's peak memory at the bucket's largest dims is estimated first (``max_memory``);
 * the first run is timed against ``profile_timeout`` before any trials;
 * outputs must be finite wherever the reference candidate's were, and agree with it (relative
-  error below ``AGREEMENT``): the first candidate that runs is the reference, and every later
-  one computes the same function or is dropped - a safety net under the rules;
+  error below ``AGREEMENT``): the first candidate that runs is the reference (the program times
+  the genome without backend kernels first), and every later one computes the same function or
+  is dropped - a safety net under the rules and the hand kernels;
 * distinct genomes that extract to the same graph are timed once.
 """
 from __future__ import annotations

@@ -111,6 +111,16 @@ class Extractor:
     def space(self) -> ChoiceSpace:
         return ChoiceSpace(self.genes)
 
+    def generic_genome(self) -> tuple:
+        """The cheapest genome that uses no backend ``Kernel``: the library's own kernels
+        (fused, fused_reduce, matmul, primitives). The search times it first, so backend kernels
+        are checked against it rather than the other way round."""
+        out = []
+        for g in self.genes:
+            opts = self.options[g.name]
+            out.append(next((i for i, n in enumerate(opts) if n.op != "Kernel"), 0))
+        return tuple(out)
+
     def extract(self, genome=None) -> Graph:
         """The LLIR graph for ``genome`` (None: all zeros, the cheapest options)."""
         genome = tuple(genome) if genome is not None else (0,) * len(self.genes)
