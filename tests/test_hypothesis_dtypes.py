@@ -17,6 +17,7 @@ from hypothesis.extra import numpy as hnp
 
 import luminal_fn as lf
 import luminal_fn.numpy as lnp
+from luminal_fn.ir import dtypes as dt
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16, F32, I32, BOOL = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.bool_)
@@ -42,8 +43,24 @@ def values(draw, dtype, shape, lo, hi):
     return x.astype(dtype)
 
 
+_REFERENCE = lf.get_backend("numpy")
+
+
+def traced(fn, *args) -> lf.Array:
+    """``fn`` traced by lf.jit, its HLIR run on the NumPy backend's reference executor.
+
+    A full ``lf.jit`` call also builds the e-graph and searches kernels, 50-600 ms per drawn
+    case; the dtype semantics tested here live in the traced graph, every candidate the search
+    can pick is checked against this reference in test_optimizer.py / test_search.py, and
+    test_compiled_path_every_dtype below runs samples through the whole pipeline."""
+    tr = lf.jit(fn).trace(*args)
+    bufs = [_REFERENCE.from_numpy(dt.narrow_array(np.asarray(a))) for a in args]
+    (out,) = _REFERENCE.compile(tr.hlir).run(bufs, {})
+    return lf.Array(out, _REFERENCE, tuple(out.shape), dt.canonicalize(out.dtype))
+
+
 def run(fn, *args):
-    return np.asarray(lf.jit(fn)(*args))
+    return np.asarray(traced(fn, *args))
 
 
 def assert_matches(got, ref, dtype, scale=None, what=""):
@@ -95,7 +112,7 @@ def test_unary_every_dtype(name, data, dtype, shape):
     if dtype == I32 and math.ceil(lo) > math.floor(hi):
         return
     x = values(data.draw, dtype, shape, lo, hi)
-    out = lf.jit(lambda x: getattr(lnp, name)(x))(x)
+    out = traced(lambda x: getattr(lnp, name)(x), x)
     want_dtype = dtype if (dtype != I32 or name in INT_PRESERVING) else F32
     assert np.dtype(out.dtype.np) == want_dtype, (name, out.dtype)
     with np.errstate(all="ignore"):
@@ -160,7 +177,7 @@ def test_binary_broadcast_every_dtype(name, data, dtype, shapes):
     b = values(data.draw, dtype, sb, lo, hi)
     if nonzero:
         b = _away_from_zero(b, dtype)
-    out = lf.jit(lambda a, b: getattr(lnp, name)(a, b))(a, b)
+    out = traced(lambda a, b: getattr(lnp, name)(a, b), a, b)
     want_dtype = F32 if (dtype == I32 and name == "divide") else dtype
     assert np.dtype(out.dtype.np) == want_dtype, (name, out.dtype)
     with np.errstate(all="ignore"):
@@ -197,7 +214,7 @@ def test_mixed_dtype_promotion(da, db, want, data, shapes):
     a = values(data.draw, da, sa, -4, 4)
     b = values(data.draw, db, sb, -4, 4)
     for name, ref_fn in (("add", np.add), ("multiply", np.multiply), ("maximum", np.maximum)):
-        out = lf.jit(lambda a, b: getattr(lnp, name)(a, b))(a, b)
+        out = traced(lambda a, b: getattr(lnp, name)(a, b), a, b)
         assert np.dtype(out.dtype.np) == want, (name, out.dtype)
         assert_matches(np.asarray(out), ref_fn(a.astype(np.float64), b.astype(np.float64)), want,
                        what=name)
@@ -207,7 +224,7 @@ def test_mixed_dtype_promotion(da, db, want, data, shapes):
        scalar=st.sampled_from([2, -3, 0.5, 1.25]))
 def test_weak_python_scalars_keep_the_array_dtype(data, dtype, shape, scalar):
     x = values(data.draw, dtype, shape, -4, 4)
-    out = lf.jit(lambda x: x * scalar + scalar)(x)
+    out = traced(lambda x: x * scalar + scalar, x)
     want = F32 if (dtype == I32 and isinstance(scalar, float)) else dtype
     assert np.dtype(out.dtype.np) == want, out.dtype
     assert_matches(np.asarray(out), x.astype(np.float64) * scalar + scalar, want, what="x*s+s")
@@ -220,7 +237,7 @@ def test_where_every_dtype(data, dtype, shapes):
     c = values(data.draw, BOOL, sc, 0, 1)
     a = values(data.draw, dtype, sa, -4, 4)
     b = values(data.draw, dtype, sb, -4, 4)
-    out = lf.jit(lnp.where)(c, a, b)
+    out = traced(lnp.where, c, a, b)
     assert np.dtype(out.dtype.np) == dtype
     np.testing.assert_array_equal(np.asarray(out).astype(np.float64),
                                   np.where(c, a.astype(np.float64), b.astype(np.float64)))
@@ -286,7 +303,7 @@ def test_reductions_every_dtype(name, data):
     x, axis, keepdims = data.draw(array_and_axis(dtypes, lo, hi))
     if name == "count_nonzero" and x.ndim == 0:
         axis = None
-    out = lf.jit(lambda x: getattr(lnp, name)(x, axis=axis, keepdims=keepdims))(x)
+    out = traced(lambda x: getattr(lnp, name)(x, axis=axis, keepdims=keepdims), x)
     want_dtype = _reduced_dtype(name, x.dtype)
     assert np.dtype(out.dtype.np) == want_dtype, (name, out.dtype, want_dtype)
     x64 = x.astype(np.float64)
@@ -308,7 +325,7 @@ def test_argmax_argmin_ties_pick_the_first(name, data):
     x, axis, keepdims = data.draw(array_and_axis(FLOATS + [I32, BOOL], -1, 1, tuple_axes=False))
     if data.draw(st.booleans()) and x.dtype in FLOATS:
         x = np.round(x.astype(np.float32)).astype(x.dtype)
-    out = lf.jit(lambda x: getattr(lnp, name)(x, axis=axis, keepdims=keepdims))(x)
+    out = traced(lambda x: getattr(lnp, name)(x, axis=axis, keepdims=keepdims), x)
     want = getattr(np, name)(x.astype(np.float64), axis=axis, keepdims=keepdims)
     assert out.dtype == lf.int32
     np.testing.assert_array_equal(np.asarray(out), want)
@@ -319,7 +336,7 @@ def test_argmax_argmin_ties_pick_the_first(name, data):
 def test_cumulative_every_dtype(name, data):
     dtypes = FLOATS + [I32, BOOL] if name == "cumsum" else FLOATS + [I32]
     x, axis, _ = data.draw(array_and_axis(dtypes, -2, 2, tuple_axes=False))
-    out = lf.jit(lambda x: getattr(lnp, name)(x, axis=axis))(x)
+    out = traced(lambda x: getattr(lnp, name)(x, axis=axis), x)
     want_dtype = _reduced_dtype(name, x.dtype)
     assert np.dtype(out.dtype.np) == want_dtype, (name, out.dtype)
     ref = getattr(np, name)(x.astype(np.float64), axis=axis)
@@ -327,6 +344,28 @@ def test_cumulative_every_dtype(name, data):
     assert_matches(np.asarray(out), ref, want_dtype, scale=scale if want_dtype == F32 else None,
                    what=f"{name}(axis={axis})")
 
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "any", "all", "count_nonzero", "mean", "max", "argmax"])
+@given(dtype=st.sampled_from(FLOATS + [I32, BOOL]),
+       shape=hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=3).filter(lambda s: 0 in s),
+       data=st.data())
+def test_reductions_over_empty_axes(name, dtype, shape, data):
+    # identities where NumPy has them (any of nothing is False, all is True), errors where not
+    if name == "prod" and dtype == BOOL:
+        return
+    x = np.zeros(shape, dtype)
+    axis = data.draw(st.sampled_from([None] + list(range(-len(shape), len(shape)))))
+    with np.errstate(all="ignore"):
+        try:
+            want = getattr(np, name)(x.astype(np.float64) if dtype != BOOL else x, axis=axis)
+        except ValueError:
+            with pytest.raises(lf.ShapeError, match=name[:3]):
+                traced(lambda x: getattr(lnp, name)(x, axis=axis), x)
+            return
+    got = np.asarray(traced(lambda x: getattr(lnp, name)(x, axis=axis), x))
+    assert got.shape == np.shape(want), (got.shape, np.shape(want))
+    np.testing.assert_array_equal(got.astype(np.float64), np.asarray(want, np.float64))
 
 # ---- matmul -----------------------------------------------------------------------------------
 @given(data=st.data(), dtype=st.sampled_from(FLOATS + [I32]),
@@ -336,7 +375,7 @@ def test_matmul_every_dtype(data, dtype, dims, batch):
     m, k, n = dims
     a = values(data.draw, dtype, batch + (m, k), -3, 3)
     b = values(data.draw, dtype, (k, n), -3, 3)
-    out = lf.jit(lambda a, b: a @ b)(a, b)
+    out = traced(lambda a, b: a @ b, a, b)
     assert np.dtype(out.dtype.np) == dtype
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     ref = a64 @ b64
@@ -382,3 +421,80 @@ def test_sinc_at_subnormal_and_tiny_inputs(dtype):
     x = np.array([1e-45, -3e-39, 0.0, 1e-6, 1e-4, 2e-3, 0.5], np.float32).astype(dtype)
     got = run(lnp.sinc, x)
     assert_matches(got, np.sinc(x.astype(np.float64)), np.dtype(dtype), what="sinc")
+
+
+# ---- nn helpers in half precision ---------------------------------------------------------------
+def _softmax64(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+NN = {
+    "softmax": (lambda x: lf.nn.softmax(x, axis=-1), _softmax64),
+    "log_softmax": (lambda x: lf.nn.log_softmax(x, axis=-1), lambda x: np.log(_softmax64(x))),
+    "layer_norm": (lambda x: lf.nn.layer_norm(x),
+                   lambda x: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)),
+    "rms_norm": (lambda x: lf.nn.rms_norm(x), lambda x: x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)),
+    "silu": (lambda x: lf.nn.silu(x), lambda x: x / (1 + np.exp(-x))),
+    "sigmoid": (lambda x: lf.nn.sigmoid(x), lambda x: 1 / (1 + np.exp(-x))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NN))
+@given(data=st.data(), dtype=st.sampled_from(FLOATS),
+       shape=hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=6))
+def test_nn_helpers_in_every_float_dtype(name, data, dtype, shape):
+    fn, ref_fn = NN[name]
+    x = values(data.draw, dtype, shape, -4, 4)
+    out = traced(fn, x)
+    assert np.dtype(out.dtype.np) == dtype
+    assert_matches(np.asarray(out), ref_fn(x.astype(np.float64)), dtype, what=name)
+
+
+# ---- the whole pipeline (e-graph, search, compiled kernels) in every dtype ----------------------
+@pytest.mark.parametrize("dtype", FLOATS + [I32, BOOL], ids=lambda d: IDS[d])
+def test_compiled_path_every_dtype(dtype):
+    rng = np.random.default_rng(5)
+    if dtype == BOOL:
+        x, y = rng.random((3, 1, 4)) < 0.5, rng.random((2, 1)) < 0.5
+    else:
+        x = rng.uniform(-3, 3, (3, 1, 4)).astype(np.float32)
+        y = rng.uniform(-3, 3, (2, 1)).astype(np.float32)
+        if dtype == I32:
+            x, y = np.round(x), np.round(y)
+        x, y = x.astype(dtype), y.astype(dtype)
+
+    def f(x, y):
+        out = {"max": lnp.max(x, axis=(0, -1), keepdims=True), "argmax": lnp.argmax(x, axis=-1),
+               "where": lnp.where(x > y, x, y), "any": lnp.any(x, axis=-2)}
+        if dtype != BOOL:
+            out.update(sum=lnp.sum(x + y, axis=-1), mm=x[:, 0] @ x[0, 0][:, None],
+                       floordiv=lnp.floor_divide(x, lnp.where(y == 0, 1, y).astype(y.dtype)))
+        if dtype in FLOATS:
+            out.update(exp=lnp.exp(x), tanh=lnp.tanh(x * y), mean=lnp.mean(x, axis=0),
+                       std=lnp.std(x, axis=-1))
+        return out
+
+    got = lf.jit(f)(x, y)
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    want = {"max": np.max(x64, axis=(0, -1), keepdims=True), "argmax": np.argmax(x64, axis=-1),
+            "where": np.where(x64 > y64, x64, y64), "any": np.any(x64, axis=-2)}
+    if dtype != BOOL:
+        want.update(sum=np.sum(x64 + y64, axis=-1), mm=x64[:, 0] @ x64[0, 0][:, None],
+                    floordiv=np.floor_divide(x64, np.where(y64 == 0, 1, y64)))
+    if dtype in FLOATS:
+        want.update(exp=np.exp(x64), tanh=np.tanh(x64 * y64), mean=np.mean(x64, axis=0),
+                    std=np.std(x64, axis=-1))
+    assert set(got) == set(want)
+    for k, w in want.items():
+        g = np.asarray(got[k])
+        out_dtype = {"argmax": I32, "any": BOOL}.get(k, dtype)
+        assert g.dtype == out_dtype, (k, g.dtype)
+        if k in ("tanh", "mm") and dtype in FLOATS:
+            # x * y and the products of x @ x round to the dtype before the float32 step
+            w = {"tanh": np.tanh((x * y).astype(np.float64)),
+                 "mm": (x[:, 0].astype(np.float64) @ x[0, 0][:, None].astype(np.float64))}[k]
+            rtol = TOL[dtype][0] * (4 if k == "mm" else 1)
+            np.testing.assert_allclose(g.astype(np.float64), w, rtol=rtol, atol=4 * TOL[dtype][1], err_msg=k)
+            continue
+        assert_matches(g, w, out_dtype, what=k)

@@ -186,12 +186,12 @@ def average(a, axis=None, weights=None, keepdims=False):
 
 def any(a, axis=None, keepdims=False):  # noqa: A001
     a = lift(a, _ctx_of(a))
-    return max(m._as_bool(a), axis=axis, keepdims=keepdims)
+    return max(m._as_bool(a), axis=axis, keepdims=keepdims, initial=False)  # empty: False
 
 
 def all(a, axis=None, keepdims=False):  # noqa: A001
     a = lift(a, _ctx_of(a))
-    return min(m._as_bool(a), axis=axis, keepdims=keepdims)
+    return min(m._as_bool(a), axis=axis, keepdims=keepdims, initial=True)  # empty: True
 
 
 def count_nonzero(a, axis=None, keepdims=False):
