@@ -23,6 +23,11 @@ def _float(x) -> Tracer:
 _HALF = (dt.float16, dt.bfloat16)
 
 
+def _is_array(a) -> bool:
+    """A Tracer, NumPy array or scalar, or luminal_fn.Array (eager calls pass the last)."""
+    return isinstance(a, (Tracer, np.ndarray, np.generic)) or hasattr(a, "__luminal_array__")
+
+
 def _dtype_of(a):
     if isinstance(a, Tracer):
         return a.dtype
@@ -44,7 +49,7 @@ def computed_in_float32(fn):
     def wrapper(*args, **kwargs):
         if kwargs.get("dtype") is not None:  # an explicit dtype is the caller's choice
             return fn(*args, **kwargs)
-        arrays = [a for a in (*args, *kwargs.values()) if isinstance(a, (Tracer, np.ndarray, np.generic))]
+        arrays = [a for a in (*args, *kwargs.values()) if _is_array(a)]
         if not any(_dtype_of(a) in _HALF for a in arrays):
             return fn(*args, **kwargs)
         ctx = _ctx_of(*arrays)
@@ -54,7 +59,7 @@ def computed_in_float32(fn):
             return fn(*args, **kwargs)
 
         def up(a):
-            if isinstance(a, (Tracer, np.ndarray, np.generic)) and _dtype_of(a) in _HALF:
+            if _is_array(a) and _dtype_of(a) in _HALF:
                 return cast(lift(a, ctx), dt.float32)
             return a
 
