@@ -240,6 +240,54 @@ def test_conv2d_rule_after_nearest_upsample():
     assert holds(eg, f'(= (NodeOf {result_id(g)}) (Kernel "conv2d_bias" i {ml(3, 3, 1, 1, 1, 1, 1, 1, 6, 8)}))')
 
 
+@pytest.mark.parametrize("n,kw", [(1, dict(padding=1)), (2, dict(padding=1)), (3, dict(padding=(1, 2), stride=2)),
+                                  (2, dict()), (1, dict(stride=(2, 1)))])
+def test_conv2d_rule_batched(n, kw):
+    x, w, b = f32(n, 2, 7, 6), f32(3, 2, 3, 3), f32(3)
+    fn = lambda x, w, b: lf.nn.conv2d(x, w, b, **kw)  # noqa: E731
+    g, eg = saturate(fn, x, w, b)
+    want = np.asarray(lf.jit(fn)(x, w, b))
+    pad = kw.get("padding", 0)
+    ph, pw = (pad, pad) if isinstance(pad, int) else pad
+    stride = kw.get("stride", 1)
+    sh, sw = (stride, stride) if isinstance(stride, int) else stride
+    ho, wo = want.shape[2:]
+    xin = f"(V (Inp 0) {ml(n, 2, 7, 6)} {ml(84, 42, 6, 1)} (MNum 0) (MaskNone))" if ph or pw else "x"
+    assert holds(eg, f'(= (NodeOf {result_id(g)}) (Kernel "conv2d_bias" (ICons {xin} rest) '
+                     f'{ml(3, 3, sh, sw, 1, 1, ph, pw, ho, wo)}))')
+    got = run_kernel("conv2d_bias", [x, w.reshape(3, -1), b], [3, 3, sh, sw, 1, 1, ph, pw, ho, wo])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_conv2d_rule_batched_1x1():
+    x, w, b = f32(2, 2, 4, 5), f32(3, 2, 1, 1), f32(3)
+    g, eg = saturate(lambda x, w, b: lf.nn.conv2d(x, w, b), x, w, b)
+    xin = f"(V (Inp 0) {ml(2, 2, 4, 5)} {ml(40, 20, 5, 1)} (MNum 0) (MaskNone))"
+    assert holds(eg, f'(= (NodeOf {result_id(g)}) (Kernel "conv2d_bias" (ICons {xin} rest) '
+                     f'{ml(1, 1, 1, 1, 1, 1, 0, 0, 4, 5)}))')
+
+
+def test_conv2d_near_miss_batched_output_not_per_sample():
+    # a batched patch matmul whose first sample is broadcast to both outputs: the output view
+    # has the (N, C_out, H_out, W_out) shape but batch stride 0, so it is not a conv
+    x, w, b = f32(2, 2, 5, 6), f32(3, 2, 3, 3), f32(3)
+
+    def fn(x, w, b, first_only):
+        u = lnp.unfold(lnp.unfold(x, 2, 3, 1, 1), 4, 3, 1, 1)  # (N, C, Ho, kh, Wo, kw)
+        ho, wo = u.shape[2], u.shape[4]
+        p = lnp.reshape(lnp.transpose(u, (0, 2, 4, 1, 3, 5)), (2, ho * wo, 18))
+        out = lnp.matmul(p, lnp.reshape(w, (3, -1)).T)  # (N, M, C_out)
+        if first_only:
+            out = lnp.broadcast_to(out[:1], out.shape)
+        out = lnp.transpose(lnp.reshape(out, (2, ho, wo, 3)), (0, 3, 1, 2))
+        return out + lnp.reshape(b, (3, 1, 1))
+
+    g, eg = saturate(lambda x, w, b: fn(x, w, b, False), x, w, b)
+    assert fires(eg, g, "conv2d_bias")  # the control: the same code per sample is a conv
+    g, eg = saturate(lambda x, w, b: fn(x, w, b, True), x, w, b)
+    assert not fires(eg, g, "conv2d_bias")
+
+
 def test_conv2d_near_miss_without_conv_output_shape():
     # the seed's negative case: the same unfold + matmul + bias, left as (H_out*W_out, C_out)
     x, w, b = f32(2, 5, 6), f32(3, 2, 3, 2), f32(3)
@@ -279,6 +327,8 @@ E2E_CASES = {
     "dlrm_interact": (lambda *xs: lf.nn.pairwise_dot(list(xs)), lambda: _feats(4)),
     "conv2d_bias": (lambda x, w, b: lf.nn.conv2d(x, w, b, padding=(1, 2), stride=2, dilation=(1, 2)),
                     lambda: [f32(2, 7, 6), f32(4, 2, 3, 3), f32(4)]),
+    "conv2d_bias_nchw": (lambda x, w, b: lf.nn.conv2d(x, w, b, padding=1, stride=(1, 2)),
+                         lambda: [f32(2, 2, 5, 6), f32(3, 2, 3, 3), f32(3)]),
     "linear_bias": (lf.nn.linear, lambda: [f32(5, 3), f32(3, 4), f32(4)]),
     "matmul_t": (lambda a, c: a @ lnp.transpose(c, (0, 2, 1)), lambda: [f32(2, 5, 3), f32(2, 4, 3)]),
 }
@@ -301,7 +351,8 @@ def test_random_genomes_with_model_kernels_match(name):
     for t in range(10):
         genome = None if t == 0 else tuple(rnd.randrange(g.n_options) for g in ex.genes)
         llir = ex.extract(genome)
-        used += any(n.op == "CustomOp" and n.attrs.get("name") == name for n in llir.live_nodes())
+        kind = name.split("_nchw")[0]
+        used += any(n.op == "CustomOp" and n.attrs.get("name") == kind for n in llir.live_nodes())
         out = backend.compile(llir).run([backend.from_numpy(a) for a in args], {})[0]
         np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
     assert used > 0, f"no genome used the {name} kernel"
@@ -363,9 +414,13 @@ def _conv_ref(x, w, b, sh, sw, dh, dw, pads):
 def test_conv2d_bias_kernel(sh, sw, dh, dw, pads):
     x, w, b = f32(3, 7, 8), f32(4, 3, 3, 2), f32(4)
     want = _conv_ref(x, w, b, sh, sw, dh, dw, pads)
-    got = run_kernel("conv2d_bias", [x, w.reshape(4, -1), b],
-                     [3, 2, sh, sw, dh, dw, pads[0][0], pads[1][0], *want.shape[1:]])
+    params = [3, 2, sh, sw, dh, dw, pads[0][0], pads[1][0], *want.shape[1:]]
+    got = run_kernel("conv2d_bias", [x, w.reshape(4, -1), b], params)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    xb = np.stack([x, -2 * x])  # batched: per sample
+    got = run_kernel("conv2d_bias", [xb, w.reshape(4, -1), b], params)
+    np.testing.assert_allclose(got[1], _conv_ref(xb[1], w, b, sh, sw, dh, dw, pads), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-5)
 
 
 def test_linear_bias_and_matmul_t_kernels():
@@ -410,7 +465,7 @@ METAL_CASES = {
         (10, 1, 1), [3, 5, 6]),
     "conv2d": lambda: (
         ["x", "w", "bias", "params"],
-        [f32(2, 6, 5), f32(3, 2 * 3 * 3), f32(3), np.array([2, 6, 5, 3, 3, 3, 2, 1, 1, 2, 1, 2, 3, 5], np.int32)],
+        [f32(2, 6, 5), f32(3, 2 * 3 * 3), f32(3), np.array([1, 2, 6, 5, 3, 3, 3, 2, 1, 1, 2, 1, 2, 3, 5], np.int32)],
         (3, 3, 5), (5, 3, 3), (5, 3, 1), [3, 3, 2, 1, 1, 2, 1, 2, 3, 5]),
 }
 

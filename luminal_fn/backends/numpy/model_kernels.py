@@ -1,5 +1,5 @@
 """The NumPy backend's model kernels (issue 7): the reference semantics of the ``(Kernel name ...)``
-terms that optimize/rules/models.egg adds. Each builder receives an LLIR ``CustomOp`` node
+terms that optimize/rules/specialize_models.egg adds. Each builder receives an LLIR ``CustomOp`` node
 (``attrs["name"]``, ``attrs["params"]``: ints or Exprs) whose inputs are already read through
 their views (logical arrays, in the rule's IList order) and returns a step(vals, dims).
 
@@ -8,9 +8,10 @@ embedding_bag   table (any shape), rows (N,), stride (1,)   B L D
                 out[b, d] = sum_l table.flat[clip(rows[b*L + l] * stride + d)]  (Gather clamps)
 dlrm_interact   T (B, F, D)                                 B F D
                 out[b, p] = dot(T[b, i_p], T[b, j_p]) for (i_p, j_p) in tril_indices(F, -1)
-conv2d_bias     x (C, H, W), w (C_out, C*kh*kw), b (C_out,)  kh kw sh sw dh dw pad_top pad_left H_out W_out
+conv2d_bias     x (C, H, W) or (N, C, H, W), w (C_out, C*kh*kw), b (C_out,)
+                                                            kh kw sh sw dh dw pad_top pad_left H_out W_out
                 out[o, y, x'] = b[o] + sum w[o, (c*kh + i)*kw + j] * x[c, y*sh + i*dh - pt, x'*sw + j*dw - pl]
-                (zero outside x)
+                (zero outside x; with a batch dim, per sample: out (N, C_out, H_out, W_out))
 linear_bias     x (M, K), w (K, N), b (N,)                  M N K        out = x @ w + b
 matmul_t        a (Bt, M, K), b (Bt, N, K)                  Bt M N K     out = a @ b^T (per batch)
 
@@ -91,20 +92,23 @@ def _conv2d_bias(node, readers):
         kh, kw, sh, sw, dh, dw, pt, pl, ho, wo = _params(node, dims)
         acc = _acc(node)
         x, w, b = (_as(r(vals, dims), acc) for r in (r_x, r_w, r_b))
-        c, h, wd = x.shape
+        batched = x.ndim == 4
+        if not batched:
+            x = x[None]
+        n, c, h, wd = x.shape
         co = w.shape[0]
         need_h = (ho - 1) * sh + (kh - 1) * dh + 1
         need_w = (wo - 1) * sw + (kw - 1) * dw + 1
-        xp = np.zeros((c, max(need_h, pt + h), max(need_w, pl + wd)), acc)
-        xp[:, pt:pt + h, pl:pl + wd] = x
+        xp = np.zeros((n, c, max(need_h, pt + h), max(need_w, pl + wd)), acc)
+        xp[:, :, pt:pt + h, pl:pl + wd] = x
         w4 = w.reshape(co, c, kh, kw)
-        out = np.broadcast_to(b.reshape(co, 1, 1), (co, ho, wo)).astype(acc)
+        out = np.broadcast_to(b.reshape(1, co, 1, 1), (n, co, ho, wo)).astype(acc)
         # one (C_out, C) @ (C, H_out*W_out) product per kernel tap: no patch matrix
         for i in range(kh):
             for j in range(kw):
-                win = xp[:, i * dh: i * dh + (ho - 1) * sh + 1: sh, j * dw: j * dw + (wo - 1) * sw + 1: sw]
-                out += np.tensordot(w4[:, :, i, j], win, axes=(1, 0))
-        return _store(node, out)
+                win = xp[:, :, i * dh: i * dh + (ho - 1) * sh + 1: sh, j * dw: j * dw + (wo - 1) * sw + 1: sw]
+                out += np.einsum("oc,nchw->nohw", w4[:, :, i, j], win)
+        return _store(node, out if batched else out[0])
 
     return step
 
