@@ -134,12 +134,9 @@ def generate(model_dir: str | None, prompt: str = DEFAULT_PROMPT, max_new_tokens
     max_prefill, max_context = model.bucket_limits(len(prompt_ids), max_new_tokens, max_seq_len)
     buckets = model.dim_buckets(max_prefill, max_context)
     if search is None:
-        # --max-memory-mib is the seed's budget for a candidate's intermediates; the library's
-        # max_memory counts every buffer of the graph, so the weights and the cache are added.
-        resident_mib = (checkpoint.weight_bytes(config, dtype)
-                        + 2 * config.num_hidden_layers * max_seq_len * config.kv_dim * 4) / 2**20
-        search = search_options(search_graphs, None if max_memory_mib is None
-                                else max_memory_mib + resident_mib, seed)
+        # --max-memory-mib is the seed's budget for the buffers a candidate allocates (the
+        # library's max_memory counts intermediates and outputs, not the weights or the cache)
+        search = search_options(search_graphs, max_memory_mib, seed)
 
     # ---- the long work: weights, compile (search), generation ------------------------------------
     say(f"Using model directory: {model_dir}" if model_dir else

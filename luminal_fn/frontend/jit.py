@@ -209,7 +209,7 @@ class Jitted:
         if compiled is None:
             check_dims(leaves, lay, self.name)  # before tracing: a mismatch is the caller's error
             traced = self._trace_with(key, dyn, statics, static_kw, dyn_kw, leaves, lay)
-            compiled = self._entries[key] = traced.lower().compile()
+            compiled = self._entries[key] = traced.lower().compile(example=leaves)
         n = self._n_params
         if not kwargs and self._fast_ok and (len(args) == n or (self._has_varargs and len(args) > n)):
             fk = fast_key(args, self.static_argnums)
@@ -378,9 +378,26 @@ class Lowered:
         """Per-rule egglog time and match counts of this e-graph's build, slowest first."""
         return self.program.rule_report(top)
 
-    def compile(self) -> "Compiled":
+    def compile(self, example=None) -> "Compiled":
+        """Search and compile. ``example``: the flat arguments of a real call; the search times
+        candidates on its arrays (not the donated ones) instead of random data where it can."""
         self.traced.jitted.compile_count += 1
-        return Compiled(self, self.program.compile())
+        return Compiled(self, self.program.compile(self._example_buffers(example)))
+
+    def _example_buffers(self, leaves) -> dict:
+        if leaves is None:
+            return {}
+        out = {}
+        donated = set(self.traced.layout.donated)
+        for k, (x, aval) in enumerate(zip(leaves, self.traced.in_avals)):
+            if k in donated:
+                continue  # a candidate must never touch what the caller gave away
+            if type(x) is Array and x._backend is self.backend and x.dtype is aval[1] \
+                    and not x._deleted:
+                out[k] = x._buf
+            elif type(x) is np.ndarray and x.dtype == dt.to_numpy(aval[1]):
+                out[k] = x
+        return out
 
 
 class Compiled:

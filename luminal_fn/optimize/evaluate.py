@@ -3,12 +3,15 @@
 The search hands a genome; this module turns it into seconds or raises to drop it:
 
 * the LLIR's peak memory at the bucket's largest dims is estimated first (``max_memory``);
-* the first run is timed against ``profile_timeout`` before any trials;
+* the first run (which includes the backend's lazy compilation) gets a generous bound; the
+  backend's profile then times warm runs against ``profile_timeout``;
 * outputs must be finite wherever the reference candidate's were, and agree with it (relative
   error below ``AGREEMENT``): the first candidate that runs is the reference (the program times
   the genome without backend kernels first), and every later one computes the same function or
   is dropped - a safety net under the rules and the hand kernels;
-* distinct genomes that extract to the same graph are timed once.
+* distinct genomes that extract to the same graph are timed once;
+* at the end the reference and the three fastest are re-timed, interleaved, and the best median
+  wins (a few noisy trials must not pick a slower graph).
 """
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ from ..ir import dtypes as dt
 from ..ir.expr import Expr
 from .memory import CandidateRejected, check_memory_budget, estimate_peak_bytes
 
+FINALISTS = 3  # fastest candidates kept compiled for the final re-timing
+FIRST_RUN_BOUND = 60.0  # seconds a candidate's first run may take, compilation included
 AGREEMENT = 2e-2  # relative L2 error; loose enough for bf16 accumulation-order differences
 
 
@@ -28,8 +33,9 @@ def concrete(d, dims) -> int:
 
 
 def llir_peak_bytes(graph, dims) -> int:
-    """Peak bytes of a graph's buffers (every node's output, live from its step to its last
-    reader's step) at ``dims``."""
+    """Peak bytes of the buffers a candidate allocates (every kernel's output, live from its
+    step to its last reader's step; arguments and constants not counted, as in the seed's
+    max_memory) at ``dims``."""
     order = {n.id: k for k, n in enumerate(graph.live_nodes())}
     last = dict(order)
     for n in graph.live_nodes():
@@ -37,8 +43,8 @@ def llir_peak_bytes(graph, dims) -> int:
             last[i] = max(last[i], order[n.id])
     bufs = []
     for n in graph.live_nodes():
-        if n.op == "Output":
-            continue
+        if n.op in ("Output", "Input", "Constant"):
+            continue  # the caller's arguments and captured constants exist anyway
         numel = 1
         for d in n.shape:
             numel *= concrete(d, dims)
@@ -46,11 +52,15 @@ def llir_peak_bytes(graph, dims) -> int:
     return estimate_peak_bytes(bufs)
 
 
-def sample_inputs(graph, dims, seed: int = 0) -> list:
-    """Random NumPy arguments for ``graph`` at ``dims`` (floats ~ N(0, 0.5), ints in 0..3)."""
+def sample_inputs(graph, dims, seed: int = 0, given: dict | None = None) -> list:
+    """Arguments for ``graph`` at ``dims``: ``given[k]`` where the caller supplied input k (the
+    first call's own weights, say), else random NumPy arrays (floats ~ N(0, 0.5), ints in 0..3)."""
     rng = np.random.default_rng(seed)
     out = []
-    for hid in graph.inputs:
+    for k, hid in enumerate(graph.inputs):
+        if given and k in given:
+            out.append(given[k])
+            continue
         n = graph.nodes[hid]
         shape = tuple(concrete(d, dims) for d in n.shape)
         npd = dt.to_numpy(n.dtype)
@@ -73,10 +83,12 @@ class CandidateEvaluator:
         self.options = options
         self.run_dims = run_dims
         self.max_dims = max_dims
-        self.inputs = [backend.from_numpy(x) for x in inputs]
+        self.inputs = [x if backend.is_buffer(x) else backend.from_numpy(x) for x in inputs]
         self.reference = None  # outputs of the first candidate that ran
         self.by_graph: dict = {}  # LLIR hash -> seconds or the exception it raised
         self.graphs: dict = {}  # genome -> LLIR (for the winner)
+        self.finalists: list = []  # [seconds, LLIR hash, LLIR, executable]: the FINALISTS fastest
+        self.reference_entry = None  # the same for the reference candidate, always kept
 
     def __call__(self, genome) -> float:
         llir = self.extractor.extract(genome)
@@ -99,15 +111,42 @@ class CandidateEvaluator:
         opts = self.options
         check_memory_budget(llir_peak_bytes(llir, self.max_dims), opts.max_memory)
         exe = self.backend.compile(llir)
+        # The first run also builds what the backend compiles lazily (kernel modules, CUDA
+        # graphs), so only a generous bound applies to it; profile_timeout applies to warm runs.
         t0 = time.perf_counter()
         outs = exe.run(self.inputs, self.run_dims)
         exe.synchronize()
         first = time.perf_counter() - t0
-        if opts.profile_timeout is not None and first > opts.profile_timeout:
-            raise TimeoutError(f"first run took {first:.3g} s > profile_timeout "
-                               f"{opts.profile_timeout:g} s")
+        bound = max(FIRST_RUN_BOUND, 10 * (opts.profile_timeout or 0))
+        if first > bound:
+            raise TimeoutError(f"first run (with its compilation) took {first:.3g} s > {bound:g} s")
         self._check(outs)
-        return exe.profile(self.inputs, self.run_dims, opts.trials, opts.profile_timeout or 1e9)
+        t = exe.profile(self.inputs, self.run_dims, opts.trials, opts.profile_timeout or 1e9)
+        entry = [t, llir.structural_hash(), llir, exe]
+        if self.reference_entry is None:
+            self.reference_entry = entry
+        else:
+            self.finalists.append(entry)
+            self.finalists.sort(key=lambda e: e[0])
+            del self.finalists[FINALISTS:]  # drop the rest's executables (device memory)
+        return t
+
+    def final(self, rounds: int = 4):
+        """Re-time the reference and the fastest candidates, interleaved so that noise hits
+        them alike, and return ``(seconds, LLIR, executable)`` of the best median: a few
+        noisy trials during the search must not pick a slower graph."""
+        entries = ([self.reference_entry] if self.reference_entry else []) + self.finalists
+        if len(entries) == 1:
+            t, _, llir, exe = entries[0]
+            return t, llir, exe
+        times = [[] for _ in entries]
+        timeout = self.options.profile_timeout or 1e9
+        for _ in range(rounds):
+            for k, (_, _, _, exe) in enumerate(entries):
+                times[k].append(exe.profile(self.inputs, self.run_dims, self.options.trials, timeout))
+        medians = [sorted(ts)[len(ts) // 2] for ts in times]
+        best = min(range(len(entries)), key=lambda k: medians[k])
+        return medians[best], entries[best][2], entries[best][3]
 
     def _check(self, outs) -> None:
         host = [np.asarray(self.backend.to_numpy(o), dtype=np.float64) for o in outs]

@@ -98,6 +98,7 @@ class Program:
         with build_progress(steps, self.options.progress, desc=f"e-graph {fn_name}") as bar:
             self.egraph = build_egraph(graph, rules, progress=bar)
         self.extractor = Extractor(self.egraph, graph, backend.kernel_kinds, fn_name)
+        self._example = self._random = None  # timing inputs while compile() runs
 
     # ---- the Lowered stage's views ------------------------------------------------------------
     def stats(self) -> dict:
@@ -124,8 +125,35 @@ class Program:
         return "\n".join(lines)
 
     # ---- searching ----------------------------------------------------------------------------
-    def compile(self) -> Runner:
-        return Runner(self)
+    def _inputs_for(self, dims) -> list:
+        """Timing inputs at ``dims``: the example's static-shaped arguments, and random arrays
+        for the rest (static-shaped random ones made once for every bucket)."""
+        given = dict(self._example or {})
+        cache = self._random if self._random is not None else {}
+        for k, hid in enumerate(self.graph.inputs):
+            node = self.graph.nodes[hid]
+            if k not in given and k in cache and all(isinstance(d, int) for d in node.shape):
+                given[k] = cache[k]
+        out = sample_inputs(self.graph, dims, self.options.seed, given)
+        for k, hid in enumerate(self.graph.inputs):
+            if k not in given and all(isinstance(d, int) for d in self.graph.nodes[hid].shape):
+                cache[k] = out[k]
+        return out
+
+    def compile(self, example: dict | None = None) -> Runner:
+        """Search every bucket (see the module doc). ``example``: input index -> an argument
+        of a real call (a backend buffer or NumPy array); static-shaped ones are timed with
+        instead of random data (the weights, usually: large, and realistic)."""
+        self._example = {}
+        for k, x in (example or {}).items():
+            node = self.graph.nodes[self.graph.inputs[k]]
+            if all(isinstance(d, int) for d in node.shape) and tuple(x.shape) == node.shape:
+                self._example[k] = x
+        self._random: dict = {}
+        try:
+            return Runner(self)
+        finally:
+            self._example = self._random = None  # do not keep the caller's arrays alive
 
     def plan_bucket(self, bucket, call_dims) -> BucketPlan:
         t0 = time.perf_counter()
@@ -143,19 +171,20 @@ class Program:
                 return BucketPlan(bucket, run_dims, llir, self.backend.compile(llir), cached=True,
                                   search_s=time.perf_counter() - t0)
         evaluate = CandidateEvaluator(ex, self.backend, opts, run_dims, max_dims,
-                                      sample_inputs(self.graph, run_dims, opts.seed))
+                                      self._inputs_for(run_dims))
         desc = f"search {self.fn_name}" + (f" [{bucket.describe(call_dims)}]" if self.symbols else "")
         with search_progress(opts.limit, opts.progress, desc=desc) as bar:
             # the reference first (its outputs check every later candidate), then the cheapest
             result = genetic_search(ex.space(), evaluate, opts, report=bar,
                                     initial=[ex.generic_genome(), (0,) * len(ex.genes)])
-        llir = evaluate.graphs[result.best_genome]
+        best_time, llir, exe = evaluate.final()
+        genome = next(g for g, l in evaluate.graphs.items() if l is llir)
+        result.best_genome, result.best_time = genome, best_time
         if cache is not None:
-            cache.store(key, result.best_genome, ex.genes,
+            cache.store(key, genome, ex.genes,
                         meta={"fn": self.fn_name, "bucket": bucket.describe(call_dims),
-                              "best_time_s": result.best_time})
-        return BucketPlan(bucket, run_dims, llir, self.backend.compile(llir), result,
-                          search_s=time.perf_counter() - t0)
+                              "best_time_s": best_time})
+        return BucketPlan(bucket, run_dims, llir, exe, result, search_s=time.perf_counter() - t0)
 
 
 def _enode_text(eg, n) -> str:
