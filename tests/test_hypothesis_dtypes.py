@@ -448,7 +448,13 @@ def test_nn_helpers_in_every_float_dtype(name, data, dtype, shape):
     x = values(data.draw, dtype, shape, -4, 4)
     out = traced(fn, x)
     assert np.dtype(out.dtype.np) == dtype
-    assert_matches(np.asarray(out), ref_fn(x.astype(np.float64)), dtype, what=name)
+    x64 = x.astype(np.float64)
+    scale = None
+    if name == "layer_norm":
+        # x - mean cancels: one rounding of the mean, divided by the row's std, is the floor
+        # (a constant row of 3.89 gave 7.5e-5 instead of 0 in float32, as NumPy's float32 would)
+        scale = 2 * np.max(np.abs(x64), -1, keepdims=True) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)
+    assert_matches(np.asarray(out), ref_fn(x64), dtype, scale=scale, what=name)
 
 
 # ---- the whole pipeline (e-graph, search, compiled kernels) in every dtype ----------------------
