@@ -11,9 +11,10 @@ import numpy as np
 from ..base import Backend, register_backend
 from .device import INSTALL_HINT, cupy, cupy_dtype, dtype_of_storage, host_to_storage
 
-# CustomOp kernel names the optimizer may offer beyond fused/fused_reduce/matmul. The hand
-# kernels (kernels/*.cu, lowered in handkernels.py) are not offered yet: no rules create them.
-KERNEL_KINDS = frozenset()  # hand kernels join once their rules and the params contract exist
+# CustomOp kernel names the optimizer may offer beyond fused/fused_reduce/matmul: the model
+# kernels of optimize/rules/specialize_models.egg (lowered in modelkernels.py). The hand kernels
+# of handkernels.py (rms_norm, softmax, rope, attention) have no rules yet, so are not listed.
+KERNEL_KINDS = frozenset({"embedding_bag", "dlrm_interact", "conv2d_bias", "linear_bias", "matmul_t"})
 
 
 class CudaBackend(Backend):

@@ -23,6 +23,7 @@ from .plan import HostStep, KernelStep, Planner, evaluate
 from .source import module_source
 from . import matmul as _matmul  # noqa: F401  (registers the matmul lowering)
 from . import handkernels as _hand  # noqa: F401  (registers rms_norm, softmax, rope, attention)
+from . import modelkernels as _models  # noqa: F401  (registers the specialize_models.egg kernels)
 
 PINNED_SLOTS = 32
 GRID_CAP_BLOCKS = 32  # default grid cap per SM for grid-stride kernels
