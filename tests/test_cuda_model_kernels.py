@@ -353,6 +353,9 @@ E2E = {
                     lambda: [_f32(2, 6, 5), _f32(3, 2, 3, 3), _f32(3)]),
     "linear_bias": (lf.nn.linear, lambda: [_f32(5, 3), _f32(3, 4), _f32(4)]),
     "matmul_t": (lambda a, c: a @ lnp.transpose(c, (0, 2, 1)), lambda: [_f32(2, 5, 3), _f32(2, 4, 3)]),
+    "conv2d_bias/batched": (lambda x, w, b: lf.nn.conv2d(x, w, b, padding=1, stride=(1, 2)),
+                            lambda: [_f32(2, 2, 5, 6), _f32(3, 2, 3, 3), _f32(3)]),
+    "dlrm_interact/model": (lambda *a: _dlrm_like_flat(*a), lambda: list(_dlrm_like_args())),
 }
 
 
@@ -361,6 +364,7 @@ def _genomes_using(name, tries=24):
     egraph_mod = pytest.importorskip("luminal_fn.optimize.egraph")
     extract_mod = pytest.importorskip("luminal_fn.optimize.extract")
     fn, make = E2E[name]
+    name = name.split("/")[0]  # the kernel a case is about
     args = make()
     graph = lf.jit(fn).trace(*args).hlir
     ex = extract_mod.Extractor(egraph_mod.build_egraph(graph), graph, kernel_kinds=KERNEL_KINDS)
@@ -392,7 +396,8 @@ def test_extracted_graphs_with_each_kernel_plan(name):
     assert found, f"no extracted genome used the {name} kernel"
     for _, _, ll in found:
         bp = plan_graph(ll, {})
-        assert any(s.label.startswith(name) or s.label.startswith("matmul") for s in bp.steps), name
+        kind = name.split("/")[0]
+        assert any(s.label.startswith(kind) or s.label.startswith("matmul") for s in bp.steps), name
 
 
 # ---- GPU: against the NumPy backend ----------------------------------------------------------------
@@ -400,9 +405,9 @@ def _close(got, want, d, what):
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape == want.shape, f"{what}: shape {got.shape} != reference {want.shape}"
     if d.is_float:
-        rtol, atol = TOLERANCE[d.name]
-        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=rtol,
-                                   atol=atol * 10, err_msg=what)
+        rtol, atol = TOLERANCE[d.name]  # summation order differs (long sums: conv_large_filter)
+        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32),
+                                   rtol=max(rtol, 1e-4), atol=atol * 10, err_msg=what)
     else:
         np.testing.assert_array_equal(got, want, err_msg=what)
 
@@ -440,6 +445,16 @@ def test_extracted_genomes_with_each_kernel_match_on_gpu(name):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4,
                                    err_msg=f"CUDA {name}: extracted genome {j} of {name} "
                                            f"(input shapes {[a.shape for a in args]})")
+
+
+def _dlrm_like_flat(dense, w1, b1, w2, b2, t0, t1, i0, i1):
+    fn, _ = _dlrm_like(2)
+    return fn(dense, w1, b1, w2, b2, [t0, t1], [i0, i1])
+
+
+def _dlrm_like_args():
+    _, (dense, w1, b1, w2, b2, tables, idx) = _dlrm_like(2, batch=8)
+    return (dense, w1, b1, w2, b2, *tables, *idx)
 
 
 def _dlrm_like(num_cat=3, batch=32, rows=40, dim=16, bag=4):
@@ -503,3 +518,60 @@ def test_model_kernels_compute_the_reference_on_a_cpu_emulation(tmp_path):
         got = emu.run(lib, bp, ins, dims)
         for k, (o, w, nid) in enumerate(zip(got, want, g.outputs)):
             _close(o, w, g.nodes[nid].dtype, f"emulated CUDA {_kind(name)} case {name}, output {k}")
+
+
+def _isolated(ll, name):
+    """Each ``name`` kernel node of an extracted LLIR alone: its producers become Inputs (random
+    data of the producer's shape) or copied Constants, read through the views the rules made."""
+    out = []
+    for n in ll.live_nodes():
+        if n.op != "CustomOp" or n.attrs.get("name") != name:
+            continue
+        b = B()
+        ins, data = [], []
+        for src, view in n.inputs:
+            p = ll.nodes[src]
+            if p.op == "Constant":
+                ins.append((b.node("Constant", [], p.shape, p.dtype, **p.attrs), view))
+            else:
+                ins.append((b.input(p.shape, p.dtype), view))
+                data.append(rand(p.shape, p.dtype))
+        y = b.custom(name, ins, n.shape, n.dtype, **{k: v for k, v in n.attrs.items() if k != "name"})
+        b.output(y)
+        out.append((b.g, data))
+    return out
+
+
+def test_extracted_model_kernels_compute_the_reference_on_a_cpu_emulation(tmp_path):
+    """The views and params the rules produce (unfold views, the scalar row stride, stacked
+    features), each kernel alone on random buffers, emulated vs the NumPy backend."""
+    import shutil
+
+    from luminal_fn.backends.numpy import NumpyBackend
+
+    import cuda_model_emulation as emu
+
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed on this machine")
+    cases = []
+    rendered = ("embedding_bag", "dlrm_interact", "conv2d_bias")
+    for key in sorted(E2E):
+        if key.split("/")[0] not in rendered:
+            continue
+        for _, _, ll in _genomes_using(key, 12):
+            for name in rendered:  # the DLRM model's genomes hold embedding bags too
+                for g, data in _isolated(ll, name):
+                    bp = plan_graph(g, {})
+                    if emu.emulable(bp):
+                        cases.append((name, key, g, data, bp))
+    assert {c[0] for c in cases} == set(rendered)
+    assert any(c[0] == "embedding_bag" and c[1] == "dlrm_interact/model" for c in cases)
+    lib = emu.build([c[-1] for c in cases], str(tmp_path))
+    for _, key, g, data, bp in cases:
+        want = NumpyBackend().compile(g).run(data, {})
+        got = emu.run(lib, bp, data, {})
+        n = next(x for x in g.live_nodes() if x.op == "CustomOp")
+        what = (f"emulated CUDA {n.attrs['name']} from extracted case {key}: input views "
+                f"{[str(v) for _, v in n.inputs]}, params {n.attrs['params']}")
+        for o, w in zip(got, want):
+            _close(o, w, n.dtype, what)
