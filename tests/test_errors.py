@@ -489,3 +489,20 @@ def test_reshape_of_a_dynamic_axis_through_a_strided_view():
         np.testing.assert_array_equal(np.asarray(halves(x)), x.T.reshape(2, -1) * 2)
     with pytest.raises(lf.ShapeError, match=r"size \(3 \* s\) to be a multiple of 2.*s=5"):
         halves(np.ones((3, 5), np.float32))
+
+
+def test_ops_that_need_a_static_axis_say_so_for_a_dynamic_one():
+    @lf.jit(dynamic_axes={"x": {0: "s"}})
+    def halves(x):
+        return lnp.split(x, 2)[0]
+
+    @lf.jit(dynamic_axes={"x": {0: "s"}})
+    def rolled(x):
+        return lnp.roll(x, 1)
+
+    for f, op in ((halves, "split"), (rolled, "roll")):
+        with pytest.raises(lf.ShapeError) as info:
+            f(np.arange(4, dtype=np.float32))
+        msg = str(info.value)
+        assert op in msg and "symbolic dim s" in msg and "dynamic_axes" in msg, msg
+        assert f"'{f.name}'" in msg and "test_errors.py:" in msg, msg

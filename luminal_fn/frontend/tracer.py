@@ -455,7 +455,10 @@ def static_int(v, what: str) -> int:
     if isinstance(v, Expr):
         if v.is_const:
             return v.value
-        raise ShapeError(f"{what} must be static, got the symbolic dim {v}")
+        raise ShapeError(
+            f"{what} must be static, got the symbolic dim {v}: this op is not supported along a "
+            "dynamic axis; leave that axis out of dynamic_axes (calls then retrace per size) or "
+            "pad it to a fixed size")
     return int(v)
 
 
