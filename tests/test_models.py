@@ -75,7 +75,7 @@ def saturate(fn, *args, iterations=2):
     graph = lf.jit(fn).trace(*args).hlir
     eg = egglog_bindings.EGraph()
     for text in (RULES / "base.egg").read_text(), (RULES / "expr.egg").read_text(), \
-            (RULES / "fuse.egg").read_text(), "(ruleset specialize)", MODEL_RULES.read_text():
+            (RULES / "fuse.egg").read_text(), MODEL_RULES.read_text():
         eg.run_program(*eg.parse_program(text))
     eg.run_program(*eg.parse_program("\n".join(encode(graph).commands)))
     eg.run_program(*eg.parse_program(

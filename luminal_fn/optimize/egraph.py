@@ -21,7 +21,7 @@ from .encode import encode
 # rewrites over integers; the others run a bounded number of iterations.
 SCHEDULE = (
     ("expr", "saturate"),
-    ("specialize", 2),
+    ("specialize", 40),
     ("fuse", 1),
     ("expr", "saturate"),
     ("cleanup", 1),
