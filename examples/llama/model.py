@@ -24,7 +24,12 @@ MASKED = -1e10  # the seed's additive mask value: exp() of it underflows to exac
 
 
 def linear(x, w):
-    """x @ w.T for a Hugging Face (out, in) weight (float32 result for a bfloat16 weight)."""
+    """x @ w.T for a Hugging Face (out, in) weight. A half-precision weight is multiplied in its
+    own dtype (float32 accumulation inside the kernel) and the result widened to float32, as
+    bf16 inference does: promoting the weight instead would materialise a float32 copy of every
+    weight at every step."""
+    if w.dtype != lnp.float32:
+        return lnp.astype(lnp.matmul(lnp.astype(x, w.dtype), lnp.transpose(w)), lnp.float32)
     return lnp.matmul(x, lnp.transpose(w))
 
 
