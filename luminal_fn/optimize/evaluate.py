@@ -77,12 +77,14 @@ def sample_inputs(graph, dims, seed: int = 0, given: dict | None = None) -> list
 class CandidateEvaluator:
     """``evaluate(genome) -> seconds`` for one bucket of one program."""
 
-    def __init__(self, extractor, backend, options, run_dims: dict, max_dims: dict, inputs):
+    def __init__(self, extractor, backend, options, run_dims: dict, max_dims: dict, inputs,
+                 compile_options: dict | None = None):
         self.extractor = extractor
         self.backend = backend
         self.options = options
         self.run_dims = run_dims
         self.max_dims = max_dims
+        self.compile_options = compile_options
         self.inputs = [x if backend.is_buffer(x) else backend.from_numpy(x) for x in inputs]
         self.reference = None  # outputs of the first candidate that ran
         self.by_graph: dict = {}  # LLIR hash -> seconds or the exception it raised
@@ -110,7 +112,7 @@ class CandidateEvaluator:
     def _time(self, llir) -> float:
         opts = self.options
         check_memory_budget(llir_peak_bytes(llir, self.max_dims), opts.max_memory)
-        exe = self.backend.compile(llir)
+        exe = self.backend.compile(llir, self.compile_options)
         # The first run also builds what the backend compiles lazily (kernel modules, CUDA
         # graphs), so only a generous bound applies to it; profile_timeout applies to warm runs.
         t0 = time.perf_counter()

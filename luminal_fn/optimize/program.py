@@ -164,14 +164,17 @@ class Program:
         cache = SearchCache(opts.cache_dir) if opts.cache else None
         key = make_key(self.graph.structural_hash(), bucket.describe(call_dims), self.backend.name,
                        self.backend.device_name(), rules_version=self.rules_version)
+        # the backend plans buffers and kernels once for the whole bucket (its largest dims)
+        compile_options = {"buckets": {p.dim: [(p.lo, p.hi)] for p in bucket.parts
+                                       if not p.unbounded}}
         if cache is not None:
             genome = cache.lookup(key, ex.genes)
             if genome is not None:
                 llir = ex.extract(genome)
-                return BucketPlan(bucket, run_dims, llir, self.backend.compile(llir), cached=True,
-                                  search_s=time.perf_counter() - t0)
+                return BucketPlan(bucket, run_dims, llir, self.backend.compile(llir, compile_options),
+                                  cached=True, search_s=time.perf_counter() - t0)
         evaluate = CandidateEvaluator(ex, self.backend, opts, run_dims, max_dims,
-                                      self._inputs_for(run_dims))
+                                      self._inputs_for(run_dims), compile_options)
         desc = f"search {self.fn_name}" + (f" [{bucket.describe(call_dims)}]" if self.symbols else "")
         with search_progress(opts.limit, opts.progress, desc=desc) as bar:
             # the reference first (its outputs check every later candidate), then the cheapest
