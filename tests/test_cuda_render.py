@@ -112,3 +112,16 @@ def test_rendered_modules_compile_with_nvcc():
     text = module_source(kernels)
     assert "lf_gemv_kn" in text  # hand sources ride along when a hand kernel is used
     nvcc_check(text)
+
+
+def test_batched_single_row_matmul_stays_in_the_graph():
+    """A decode step's attention (one query row per head) is rendered, not cuBLAS: a host step
+    would keep the whole step from replaying as one CUDA graph."""
+    traced = lf.jit(lambda q, k: q @ lnp.swapaxes(k, -1, -2)).trace(
+        np.ones((32, 1, 64), np.float32), np.ones((8 * 4, 40, 64), np.float32))
+    from luminal_fn.optimize.egraph import build_egraph
+    from luminal_fn.optimize.extract import Extractor
+
+    llir = Extractor(build_egraph(traced.hlir), traced.hlir).extract()
+    labels = [s.label for s in plan_graph(llir, {}).steps]
+    assert labels and all("cuBLAS" not in lab for lab in labels), labels

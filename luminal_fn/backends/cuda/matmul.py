@@ -38,12 +38,24 @@ def lower_matmul(pl, node):
     strategy = node.attrs.get("strategy")
     if not scalar and strategy in (None, "gemv") and _try_gemv(pl, node, va, vb, da, db):
         return
-    if (not scalar and strategy in (None, "cublas") and node.dtype in CUBLAS_DTYPES
+    if (not scalar and (strategy == "cublas" or (strategy is None and _worth_cublas(va, vb)))
+            and node.dtype in CUBLAS_DTYPES
             and da == db == node.dtype and va.mask is None and vb.mask is None
             and all(_nonneg(s) for s in va.strides + vb.strides)):
         _cublas(pl, node, va, vb)
         return
     _rendered(pl, node, va, vb)
+
+
+def _worth_cublas(va: View, vb: View) -> bool:
+    """cuBLAS runs from the host, so a plan holding it cannot replay as one CUDA graph; tiny
+    products (a decode step's attention: one query row per head, batched over heads) cost less
+    as rendered kernels inside the graph. Rows M known to be at most SMALL_M stay rendered."""
+    m = _static(va.shape[-2])
+    return m is None or m > SMALL_M
+
+
+SMALL_M = 1
 
 
 def _nonneg(s) -> bool:
