@@ -325,3 +325,16 @@ def test_a_wrong_backend_kernel_is_dropped_by_the_reference_check():
         np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
     finally:
         del KERNELS["bad_matmul"]
+
+
+def test_a_different_search_limit_searches_again(tmp_path):
+    fn, _, make = CASES["softmax"]
+    args = make()
+
+    def cached(limit):
+        opts = lf.SearchOptions(limit=limit, cache_dir=str(tmp_path))
+        (c,) = lf.jit(fn, search=opts).lower(*args).compile().cost().values()
+        return c["cached"]
+
+    assert cached(3) is False and cached(3) is True
+    assert cached(5) is False and cached(5) is True

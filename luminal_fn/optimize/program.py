@@ -162,7 +162,11 @@ class Program:
         max_dims = bucket.max_dims(call_dims)
         ex = self.extractor
         cache = SearchCache(opts.cache_dir) if opts.cache else None
-        key = make_key(self.graph.structural_hash(), bucket.describe(call_dims), self.backend.name,
+        # the options that change a search's outcome are part of its identity: a larger limit
+        # or another seed or memory budget searches again
+        searched = (f"{bucket.describe(call_dims)}|limit={opts.limit}|seed={opts.seed}"
+                    f"|max_memory={opts.max_memory}")
+        key = make_key(self.graph.structural_hash(), searched, self.backend.name,
                        self.backend.device_name(), rules_version=self.rules_version)
         # the backend plans buffers and kernels once for the whole bucket (its largest dims)
         compile_options = {"buckets": {p.dim: [(p.lo, p.hi)] for p in bucket.parts
