@@ -125,3 +125,11 @@ def test_batched_single_row_matmul_stays_in_the_graph():
     llir = Extractor(build_egraph(traced.hlir), traced.hlir).extract()
     labels = [s.label for s in plan_graph(llir, {}).steps]
     assert labels and all("cuBLAS" not in lab for lab in labels), labels
+    # the same with a symbolic query length: rendered in the decode bucket (s = 1), cuBLAS above
+    jf = lf.jit(lambda q, k: q @ lnp.swapaxes(k, -1, -2), dynamic_axes={"q": {1: "s"}})
+    traced = jf.trace(np.ones((32, 3, 64), np.float32), np.ones((32, 40, 64), np.float32))
+    llir = Extractor(build_egraph(traced.hlir), traced.hlir).extract()
+    decode = [s.label for s in plan_graph(llir, {"s": 1}).steps]
+    prefill = [s.label for s in plan_graph(llir, {"s": 64}).steps]
+    assert all("cuBLAS" not in lab for lab in decode), decode
+    assert any("cuBLAS" in lab for lab in prefill), prefill

@@ -7,7 +7,7 @@ A (..., M, K) and B (..., K, N) arrive as views; the output (..., M, N) is conti
 from __future__ import annotations
 
 from ...ir import dtypes as dt
-from ...ir.expr import as_expr, same
+from ...ir.expr import Expr, as_expr, same
 from ...ir.view import View
 from ..render import index as ix
 from ..render.reduce import render_reduce
@@ -38,7 +38,7 @@ def lower_matmul(pl, node):
     strategy = node.attrs.get("strategy")
     if not scalar and strategy in (None, "gemv") and _try_gemv(pl, node, va, vb, da, db):
         return
-    if (not scalar and (strategy == "cublas" or (strategy is None and _worth_cublas(va, vb)))
+    if (not scalar and (strategy == "cublas" or (strategy is None and _worth_cublas(pl, va)))
             and node.dtype in CUBLAS_DTYPES
             and da == db == node.dtype and va.mask is None and vb.mask is None
             and all(_nonneg(s) for s in va.strides + vb.strides)):
@@ -47,12 +47,14 @@ def lower_matmul(pl, node):
     _rendered(pl, node, va, vb)
 
 
-def _worth_cublas(va: View, vb: View) -> bool:
+def _worth_cublas(pl, va: View) -> bool:
     """cuBLAS runs from the host, so a plan holding it cannot replay as one CUDA graph; tiny
     products (a decode step's attention: one query row per head, batched over heads) cost less
-    as rendered kernels inside the graph. Rows M known to be at most SMALL_M stay rendered."""
-    m = _static(va.shape[-2])
-    return m is None or m > SMALL_M
+    as rendered kernels inside the graph. Rows M of at most SMALL_M at the bucket's largest dims
+    (a symbolic s is 1 in the decode bucket) stay rendered."""
+    m = va.shape[-2]
+    m = int(evaluate(m, pl.dims_max)) if isinstance(m, Expr) else int(m)
+    return m > SMALL_M
 
 
 SMALL_M = 1
