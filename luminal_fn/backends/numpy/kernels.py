@@ -10,10 +10,15 @@ from .executor import KERNELS, _compute_dtype, _fmod, kernel
 _NP_UNARY = {"Exp2": np.exp2, "Log2": np.log2, "Sin": np.sin, "Sqrt": np.sqrt}
 
 
-def _recip(x):
+def _recip(x, out=None):
     if x.dtype.kind == "f":
-        return np.reciprocal(x)
+        return np.reciprocal(x, out=out)
     return (1.0 / x).astype(x.dtype)
+
+
+def _is_op(tree) -> bool:
+    """True when the subtree computes a fresh array this tree owns (not an input or a literal)."""
+    return tree[0] not in ("in", "const", "iota", "Gather", "Cast")
 
 
 def compile_tree(tree, out_shape_fn):
@@ -55,12 +60,35 @@ def compile_tree(tree, out_shape_fn):
     if tag in _NP_UNARY or tag == "Recip":
         fn = _NP_UNARY.get(tag, _recip)
         a = compile_tree(tree[2], out_shape_fn)
+        if cd == np.float32 and _is_op(tree[2]):
+            # the operand is this tree's own temporary: overwrite it (no allocation, less traffic)
+            def unary_inplace(args, dims):
+                x = a(args, dims)
+                if type(x) is np.ndarray and x.dtype == cd and x.ndim:
+                    return fn(x, out=x)
+                return fn(np.asarray(x, dtype=cd))
+
+            return unary_inplace
         return lambda args, dims: fn(np.asarray(a(args, dims), dtype=cd))
     if tag in ("Add", "Mul", "Mod", "LessThan"):
         fn = {"Add": np.add, "Mul": np.multiply, "Mod": _fmod, "LessThan": np.less}[tag]
         a, b = compile_tree(tree[2], out_shape_fn), compile_tree(tree[3], out_shape_fn)
         if tag == "LessThan":
             return lambda args, dims: fn(a(args, dims), b(args, dims))
+        if cd == np.float32 and tag in ("Add", "Mul") and (_is_op(tree[2]) or _is_op(tree[3])):
+            own_a, own_b = _is_op(tree[2]), _is_op(tree[3])
+
+            def binary_inplace(args, dims):
+                x = np.asarray(a(args, dims), dtype=cd)
+                y = np.asarray(b(args, dims), dtype=cd)
+                full = out_shape_fn(dims)
+                if own_a and x.shape == full and x.ndim:  # a temporary of the full shape
+                    return fn(x, y, out=x)
+                if own_b and y.shape == full and y.ndim:
+                    return fn(x, y, out=y)
+                return fn(x, y)
+
+            return binary_inplace
         return lambda args, dims: fn(np.asarray(a(args, dims), dtype=cd), np.asarray(b(args, dims), dtype=cd))
     if tag == "Select":
         c, x, y = (compile_tree(t, out_shape_fn) for t in tree[2:5])
