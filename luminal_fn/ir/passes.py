@@ -143,3 +143,17 @@ def dce(g: Graph) -> Graph:
 def cse(g: Graph) -> Graph:
     """Rebuild through Graph.add, which hash-conses identical nodes."""
     return simplify(g, fold=False)
+
+
+def last_readers(graph: Graph) -> dict:
+    """node id -> the producers whose last reader it is (an interpreter frees them after it);
+    inputs are never listed (the caller owns them)."""
+    last: dict = {}
+    for node in graph.live_nodes():
+        for i, _ in node.inputs:
+            last[i] = node.id
+    out: dict = {}
+    for prod, consumer in last.items():
+        if graph.nodes[prod].op != "Input":
+            out.setdefault(consumer, []).append(prod)
+    return out

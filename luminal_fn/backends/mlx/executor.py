@@ -11,6 +11,7 @@ import time
 
 import mlx.core as mx
 
+from ...ir.passes import last_readers
 from ..base import Executable
 from . import kernels as _kernels  # noqa: F401  (registers fused, fused_reduce, matmul)
 from .ops import OPS, make_reader
@@ -18,18 +19,6 @@ from .ops import OPS, make_reader
 
 class MemoryBudgetError(MemoryError):
     """A candidate's buffers would exceed the search's memory budget (it is not run)."""
-
-
-def _last_uses(graph) -> dict:
-    last: dict = {}
-    for node in graph.live_nodes():
-        for i, _ in node.inputs:
-            last[i] = node.id
-    out: dict = {}
-    for prod, consumer in last.items():
-        if graph.nodes[prod].op != "Input":
-            out.setdefault(consumer, []).append(prod)
-    return out
 
 
 def kernel_name(node) -> str:
@@ -52,7 +41,7 @@ class MLXExecutable(Executable):
             raise ValueError(f"MLX backend: option matmul must be 'library' or 'generic', got {matmul_impl!r}")
         self.steps = []
         self.kinds = []  # (node id, how it runs) for describe()
-        last_use = _last_uses(graph)
+        last_use = last_readers(graph)
         for node in graph.live_nodes():
             if node.op == "Input":
                 continue

@@ -20,11 +20,11 @@ from typing import Sequence
 
 from ...ir import dtypes as dt
 from ...ir.expr import as_expr
-from ...ir.ops import BINARY, UNARY
 from ...ir.view import View
 from ..render import index as ix
 from ..render import METAL, KernelInput, KernelSource, render_elementwise, render_reduce
 from ..render.kernels import _symbols_of, finish
+from ..render.nodes import primitive_tree
 from ..render.lang import compute_type, convert, store_expr
 from ..render.reduce import _Plan, combine, init_of
 
@@ -172,18 +172,9 @@ def render_reduction(in_shape, axis, op, tree, inputs, out_dtype, symbols=()) ->
 
 # ---- nodes -> kernels --------------------------------------------------------------------------
 def _elementwise_tree(node):
-    d = node.dtype.name
-    if node.op in UNARY:
-        return (node.op, d, ("in", 0))
-    if node.op in BINARY:
-        return (node.op, d, ("in", 0), ("in", 1))
-    if node.op == "Iota":
-        return ("iota", node.attrs["expr"])
-    if node.op == "Gather":
-        return ("Gather", d, 1, ("in", 0))
     if node.op == "CustomOp" and node.attrs.get("name") == "fused":
         return node.attrs["expr"]
-    return None
+    return primitive_tree(node)
 
 
 def matmul_views(a: View, b: View) -> tuple:

@@ -13,6 +13,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ...ir import dtypes as dt
 from ...ir.expr import Expr, compile_np
+from ...ir.passes import last_readers
 from ...ir.view import View
 
 KERNELS: dict[str, Callable] = {}  # op name -> builder(node, readers) -> step(vals, dims)
@@ -275,7 +276,7 @@ class Plan:
         self.inputs = list(graph.inputs)
         self.outputs = list(graph.outputs)
         steps = []
-        last_use = _last_uses(graph)
+        last_use = last_readers(graph)
         for node in graph.live_nodes():
             if node.op == "Input":
                 continue
@@ -299,19 +300,6 @@ class Plan:
                 for f in free:  # release intermediates as soon as their last reader ran
                     vals[f] = None
         return [vals[o] for o in self.outputs]
-
-
-def _last_uses(graph) -> dict:
-    """node id -> producers whose last reader is this node (for freeing intermediates)."""
-    last: dict = {}
-    for node in graph.live_nodes():
-        for i, _ in node.inputs:
-            last[i] = node.id
-    out: dict = {}
-    for prod, consumer in last.items():
-        if graph.nodes[prod].op != "Input":
-            out.setdefault(consumer, []).append(prod)
-    return out
 
 
 def evaluate_node(graph, node) -> np.ndarray:
