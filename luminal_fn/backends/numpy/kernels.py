@@ -6,8 +6,11 @@ import numpy as np
 from ...ir import dtypes as dt
 from ...ir.expr import compile_np
 from .executor import KERNELS, _compute_dtype, _fmod, kernel
+from .tree_peephole import rewrite
 
-_NP_UNARY = {"Exp2": np.exp2, "Log2": np.log2, "Sin": np.sin, "Sqrt": np.sqrt}
+_NP_UNARY = {"Exp2": np.exp2, "Log2": np.log2, "Sin": np.sin, "Sqrt": np.sqrt,
+             # whole functions recognised by tree_peephole.rewrite
+             "np.exp": np.exp, "np.log": np.log, "np.tanh": np.tanh}
 
 
 def _recip(x, out=None):
@@ -115,7 +118,7 @@ def _shape_fn(shape):
 @kernel("fused")
 def _fused(node, readers):
     shape_fn = _shape_fn(node.shape)
-    fn = compile_tree(node.attrs["expr"], shape_fn)
+    fn = compile_tree(rewrite(node.attrs["expr"]), shape_fn)
     od = dt.to_numpy(node.dtype)
 
     def step(vals, dims):
@@ -130,7 +133,7 @@ def _fused(node, readers):
 @kernel("fused_reduce")
 def _fused_reduce(node, readers):
     in_shape_fn = _shape_fn(tuple(node.attrs["in_shape"]))
-    fn = compile_tree(node.attrs["expr"], in_shape_fn)
+    fn = compile_tree(rewrite(node.attrs["expr"]), in_shape_fn)
     axis = node.attrs["axis"]
     op = node.attrs["reduce"]
     od = dt.to_numpy(node.dtype)

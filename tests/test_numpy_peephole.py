@@ -1,0 +1,47 @@
+"""The NumPy backend's tree rewrites: exp / log / tanh as luminal_fn.numpy writes them become one
+NumPy call; anything else is left alone; values still match NumPy."""
+import numpy as np
+import pytest
+
+import luminal_fn as lf
+import luminal_fn.numpy as lnp
+from luminal_fn.backends.numpy.tree_peephole import LOG2E, rewrite
+
+
+def _trees(fn, *args):
+    jf = lf.jit(fn, backend="numpy", search=lf.SearchOptions(limit=1, cache=False))
+    out = np.asarray(jf(*args))
+    (compiled,) = jf._entries.values()
+    (plan,) = compiled.runner.plans.values()
+    return out, [rewrite(n.attrs["expr"]) for n in plan.llir.live_nodes()
+                 if n.op == "CustomOp" and n.attrs.get("name") in ("fused", "fused_reduce")]
+
+
+X = np.linspace(-4, 4, 24, dtype=np.float32).reshape(4, 6)
+
+
+@pytest.mark.parametrize("name, fn, ref", [
+    ("np.tanh", lnp.tanh, np.tanh),
+    ("np.exp", lnp.exp, np.exp),
+    ("np.log", lambda a: lnp.log(a * a + 1.0), lambda a: np.log(a * a + 1)),
+])
+def test_whole_functions_are_recognised(name, fn, ref):
+    out, trees = _trees(fn, X)
+    assert any(name in str(t) for t in trees), trees
+    np.testing.assert_allclose(out, ref(X.astype(np.float64)), rtol=2e-6, atol=1e-6)
+
+
+def test_near_misses_are_left_alone():
+    # exp2 of x * 1.5 is not an exp; 1 - 3 / (exp(2x) + 1) is not a tanh
+    t = ("Exp2", "float32", ("Mul", "float32", ("in", 0), ("const", 1.5, "float32")))
+    assert rewrite(t) == t
+    e = ("Exp2", "float32", ("Mul", "float32", ("in", 0), ("const", LOG2E, "float32")))
+    near_tanh = ("Add", "float32", ("const", 1.0, "float32"),
+                 ("Mul", "float32", ("Mul", "float32", ("const", 3.0, "float32"),
+                                     ("Recip", "float32", ("Add", "float32", e, ("const", 1.0, "float32")))),
+                  ("const", -1.0, "float32")))
+    out = rewrite(near_tanh)
+    assert "np.tanh" not in str(out) and "np.exp" in str(out)  # the exp inside is still an exp
+    gelu, _ = _trees(lambda u: 0.5 * u * (1.0 + lnp.tanh(0.8 * (u + 0.044715 * u * u * u))), X)
+    u = X.astype(np.float64)
+    np.testing.assert_allclose(gelu, 0.5 * u * (1 + np.tanh(0.8 * (u + 0.044715 * u ** 3))), rtol=1e-6, atol=1e-6)
