@@ -75,7 +75,7 @@ def main():
     import luminal_fn.numpy as lnp
 
     f = lf.jit(lambda p, x: block(lnp, p, x), backend="numpy",
-               search=lf.SearchOptions(limit=args.search))
+               search=lf.SearchOptions(limit=args.search, cache=False))  # a fresh search each run
     t0 = time.perf_counter()
     out = np.asarray(f(p, x))
     t_compile = time.perf_counter() - t0

@@ -30,7 +30,8 @@ UNARY = ["negative", "square", "absolute", "sign", "floor", "ceil", "trunc", "ri
 
 @pytest.mark.parametrize("name", UNARY)
 def test_unary(name):
-    x = f32(3, 4)
+    # tan is ill-conditioned near +-pi/2 (1 ulp of x moves tan(x) by far more than rtol there)
+    x = f32(3, 4, lo=-1.3, hi=1.3) if name == "tan" else f32(3, 4)
     check(lambda x: getattr(lnp, name)(x), lambda x: getattr(np, name)(x), x, atol=2e-6)
 
 
