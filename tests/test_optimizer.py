@@ -338,3 +338,16 @@ def test_a_different_search_limit_searches_again(tmp_path):
 
     assert cached(3) is False and cached(3) is True
     assert cached(5) is False and cached(5) is True
+
+
+def test_search_dims_meet_the_traces_size_assumptions():
+    """reshape(-1, 4) of s assumes 4 | s: a bucket whose representative (15) breaks that is
+    searched at the nearest value that keeps it, and calls inside the bucket run."""
+    f = lf.jit(lambda x: lnp.sum(lnp.reshape(x, (-1, 4)), axis=1), dynamic_axes={"x": {0: "s"}},
+               buckets={"s": [(1, 30, 15)]}, search=lf.SearchOptions(limit=2))
+    for s in (8, 20, 28):
+        x = _r(s)
+        np.testing.assert_allclose(np.asarray(f(x)), x.reshape(-1, 4).sum(1), rtol=1e-5, atol=1e-6)
+    (compiled,) = f._entries.values()
+    (plan,) = compiled.runner.plans.values()
+    assert plan.dims["s"] % 4 == 0 and abs(plan.dims["s"] - 15) == 1

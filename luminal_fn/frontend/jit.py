@@ -356,7 +356,8 @@ class Traced:
 
         be = get_backend(backend if backend is not None else self.jitted.backend)
         program = lower_graph(self.hlir, be, search=self.search, buckets=self.buckets,
-                              symbols=self.symbols, fn_name=self.jitted.name)
+                              symbols=self.symbols, fn_name=self.jitted.name,
+                              dim_checks=[(c.lhs, c.rhs) for c in self.dim_checks])
         return Lowered(self, be, program)
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 
-from .buckets import BucketSet
+from ..ir.expr import evaluate, render
+from .buckets import BucketError, BucketSet
 from .cache import SearchCache, make_key
 from .egraph import build_egraph, rule_report, rules_version
 from .evaluate import CandidateEvaluator, sample_inputs
@@ -84,8 +85,10 @@ class Runner:
 class Program:
     """One traced graph's e-graph for one backend (the Lowered stage)."""
 
-    def __init__(self, graph, backend, search=None, buckets=None, symbols=(), fn_name="fn"):
+    def __init__(self, graph, backend, search=None, buckets=None, symbols=(), fn_name="fn",
+                 dim_checks=()):
         self.graph = graph
+        self.dim_checks = list(dim_checks)  # (lhs, rhs) Exprs every call satisfies
         self.backend = backend
         self.options = SearchOptions.from_user(search)
         self.buckets = buckets
@@ -125,6 +128,28 @@ class Program:
         return "\n".join(lines)
 
     # ---- searching ----------------------------------------------------------------------------
+    def _satisfying(self, bucket, dims: dict) -> dict:
+        """``dims``, or the nearest values inside the bucket that meet every size equality the
+        trace assumed (a reshape(-1, 4) of s needs s % 4 == 0): the search must time the
+        function at dims a call could have."""
+        def ok(d):
+            return all(evaluate(lhs, d) == evaluate(rhs, d) for lhs, rhs in self.dim_checks)
+
+        if not self.dim_checks or ok(dims):
+            return dims
+        for step in range(1, 4097):
+            for sign in (1, -1):
+                cand = dict(dims)
+                for p in bucket.parts:
+                    if p.dim in cand:
+                        cand[p.dim] = min(max(dims[p.dim] + sign * step, p.lo), p.hi)
+                if ok(cand):
+                    return cand
+        checks = ", ".join(f"{render(a)} == {render(b)}" for a, b in self.dim_checks)
+        raise BucketError(f"{self.fn_name}: no dims near {dims} inside bucket "
+                          f"{bucket.describe(dims)} satisfy what the trace assumed ({checks}); "
+                          f"give the bucket a representative that does, as (min, max, rep)")
+
     def _inputs_for(self, dims) -> list:
         """Timing inputs at ``dims``: the example's static-shaped arguments, and random arrays
         for the rest (static-shaped random ones made once for every bucket)."""
@@ -158,7 +183,7 @@ class Program:
     def plan_bucket(self, bucket, call_dims) -> BucketPlan:
         t0 = time.perf_counter()
         opts = self.options
-        run_dims = bucket.representative(call_dims)
+        run_dims = self._satisfying(bucket, bucket.representative(call_dims))
         max_dims = bucket.max_dims(call_dims)
         ex = self.extractor
         cache = SearchCache(opts.cache_dir) if opts.cache else None
@@ -204,5 +229,6 @@ def _enode_text(eg, n) -> str:
     return n.op
 
 
-def lower_graph(graph, backend, search=None, buckets=None, symbols=(), fn_name="fn") -> Program:
-    return Program(graph, backend, search, buckets, symbols, fn_name)
+def lower_graph(graph, backend, search=None, buckets=None, symbols=(), fn_name="fn",
+                dim_checks=()) -> Program:
+    return Program(graph, backend, search, buckets, symbols, fn_name, dim_checks)
