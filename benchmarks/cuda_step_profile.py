@@ -44,7 +44,7 @@ def main():
         cp.cuda.runtime.deviceSynchronize()
         ts.append(time.perf_counter() - t0)
     print(f"decode step (s=1, c={args.context}) median {sorted(ts)[10] * 1e3:.3f} ms over 20")
-    (compiled,) = step._entries.values()
+    (compiled,) = step.compiled()
     plan = next(p for p in compiled.runner.plans.values() if p.dims.get("s") == 1 and p.dims.get("c") != 1)
     exe = plan.executable
     b = exe._last_bucket

@@ -50,7 +50,7 @@ def measure() -> list:
     np.testing.assert_array_equal(np.asarray(f(*args_np)), expect)
     np.testing.assert_array_equal(np.asarray(f(*args_lf)), expect)
     assert f.trace_count == 1 and f.compile_count == 1
-    (compiled,) = f._entries.values()  # the plan the calls above run
+    (compiled,) = f.compiled()  # the plan the calls above run
     run = compiled.runner.run
     bufs_lf = [a.buffer for a in args_lf]
     rows = []

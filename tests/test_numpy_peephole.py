@@ -11,7 +11,7 @@ from luminal_fn.backends.numpy.tree_peephole import LOG2E, rewrite
 def _trees(fn, *args):
     jf = lf.jit(fn, backend="numpy", search=lf.SearchOptions(limit=1, cache=False))
     out = np.asarray(jf(*args))
-    (compiled,) = jf._entries.values()
+    (compiled,) = jf.compiled()
     (plan,) = compiled.runner.plans.values()
     return out, [rewrite(n.attrs["expr"]) for n in plan.llir.live_nodes()
                  if n.op == "CustomOp" and n.attrs.get("name") in ("fused", "fused_reduce")]

@@ -229,7 +229,7 @@ def test_buckets_dispatch_without_retrace_and_reject_outside():
         np.testing.assert_allclose(np.asarray(jf(x, w)), np.tanh(x.astype(np.float64) @ w) * 2,
                                    rtol=1e-5, atol=1e-5)
     assert jf.trace_count == 1 and jf.compile_count == 1
-    (compiled,) = jf._entries.values()
+    (compiled,) = jf.compiled()
     assert len(compiled.runner.plans) == 2  # both buckets searched once, up front
     with pytest.raises(BucketError, match=r"dim 's' = 65 is outside every bucket"):
         jf(_r(65, 8), w)
@@ -241,7 +241,7 @@ def test_unbounded_dim_is_searched_at_the_first_value():
     for n in (3, 9):
         x = _r(n)
         np.testing.assert_allclose(np.asarray(jf(x)), np.exp(x) + 1, rtol=1e-6)
-    (compiled,) = jf._entries.values()
+    (compiled,) = jf.compiled()
     assert len(compiled.runner.plans) == 1 and jf.compile_count == 1
 
 
@@ -258,7 +258,7 @@ def test_memory_budget_rejects_the_broadcast_matmul():
     assert max(sizes) >= 64 * 64 * 256 * 4 and min(sizes) < 64 * 64 * 256 * 4
     f = lf.jit(lambda a, b: a @ b, search=lf.SearchOptions(max_memory="1MiB", cache=False))
     np.testing.assert_allclose(np.asarray(f(a, b)), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
-    (cost,) = f._entries[next(iter(f._entries))].cost().values()
+    (cost,) = f.compiled()[0].cost().values()
     assert cost["kernels"] >= 1
 
 
@@ -348,6 +348,6 @@ def test_search_dims_meet_the_traces_size_assumptions():
     for s in (8, 20, 28):
         x = _r(s)
         np.testing.assert_allclose(np.asarray(f(x)), x.reshape(-1, 4).sum(1), rtol=1e-5, atol=1e-6)
-    (compiled,) = f._entries.values()
+    (compiled,) = f.compiled()
     (plan,) = compiled.runner.plans.values()
     assert plan.dims["s"] % 4 == 0 and abs(plan.dims["s"] - 15) == 1

@@ -151,12 +151,12 @@ def ttft_tpot_ms(profiles: list) -> tuple:
 
 
 def compile_report(jitted) -> dict:
-    """E-graph build and search figures of the jitted step's compiled graph, where this version of
-    the library exposes them (Lowered.stats() and Compiled.cost()); {} otherwise."""
-    entries = getattr(jitted, "_entries", None)  # the jit's trace cache: one entry for this model
-    if not entries:
+    """E-graph build and search figures of the jitted step's compiled graph (Lowered.stats() and
+    Compiled.cost()); {} before the first call."""
+    stages = jitted.compiled()  # one per traced signature: one for this model
+    if not stages:
         return {}
-    compiled = list(entries.values())[-1]
+    compiled = stages[-1]
     out: dict = {}
     try:
         st = compiled.lowered.stats()

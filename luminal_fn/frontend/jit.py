@@ -284,6 +284,11 @@ class Jitted:
                                    f"another function ('{o._ctx.fn_name}')")
             ctx.graph.add("Output", ((o._node, o._view),), o.shape, o.dtype, index=k)
 
+    def compiled(self) -> list:
+        """The Compiled stage of every signature called so far, oldest first (their
+        ``.cost()``, ``.as_text()`` and ``.lowered.stats()`` describe the search and kernels)."""
+        return list(self._entries.values())
+
     def clear_cache(self):
         self._entries.clear()
         self._layouts.clear()
