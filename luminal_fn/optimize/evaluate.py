@@ -11,7 +11,8 @@ The search hands a genome; this module turns it into seconds or raises to drop i
   is dropped - a safety net under the rules and the hand kernels;
 * distinct genomes that extract to the same graph are timed once;
 * at the end the reference and the three fastest are re-timed, interleaved, and the one with
-  the fastest run wins (a few noisy trials must not pick a slower graph).
+  the fastest run wins if it also beats the reference in most back-to-back pairs (a few noisy
+  trials, or a load that drifts during the search, must not pick a slower graph).
 """
 from __future__ import annotations
 
@@ -149,7 +150,20 @@ class CandidateEvaluator:
         # the fastest of many runs: noise on a shared machine only ever adds time
         fastest = [min(ts) for ts in times]
         best = min(range(len(entries)), key=lambda k: fastest[k])
+        if best and self.reference_entry is not None and not self._beats(entries[best][3], entries[0][3]):
+            best = 0  # it did not beat the reference head to head: keep the safe choice
         return fastest[best], entries[best][2], entries[best][3]
+
+    def _beats(self, challenger, reference, pairs: int = 7) -> bool:
+        """True when ``challenger`` is faster than ``reference`` in most of ``pairs`` back-to-back
+        comparisons (a load that drifts during the search cannot fake that)."""
+        timeout = self.options.profile_timeout or 1e9
+        wins = 0
+        for _ in range(pairs):
+            t_ref = reference.profile(self.inputs, self.run_dims, 1, timeout)
+            t_new = challenger.profile(self.inputs, self.run_dims, 1, timeout)
+            wins += t_new < t_ref
+        return wins > pairs // 2
 
     def _check(self, outs) -> None:
         host = [np.asarray(self.backend.to_numpy(o), dtype=np.float64) for o in outs]
