@@ -6,7 +6,7 @@ the Python side (``(Const id)``), so the e-graph never holds floats or arrays.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..ir.expr import as_expr
 from ..ir.graph import Graph
@@ -64,10 +64,10 @@ def is_plain(v: View, producer_shape) -> bool:
 
 @dataclass
 class Encoded:
+    """The egglog commands of a graph; (Const id) and (Custom id) name HLIR node ids, whose
+    literals and attributes extraction reads back from the graph itself."""
+
     commands: list  # egglog command strings, in order
-    consts: dict = field(default_factory=dict)  # const id -> node id holding the literal
-    customs: dict = field(default_factory=dict)  # custom id -> node id
-    node_ids: list = field(default_factory=list)  # HLIR node ids encoded
 
 
 def encode(g: Graph) -> Encoded:
@@ -82,7 +82,6 @@ def encode(g: Graph) -> Encoded:
         if op == "Input":
             term = f"(Inp {node.attrs['index']})"
         elif op == "Constant":
-            enc.consts[node.id] = node.id
             term = f"(Const {node.id})"
         elif op == "Iota":
             term = f"(Iota {expr_term(node.attrs['expr'])} {expr_term(node.shape[0])})"
@@ -101,7 +100,6 @@ def encode(g: Graph) -> Encoded:
         elif op == "Scatter":
             term = f'(Scat {ins[0]} {ins[1]} {ins[2]} "{node.attrs.get("mode", "set")}")'
         elif op == "CustomOp":
-            enc.customs[node.id] = node.id
             term = f"(Custom {node.id})"
         elif op == "Output":
             names[node.id] = ins[0]
@@ -113,6 +111,5 @@ def encode(g: Graph) -> Encoded:
         names[node.id] = name
         enc.commands.append(f"(let {name} {term})")
         enc.commands.append(f"(set (NodeOf {node.id}) {name})")
-        enc.node_ids.append(node.id)
     return enc
 

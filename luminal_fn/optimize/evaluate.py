@@ -21,16 +21,12 @@ import time
 import numpy as np
 
 from ..ir import dtypes as dt
-from ..ir.expr import Expr
+from ..ir.expr import evaluate
 from .memory import CandidateRejected, check_memory_budget, estimate_peak_bytes
 
 FINALISTS = 3  # fastest candidates kept compiled for the final re-timing
 FIRST_RUN_BOUND = 60.0  # seconds a candidate's first run may take, compilation included
 AGREEMENT = 2e-2  # relative L2 error; loose enough for bf16 accumulation-order differences
-
-
-def concrete(d, dims) -> int:
-    return d.evaluate(dims) if isinstance(d, Expr) else int(d)
 
 
 def llir_peak_bytes(graph, dims) -> int:
@@ -48,7 +44,7 @@ def llir_peak_bytes(graph, dims) -> int:
             continue  # the caller's arguments and captured constants exist anyway
         numel = 1
         for d in n.shape:
-            numel *= concrete(d, dims)
+            numel *= evaluate(d, dims)
         bufs.append((numel * dt.to_numpy(n.dtype).itemsize, order[n.id], last[n.id]))
     return estimate_peak_bytes(bufs)
 
@@ -63,7 +59,7 @@ def sample_inputs(graph, dims, seed: int = 0, given: dict | None = None) -> list
             out.append(given[k])
             continue
         n = graph.nodes[hid]
-        shape = tuple(concrete(d, dims) for d in n.shape)
+        shape = tuple(evaluate(d, dims) for d in n.shape)
         npd = dt.to_numpy(n.dtype)
         if n.dtype.is_float:
             arr = (rng.standard_normal(shape) * 0.5).astype(npd)

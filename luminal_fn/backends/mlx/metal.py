@@ -25,29 +25,16 @@ from ..render import index as ix
 from ..render import METAL, KernelInput, KernelSource, render_elementwise, render_reduce
 from ..render.kernels import _symbols_of, finish
 from ..render.nodes import primitive_tree
-from ..render.lang import compute_type, convert, store_expr
-from ..render.reduce import _Plan, combine, init_of
+from ..render.lang import METAL_HELPERS, compute_type, store_expr
+from ..render.reduce import _Plan, combine
 
 BLOCK = 256  # threads per threadgroup (a power of two: the tree halves it)
 SHORT_ROW = 16
 GRID_CAP = 65536  # threadgroups at most; every kernel loops with a grid stride
 
-# Helpers every kernel may call. Written for MLX hosting: MLX includes metal_stdlib itself; the
-# integer limits are spelled out rather than relying on INT_MAX being defined.
-PRELUDE = r"""
-#include <metal_stdlib>
-using namespace metal;
-#define LF_INF INFINITY
-#define LF_NAN NAN
-inline int lf_f2i(float x) { return isnan(x) ? 0 : x >= 2147483647.0f ? 2147483647 : x <= -2147483648.0f ? (-2147483647 - 1) : int(x); }
-inline float lf_max(float a, float b) { return (b > a || isnan(b)) ? b : a; }
-inline float lf_min(float a, float b) { return (b < a || isnan(b)) ? b : a; }
-inline int lf_max(int a, int b) { return b > a ? b : a; }
-inline int lf_min(int a, int b) { return b < a ? b : a; }
-inline bool lf_max(bool a, bool b) { return a || b; }
-inline bool lf_min(bool a, bool b) { return a && b; }
-inline int lf_imod(int a, int b) { return b == 0 ? 0 : a % b; }
-"""
+# Helpers every kernel may call: the renderer's plain Metal helpers (MLX includes
+# metal_stdlib itself; the tree reductions need no shuffles or atomics).
+PRELUDE = METAL_HELPERS
 
 # The Metal table with MLX's storage type for bfloat16 (bfloat16_t, which MLX maps to Metal's
 # bfloat where the language has it) and this module's prelude.
@@ -138,12 +125,7 @@ def render_tree_reduce(in_shape: Sequence, axis: int, op: str, tree, inputs: Seq
             f"{lang.shared} {ct} lf_tree[{block}];",
             f"for ({it} o = {bid}; o < O; o += {gdim}) {{"]
     inner = pl.row_setup("o")
-    inner.append(f"{ct} acc = {init_of(lang, op, ct)};")
-    inner.append(f"for ({it} r = tid; r < R; r += {block}) {{")
-    el, val, vt = pl.element("r", "t")
-    inner += ["  " + ln for ln in el]
-    inner.append(f"  acc = {combine(op, ct, 'acc', convert(lang, val, vt, ct))};")
-    inner.append("}")
+    inner += pl.accumulate(op, ct, f"{it} r = tid; r < R; r += {block}")
     inner.append("lf_tree[tid] = acc;")
     inner.append(lang.barrier)
     inner.append(f"for (uint s = {block // 2}; s > 0; s >>= 1) {{")

@@ -214,12 +214,14 @@ CUDA = Language(
     launch_bounds="__launch_bounds__({n})",
 )
 
-_METAL_PRELUDE = r"""
+# Metal helpers every kernel may call (the MLX host uses these alone: no shuffles, no atomics).
+# Integer limits are spelled out rather than relying on INT_MAX being defined.
+METAL_HELPERS = r"""
 #include <metal_stdlib>
 using namespace metal;
 #define LF_INF INFINITY
 #define LF_NAN NAN
-inline int lf_f2i(float x) { return isnan(x) ? 0 : x >= 2147483647.0f ? INT_MAX : x <= -2147483648.0f ? INT_MIN : int(x); }
+inline int lf_f2i(float x) { return isnan(x) ? 0 : x >= 2147483647.0f ? 2147483647 : x <= -2147483648.0f ? (-2147483647 - 1) : int(x); }
 inline float lf_max(float a, float b) { return (b > a || isnan(b)) ? b : a; }
 inline float lf_min(float a, float b) { return (b < a || isnan(b)) ? b : a; }
 inline int lf_max(int a, int b) { return b > a ? b : a; }
@@ -227,7 +229,9 @@ inline int lf_min(int a, int b) { return b < a ? b : a; }
 inline bool lf_max(bool a, bool b) { return a || b; }
 inline bool lf_min(bool a, bool b) { return a && b; }
 inline int lf_imod(int a, int b) { return b == 0 ? 0 : a % b; }
-inline float lf_shfl(float v, ushort o) { return simd_shuffle_xor(v, o); }
+"""
+
+_METAL_PRELUDE = METAL_HELPERS + r"""inline float lf_shfl(float v, ushort o) { return simd_shuffle_xor(v, o); }
 inline int lf_shfl(int v, ushort o) { return simd_shuffle_xor(v, o); }
 inline bool lf_shfl(bool v, ushort o) { return simd_shuffle_xor(int(v), o) != 0; }
 inline float lf_combine(int mode, float old, float v) {

@@ -104,6 +104,14 @@ class _Plan:
             lines.append(f"const bool ok{j} = {cond or 'true'};")
         return lines
 
+    def accumulate(self, op: str, ct: str, loop: str) -> list:
+        """Statements folding the prologue into ``acc`` (type ``ct``) over ``for (<loop>)``,
+        whose index variable is ``r``: the loop every reduction strategy runs."""
+        el, val, vt = self.element("r", "t")
+        return ([f"{ct} acc = {init_of(self.lang, op, ct)};", f"for ({loop}) {{"]
+                + ["  " + ln for ln in el]
+                + [f"  acc = {combine(op, ct, 'acc', convert(self.lang, val, vt, ct))};", "}"])
+
     def element(self, rvar: str, prefix: str) -> tuple:
         """(statements, value, compute type) of the prologue at reduced index ``rvar``."""
         lang, names = self.lang, self.names
@@ -169,12 +177,7 @@ def render_reduce(lang: Language, in_shape: Sequence, axis: int, op: str, tree,
         g, stride = gtid(lang, it)
         body = [f"const {it} R = {R}, O = {O};", f"for ({it} o = {g}; o < O; o += {stride}) {{"]
         inner = pl.row_setup("o")
-        inner.append(f"{ct} acc = {init_of(lang, op, ct)};")
-        inner.append(f"for ({it} r = 0; r < R; ++r) {{")
-        el, val, vt = pl.element("r", "t")
-        inner += ["  " + ln for ln in el]
-        inner.append(f"  acc = {combine(op, ct, 'acc', convert(lang, val, vt, ct))};")
-        inner.append("}")
+        inner += pl.accumulate(op, ct, f"{it} r = 0; r < R; ++r")
         inner.append(f"out[o] = {store_expr(lang, out_dtype, 'acc', ct)};")
         body += ["  " + ln for ln in inner] + ["}"]
         return [finish(lang, "red", body, bufs + [("out", "out", out_dtype, False)], BLOCK, pl.O,
@@ -198,12 +201,7 @@ def render_reduce(lang: Language, in_shape: Sequence, axis: int, op: str, tree,
             inner = [f"const {it} o = vr / {C}, ch = vr % {C};"] + pl.row_setup("o")
             inner.append(f"const {it} r0 = ch * CH, r1 = min(R, r0 + CH);")
             r0, r1 = "r0", "r1"
-        inner.append(f"{ct} acc = {init_of(lang, op, ct)};")
-        inner.append(f"for ({it} r = {r0} + lane; r < {r1}; r += 32) {{")
-        el, val, vt = pl.element("r", "t")
-        inner += ["  " + ln for ln in el]
-        inner.append(f"  acc = {combine(op, ct, 'acc', convert(lang, val, vt, ct))};")
-        inner.append("}")
+        inner += pl.accumulate(op, ct, f"{it} r = {r0} + lane; r < {r1}; r += 32")
         inner += _warp_reduce(lang, op, ct, "acc")
         dst = "o" if C == 1 else "vr"
         inner.append(f"if (lane == 0) out[{dst}] = {store_expr(lang, tgt_dt, 'acc', ct)};")
@@ -222,12 +220,7 @@ def render_reduce(lang: Language, in_shape: Sequence, axis: int, op: str, tree,
             f"{lang.shared} {ct} lf_red[32];",
             f"for ({it} o = {lang.block_idx}; o < O; o += {lang.grid_dim}) {{"]
     inner = pl.row_setup("o")
-    inner.append(f"{ct} acc = {init_of(lang, op, ct)};")
-    inner.append(f"for ({it} r = {lang.thread_idx}; r < R; r += {lang.block_dim}) {{")
-    el, val, vt = pl.element("r", "t")
-    inner += ["  " + ln for ln in el]
-    inner.append(f"  acc = {combine(op, ct, 'acc', convert(lang, val, vt, ct))};")
-    inner.append("}")
+    inner += pl.accumulate(op, ct, f"{it} r = {lang.thread_idx}; r < R; r += {lang.block_dim}")
     inner += _warp_reduce(lang, op, ct, "acc")
     inner.append("if (lane == 0) lf_red[wid] = acc;")
     inner.append(lang.barrier)
