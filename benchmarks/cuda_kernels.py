@@ -258,7 +258,7 @@ def hundred_kernels(be, cp, bw, n=1024, k=100):
             + ("; HOST-BOUND" if HOST.get("bound") else ""))
     exe = res[True][2]
     (bucket,) = exe._buckets.values()
-    graph = bucket.graph
+    graph = bucket.graphs.get(())
     if graph:
         s = cp.cuda.get_current_stream()
         timed(lambda: graph.launch(s), iters=20)

@@ -1,7 +1,8 @@
-"""Where a Llama-1B decode step spends its GPU time on the CUDA backend: the step's median wall
+"""Where a Llama-1B decode step (or a DLRM forward) spends its GPU time on the CUDA backend: the step's median wall
 time, whether it replays as one CUDA graph, and the slowest kernels timed one by one.
 
     python benchmarks/cuda_step_profile.py [--dtype bfloat16] [--context 40] [--top 12]
+    python benchmarks/cuda_step_profile.py --model dlrm --num-cat 8
 """
 from __future__ import annotations
 
@@ -16,57 +17,114 @@ import luminal_fn as lf  # noqa: E402
 from llama.checkpoint import random_weights  # noqa: E402
 from llama.config import llama_3_2_1b_config  # noqa: E402
 from llama.model import make_step, new_cache, step_inputs  # noqa: E402
+from luminal_fn.backends.cuda.plan import KernelStep  # noqa: E402
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--context", type=int, default=40)
-    ap.add_argument("--top", type=int, default=12)
-    ap.add_argument("--search", type=int, default=2)
-    args = ap.parse_args()
-    import cupy as cp
+def _median_ms(call, cp, n=20) -> float:
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        call()
+        cp.cuda.runtime.deviceSynchronize()
+        ts.append(time.perf_counter() - t0)
+    return sorted(ts)[n // 2] * 1e3
 
+
+def llama_bucket(args, cp):
+    """The decode bucket's executable after a prefill and a few decode steps."""
     cfg = llama_3_2_1b_config()
     w = random_weights(cfg, args.dtype, backend="cuda")
     step = make_step(cfg, backend="cuda", buckets={"s": [(1, 1), (2, 64, 16)], "c": [(1, 1), (2, 512, 16)]},
                      search=lf.SearchOptions(limit=args.search))
-    cache = new_cache(cfg, 512, backend="cuda")
-    _, cache = step(w, *step_inputs(list(range(32)), 0), cache)
+    state = {"cache": new_cache(cfg, 512, backend="cuda")}
+    _, state["cache"] = step(w, *step_inputs(list(range(32)), 0), state["cache"])
     decode = step_inputs([5], args.context - 1)
+
+    def one():
+        _, state["cache"] = step(w, *decode, state["cache"])
+
     for _ in range(3):
-        _, cache = step(w, *decode, cache)
-    cp.cuda.runtime.deviceSynchronize()
-    ts = []
-    for _ in range(20):
-        t0 = time.perf_counter()
-        _, cache = step(w, *decode, cache)
-        cp.cuda.runtime.deviceSynchronize()
-        ts.append(time.perf_counter() - t0)
-    print(f"decode step (s=1, c={args.context}) median {sorted(ts)[10] * 1e3:.3f} ms over 20")
+        one()
+    print(f"decode step (s=1, c={args.context}) median {_median_ms(one, cp):.3f} ms over 20")
     (compiled,) = step.compiled()
     plan = next(p for p in compiled.runner.plans.values() if p.dims.get("s") == 1 and p.dims.get("c") != 1)
-    exe = plan.executable
+    return plan.executable
+
+
+def dlrm_bucket(args, cp):
+    """The DLRM forward's executable (weights and batch on the device, as examples/dlrm.py times it)."""
+    import dlrm
+
+    params = dlrm.init_params(args.num_cat)
+    dense, idx = dlrm.make_batch(args.num_cat, 2048)
+    f = lf.jit(dlrm.forward, backend="cuda", search=lf.SearchOptions(limit=args.search))
+    be = lf.get_backend("cuda")
+    on_dev = lf.tree_map(lambda a: lf.device_put(a, be), (params, dense, idx))
+    for _ in range(3):
+        f(*on_dev)
+    print(f"DLRM forward (num_cat {args.num_cat}, batch 2048) median "
+          f"{_median_ms(lambda: f(*on_dev), cp):.3f} ms over 20")
+    (compiled,) = f.compiled()
+    (plan,) = compiled.runner.plans.values()
+    return plan.executable
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="llama", choices=("llama", "dlrm"))
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--context", type=int, default=40)
+    ap.add_argument("--num-cat", type=int, default=8)
+    ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--search", type=int, default=2)
+    ap.add_argument("--sources", default="", help="file for the slowest kernels' sources")
+    args = ap.parse_args()
+    import cupy as cp
+
+    exe = (llama_bucket if args.model == "llama" else dlrm_bucket)(args, cp)
     b = exe._last_bucket
     hosts = [it[1] for it in b.launches if it[0] == "h"]
-    print(f"CUDA graph: {bool(b.graph)} (capture error {exe.capture_error}); {len(b.launches)} launches, "
+    print(f"CUDA graphs: {len(b.graphs)} (capture error {exe.capture_error}); {len(b.launches)} launches, "
           f"{len(hosts)} host steps {[getattr(h, 'label', '?') for h in hosts[:4]]}")
     stream = cp.cuda.get_current_stream()
     rows = []
-    for it in b.launches:
-        if it[0] != "k":
-            continue
-        _, fn, grid, block, kargs, shm = it
+    host = b.pinned[(b.slot - 1) % len(b.pinned)]  # the last call's parameter table
+    dims = {sym: int(host[i]) for i, sym in b.sym_slots}
+    for st, it in zip(b.plan.steps, b.launches):
         e0, e1 = cp.cuda.Event(), cp.cuda.Event()
         e0.record(stream)
-        fn(grid, block, kargs, shared_mem=shm)
+        if it[0] == "k":
+            _, fn, grid, block, kargs, shm = it
+            fn(grid, block, kargs, shared_mem=shm)
+            name = st.source.name
+        else:
+            st.run(lambda buf: int(host[b.nsym + buf]), dims)
+            name, grid, block = "host", "-", "-"
         e1.record(stream)
         e1.synchronize()
-        rows.append((cp.cuda.get_elapsed_time(e0, e1), getattr(fn, "name", "?"), grid, block))
+        rows.append((cp.cuda.get_elapsed_time(e0, e1), name, st.label, grid, block))
+    total = sum(r[0] for r in rows)
+    print(f"steps one by one: {total:.3f} ms in {len(rows)} steps")
+    by_label: dict = {}
+    for ms, _, label, _, _ in rows:
+        n, t = by_label.get(label, (0, 0.0))
+        by_label[label] = (n + 1, t + ms)
+    print("by step kind (count, total us, share):")
+    for label, (n, t) in sorted(by_label.items(), key=lambda kv: -kv[1][1])[:args.top]:
+        print(f"  {n:4d}  {t * 1e3:9.1f} us  {t / total:5.1%}  {label}")
     rows.sort(key=lambda r: -r[0])
-    print(f"kernels one by one: {sum(r[0] for r in rows):.3f} ms in {len(rows)} launches; slowest:")
-    for ms, name, grid, block in rows[:args.top]:
-        print(f"  {ms * 1e3:9.1f} us  {name}  grid {grid} block {block}")
+    print("slowest launches:")
+    for ms, name, label, grid, block in rows[:args.top]:
+        print(f"  {ms * 1e3:9.1f} us  {name} ({label})  grid {grid} block {block}")
+    if args.sources:  # one file (the device machine returns few files per call)
+        seen = set()
+        with open(args.sources, "w") as f:
+            for ms, name, label, grid, block in rows[:args.top]:
+                src = next((s.source.text for s in b.plan.steps
+                            if isinstance(s, KernelStep) and s.source.name == name), "")
+                if src and name not in seen:
+                    seen.add(name)
+                    f.write(f"// ==== {name} ({label}): {ms * 1e3:.1f} us, grid {grid} block {block}\n{src}\n")
 
 
 if __name__ == "__main__":

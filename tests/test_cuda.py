@@ -85,7 +85,7 @@ def test_declared_buckets_and_graph_replay(cuda):
     (bucket,) = exe._buckets.values()
     if exe.use_graphs:
         assert exe.capture_error is None
-        assert bucket.graph  # one CUDA graph, captured once, served every s of the bucket
+        assert list(bucket.graphs) == [()]  # one CUDA graph, captured once, served every s of the bucket
     with pytest.raises(ValueError, match="outside every bucket"):
         exe.run([np.zeros((65, 64), np.float32), np.zeros(64, np.float32)], {"s": 65})
 
@@ -229,3 +229,39 @@ def test_jit_end_to_end_dynamic_axis_and_device_arrays(cuda):
         out = f(lf.device_put(x, "cuda"))
         assert out.backend == "cuda"
         np.testing.assert_allclose(np.asarray(out), np.asarray(g(x)), rtol=1e-5, atol=1e-6)
+
+
+def test_a_plan_with_cublas_is_captured_once_its_pointers_repeat(cuda):
+    """cuBLAS steps bake pointers into a captured graph: the first call runs step by step, the
+    second with the same arrays captures, a replay sees new values written into the same arrays,
+    and other arrays run step by step (correctly) until they too repeat."""
+    import cupy as cp
+
+    b = C.B()
+    a, w = b.input((64, 96)), b.input((96, 80))
+    y = b.custom("matmul", [b.c(a), b.c(w)], (64, 80), dt.float32, m=64, n=80, k=96, strategy="cublas")
+    z = b.custom("fused", [b.c(y)], (64, 80), dt.float32,
+                 expr=("Mul", "float32", ("in", 0), ("const", 2.0, "float32")))
+    b.output(z)
+    exe = cuda.compile(b.g)
+    rng = np.random.default_rng(0)
+    x0, w0 = rng.standard_normal((64, 96), np.float32), rng.standard_normal((96, 80), np.float32)
+    da, dw = cp.asarray(x0), cp.asarray(w0)
+
+    def check(arrs, want_a, want_w):
+        (out,) = exe.run(arrs, {})
+        np.testing.assert_allclose(cp.asnumpy(out), 2 * want_a @ want_w, rtol=1e-4, atol=1e-4)
+
+    check([da, dw], x0, w0)
+    (bucket,) = exe._buckets.values()
+    assert bucket.has_host and not bucket.graphs
+    check([da, dw], x0, w0)
+    if exe.use_graphs:
+        assert exe.capture_error is None and len(bucket.graphs) == 1
+    x1 = rng.standard_normal((64, 96), np.float32)
+    da[...] = cp.asarray(x1)  # same pointer, new values: the replay must read them
+    check([da, dw], x1, w0)
+    other = cp.asarray(x0)
+    check([other, dw], x0, w0)
+    check([da, dw], x1, w0)
+    check([other, dw], x0, w0)

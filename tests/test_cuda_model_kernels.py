@@ -280,8 +280,8 @@ def test_model_case_plans_pick_the_expected_paths():
     labels = {name: [s.label for s in _plan(name).steps] for name in CASES}
     assert labels["linear_f32"] == ["matmul (cuBLAS)", "linear_bias (bias add)"]
     assert labels["linear_gemv_f16"][0].startswith("matmul (gemv")
-    assert labels["linear_bf16"] == ["matmul", "linear_bias (bias add)"]
-    assert labels["matmul_t_f32"] == ["matmul (cuBLAS)"]
+    assert labels["linear_bf16"] == ["matmul (cuBLAS)", "linear_bias (bias add)"]
+    assert labels["matmul_t_f32"] == ["matmul (cuBLAS)", "output copy"]  # capturable
     assert labels["matmul_t_gemv_f16"] == ["matmul (gemv nk)"]  # K is the unit-stride axis of c
     assert labels["emb_symbolic_batch"] == ["materialize", "embedding_bag"]  # transposed table
     assert labels["emb_basic"] == ["embedding_bag"]

@@ -60,8 +60,9 @@ def test_matmul_lowering_choices():
     kinds = {name: [s.label for s in bp.steps] for name, bp in _plans()}
     assert kinds["gemv_kn_bf16"] == ["matmul (gemv kn)", "matmul (gemv partials)"]
     assert kinds["gemv_nk_bf16"] == ["matmul (gemv nk)"]
-    assert kinds["matmul_f32"] == ["matmul (cuBLAS)"]
-    assert kinds["matmul_bf16"] == ["matmul"]  # rendered: CuPy has no bfloat16 GEMM
+    assert kinds["matmul_f32"] == ["matmul (cuBLAS)", "output copy"]  # graph-capturable
+    assert kinds["matmul_bf16"] == ["matmul (cuBLAS)", "output copy"]  # cuBLAS called directly
+    assert kinds["matmul_i32"] == ["matmul"]  # rendered
 
 
 def test_symbolic_kernels_read_dims_from_the_table():
@@ -133,3 +134,38 @@ def test_batched_single_row_matmul_stays_in_the_graph():
     prefill = [s.label for s in plan_graph(llir, {"s": 64}).steps]
     assert all("cuBLAS" not in lab for lab in decode), decode
     assert any("cuBLAS" in lab for lab in prefill), prefill
+
+
+def test_symbolic_single_row_weight_product_plans_gemv():
+    """A decode step's weight products (x of shape (1, s, K) with s = 1 in the decode bucket)
+    take the GEMV kernel, guarded so that s = 0 writes nothing; a larger bucket does not."""
+    from luminal_fn.optimize.egraph import build_egraph
+    from luminal_fn.optimize.extract import Extractor
+
+    for dtype in (np.float32, np.float16):
+        jf = lf.jit(lambda x, w: x @ w.T, dynamic_axes={"x": {1: "s"}})
+        traced = jf.trace(np.ones((1, 3, 256), dtype), np.ones((512, 256), dtype))
+        llir = Extractor(build_egraph(traced.hlir), traced.hlir).extract()
+        decode = plan_graph(llir, {"s": 1})
+        gemv = [s for s in decode.steps if "gemv" in s.label]
+        assert len(gemv) == 1, [s.label for s in decode.steps]
+        assert "if ((d_s) == 0) return;" in gemv[0].source.text
+        prefill = plan_graph(llir, {"s": 64})
+        assert not any("gemv" in s.label for s in prefill.steps), [s.label for s in prefill.steps]
+
+
+def test_a_cublas_product_that_is_an_output_writes_the_arena_and_is_copied_out():
+    """Host steps bake their pointers into a captured CUDA graph and an output buffer is new every
+    call, so a cuBLAS product never writes an output directly."""
+    g, _, _ = C.matmul_case(64, 96, 80)
+    bp = plan_graph(g, {})
+    host = [s for s in bp.steps if not hasattr(s, "source")]
+    assert len(host) == 1 and "cuBLAS" in host[0].label
+    assert all(bp.bufs[b].kind != "output" for b in host[0].bufs)
+    assert bp.steps[-1].label == "output copy"
+    assert bp.bufs[bp.outputs[0]].kind == "output"
+    # a GEMV (a kernel in the graph) still writes the output directly
+    g, _, _ = C.matmul_case(1, 256, 512)
+    bp = plan_graph(g, {})
+    labels = [s.label for s in bp.steps]
+    assert "matmul (gemv kn)" in labels and "output copy" not in labels, labels

@@ -351,3 +351,41 @@ def test_search_dims_meet_the_traces_size_assumptions():
     (compiled,) = f.compiled()
     (plan,) = compiled.runner.plans.values()
     assert plan.dims["s"] % 4 == 0 and abs(plan.dims["s"] - 15) == 1
+
+
+def _rms_residual_stack(x, ws):
+    for w in ws:
+        h = x * lnp.reciprocal(lnp.sqrt(lnp.mean(x * x, axis=-1, keepdims=True) + 1e-5))
+        x = x + lnp.tanh(h @ w)
+    return x * lnp.reciprocal(lnp.sqrt(lnp.mean(x * x, axis=-1, keepdims=True) + 1e-5))
+
+
+def _rms_residual_stack_ref(x, ws):
+    x = x.astype(np.float64)
+    for w in ws:
+        h = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-5)
+        x = x + np.tanh(h @ w.astype(np.float64))
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-5)
+
+
+def test_a_residual_stream_is_not_recomputed_layer_after_layer():
+    """Inlining the residual x + h_l into every consumer is fine once; inlined inside another
+    inlining it would make layer L's kernels re-read all L earlier contributions. No genome may
+    give a fused kernel more than a few inputs, whatever the depth."""
+    layers = 8
+    x = _r(4, 32)
+    ws = [_r(32, 32) * 0.2 for _ in range(layers)]
+    traced = lf.jit(_rms_residual_stack).trace(x, ws)
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir)
+    be = get_backend("numpy")
+    ref = _rms_residual_stack_ref(x, ws)
+    rng = random.Random(5)
+    genomes = [ex.generic_genome(), (0,) * len(ex.genes)]
+    genomes += [tuple(rng.randrange(g.n_options) for g in ex.genes) for _ in range(20)]
+    for genome in genomes:
+        llir = ex.extract(genome)
+        widest = max(len(n.inputs) for n in llir.live_nodes()
+                     if n.op == "CustomOp" and n.attrs.get("name") in ("fused", "fused_reduce"))
+        assert widest <= 4, f"genome {genome}: a fused kernel reads {widest} tensors"
+        (out,) = be.compile(llir).run([x] + ws, {})
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)

@@ -68,6 +68,11 @@ class Extractor:
             if vs and egraph.sorts.get(cls) == "IR":
                 self.views[cls] = next((n for n in vs if not n.subsumed), vs[0])
         self._ft_dtype: dict = {}
+        self._readers: dict = {}
+        for n in hlir.live_nodes():
+            for i, _ in n.inputs:
+                self._readers[i] = self._readers.get(i, 0) + 1
+        self._shared_ft: dict = {}
         # Repeated structure (a transformer's layers) shares genes: e-classes whose HLIR
         # neighbourhood and options look alike take one choice, so 16 layers do not multiply
         # the search space by 16. Extraction is unaffected: it repairs whatever it is given.
@@ -96,6 +101,21 @@ class Extractor:
         producer = view.children[0] if view is not None else target
         node = self.node_in.get(producer)
         return ("FT", sigs[node.id] if node is not None else producer, view is not None, opts)
+
+    def shared(self, ft) -> bool:
+        """Whether FT class ``ft`` stands for a tensor that more than one HLIR node reads:
+        inlining it into a kernel recomputes it there."""
+        hit = self._shared_ft.get(ft)
+        if hit is None:
+            leaf = next((n for n in self.eg.classes[ft] if n.op == "FLeaf"), None)
+            hit = False
+            if leaf is not None:
+                view = self.views.get(leaf.children[0])
+                producer = view.children[0] if view is not None else leaf.children[0]
+                node = self.node_in.get(producer)
+                hit = node is not None and self._readers.get(node.id, 0) > 1
+            self._shared_ft[ft] = hit
+        return hit
 
     def _tag(self, n):
         if n.children and self.eg.sorts.get(n.children[0]) == "String":
@@ -258,6 +278,7 @@ class _Extraction:
         self.buf: dict = {}
         self.active: set = set()
         self.memo: dict = {}
+        self.recomputing = 0  # shared values being inlined around the current tree node
 
     def run(self) -> Graph:
         ex, g = self.ex, self.g
@@ -369,10 +390,11 @@ class _Extraction:
         """The whole tree of one fused kernel (leaves may materialise other kernels, each with
         its own memo)."""
         saved, self.memo = self.memo, {}
+        saved_depth, self.recomputing = self.recomputing, 0
         try:
             return self.tree(ft, root, edges, [0])
         finally:
-            self.memo = saved
+            self.memo, self.recomputing = saved, saved_depth
 
     def tree(self, ft, root, edges: list, size: list):
         """The LLIR tree for FT class ``ft`` inside the kernel computing ``root``; appends the
@@ -389,15 +411,23 @@ class _Extraction:
 
     def _tree(self, ft, root, edges, size):
         opts = self.ordered(ft)
-        if size[0] > MAX_TREE:  # stop inlining: leaves first
+        shared = self.ex.shared(ft)
+        # Stop inlining (leaves first) when the tree is large, or when a shared value would be
+        # recomputed inside the recomputation of another: a residual stream x + h1 + h2 + ...
+        # inlined level by level makes layer L's kernels re-read all L earlier contributions.
+        if size[0] > MAX_TREE or (shared and self.recomputing):
             opts = sorted(opts, key=lambda n: n.op != "FLeaf")
         n_edges, n_size = len(edges), size[0]
         for n in opts:
+            inlined = shared and n.op != "FLeaf"
+            self.recomputing += inlined
             try:
                 return self._tree_node(n, ft, root, edges, size)
             except _Cycle:
                 del edges[n_edges:]  # a failed option's inputs are not the kernel's
                 size[0] = n_size
+            finally:
+                self.recomputing -= inlined
         raise _Cycle()
 
     def _scalar_constant(self, producer, vnode):

@@ -6,10 +6,13 @@ The parameter table ``P`` (int64 on the device) holds the dims of the call, then
 per buffer. Every kernel reads its pointers and dims from ``P``, so a compiled kernel - and a
 captured graph - serves every dims value of the bucket and every input pointer: a call only
 writes ``P`` (one small async copy from pinned memory) and launches. Host steps (cuBLAS) bake
-their pointers and shapes in; a plan that has them runs its steps one by one.
+their pointers and shapes in: a plan that has them is captured once the same pointers and dims
+come twice in a row (weights passed again, the same batch size), its graphs kept per such key,
+and run step by step while they keep changing.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import time
@@ -26,6 +29,7 @@ from . import handkernels as _hand  # noqa: F401  (registers rms_norm, softmax, 
 from . import modelkernels as _models  # noqa: F401  (registers the specialize_models.egg kernels)
 
 PINNED_SLOTS = 32
+GRAPHS_PER_BUCKET = 4  # captured graphs kept per bucket for plans with host steps
 GRID_CAP_BLOCKS = 32  # default grid cap per SM for grid-stride kernels
 
 
@@ -95,8 +99,12 @@ class _Bucket:
         self.pinned_ptrs = [ctypes.c_void_p(h.ctypes.data) for h in self.pinned]
         self.events = [None] * PINNED_SLOTS
         self.slot = 0
-        self.graph = None  # the CUDA graph of a plan without host steps (False: capture failed)
-        self.has_host = any(isinstance(s, HostStep) for s in bp.steps)
+        self.graphs: dict = {}  # host steps' key -> captured CUDA graph
+        self.graphs_ok = True  # False once a capture failed: run step by step from then on
+        self.last_key = None
+        self.hosts = [s for s in bp.steps if isinstance(s, HostStep)]
+        self.has_host = bool(self.hosts)
+        self.pool = None  # the private memory pool of host steps' temporaries while captured
         self.cp = cp
         self.nbytes_P = int(self.P.nbytes)
         self.launches = []
@@ -142,18 +150,30 @@ class _Bucket:
             outs.append(arr)
         self.P.data.copy_from_host_async(self.pinned_ptrs[slot], self.nbytes_P, stream)
         ev.record(stream)
-        graph = self.graph
-        if graph:
+        graph = self._graph_for(host, dims) if self.graphs_ok and self.exe.use_graphs else None
+        if graph is not None:
             graph.launch(stream)
-        elif graph is None and not self.has_host and self.exe.use_graphs:
-            self.graph = self._capture()
-            if self.graph:
-                self.graph.launch(stream)
-            else:
-                self._launch_all(dims, host)
         else:
             self._launch_all(dims, host)
         return outs
+
+    def _graph_for(self, host, dims):
+        """The captured graph for this call, capturing it when worthwhile; None: run step by step."""
+        if not self.has_host:
+            key = ()
+        else:
+            nsym = self.nsym
+            ptr = lambda b: int(host[nsym + b])  # noqa: E731
+            key = tuple(s.key(ptr, dims) for s in self.hosts)
+        graph = self.graphs.get(key)
+        if graph is None and (not self.has_host or key == self.last_key):
+            graph = self._capture(host, dims)
+            if graph is not None:
+                if len(self.graphs) >= GRAPHS_PER_BUCKET:
+                    self.graphs.pop(next(iter(self.graphs)))
+                self.graphs[key] = graph
+        self.last_key = key
+        return graph
 
     def _launch_all(self, dims, host):
         nsym = self.nsym
@@ -165,21 +185,28 @@ class _Bucket:
                 step = item[1]
                 step.run(lambda b: int(host[nsym + b]), dims)
 
-    def _capture(self):
-        """A CUDA graph of every kernel launch (capture records, it does not run)."""
+    def _capture(self, host, dims):
+        """A CUDA graph of the whole step (capture records, it does not run). cuBLAS may
+        allocate temporaries while captured: they come from a pool of this bucket's own, so no
+        later allocation reuses memory a replay still writes."""
+        cp = self.cp
         s = self.exe.capture_stream
+        if self.has_host and self.pool is None:
+            self.pool = cp.cuda.MemoryPool()
+        mode = getattr(cp.cuda.runtime, "streamCaptureModeRelaxed", None)
         try:
-            with s:
-                s.begin_capture()
+            alloc = cp.cuda.using_allocator(self.pool.malloc) if self.pool else contextlib.nullcontext()
+            with s, alloc:
+                s.begin_capture(mode) if mode is not None else s.begin_capture()
                 try:
-                    for _, fn, grid, block, args, shm in self.launches:
-                        fn(grid, block, args, shared_mem=shm)
+                    self._launch_all(dims, host)
                 finally:
                     graph = s.end_capture()
             return graph
-        except Exception as e:  # a driver without capture support: run step by step
+        except Exception as e:  # a driver or library call that cannot be captured
             self.exe.capture_error = repr(e)
-            return False
+            self.graphs_ok = False
+            return None
 
 
 class CudaExecutable(Executable):

@@ -1,6 +1,6 @@
-"""The generic ``matmul`` kind on CUDA: a GEMV kernel for one activation row, cuBLAS (through
-``cupy.matmul``) for float32/float16 GEMMs, and a rendered sum-of-products reduction for
-everything else (bfloat16 GEMMs, int32, bool, masked operands).
+"""The generic ``matmul`` kind on CUDA: a GEMV kernel for one activation row, cuBLAS (called
+directly, so a captured CUDA graph holds it) for float32/float16/bfloat16 GEMMs, and a rendered
+sum-of-products reduction for everything else (int32, bool, masked operands).
 
 A (..., M, K) and B (..., K, N) arrive as views; the output (..., M, N) is contiguous.
 """
@@ -12,10 +12,11 @@ from ...ir.view import View
 from ..render import index as ix
 from ..render.reduce import render_reduce
 from ..render.kernels import KernelInput, finish
+from .cublas import gemm_plan, run_gemm
 from .plan import HostStep, evaluate, lowerer
 
 GEMV_DTYPES = (dt.float32, dt.float16, dt.bfloat16)
-CUBLAS_DTYPES = (dt.float32, dt.float16)
+CUBLAS_DTYPES = (dt.float32, dt.float16, dt.bfloat16)
 
 
 def _static(e) -> int | None:
@@ -41,8 +42,9 @@ def lower_matmul(pl, node):
     if (not scalar and (strategy == "cublas" or (strategy is None and _worth_cublas(pl, va)))
             and node.dtype in CUBLAS_DTYPES
             and da == db == node.dtype and va.mask is None and vb.mask is None
-            and all(_nonneg(s) for s in va.strides + vb.strides)):
-        _cublas(pl, node, va, vb)
+            and all(_nonneg(s) for s in va.strides + vb.strides)
+            and (node.dtype != dt.bfloat16 or _direct_layout(pl, node, va, vb))):
+        _cublas(pl, node, va, vb)  # (CuPy's fallback for other layouts has no bfloat16 GEMM)
         return
     _rendered(pl, node, va, vb)
 
@@ -58,6 +60,21 @@ def _worth_cublas(pl, va: View) -> bool:
 
 
 SMALL_M = 1
+
+
+def _direct_layout(pl, node, va: View, vb: View) -> bool:
+    """Whether cuBLAS reads both operands as they lie at the bucket's largest dims."""
+    d = pl.dims_max
+    ea = va.evaluate(d) if not va.is_static() else va
+    eb = vb.evaluate(d) if not vb.is_static() else vb
+    shape = tuple(int(evaluate(x, d)) for x in node.shape)
+    return gemm_plan(ea, eb, shape, node.dtype.name) is not None
+
+
+def _at_most(pl, e) -> int:
+    """A dim's value at the bucket's largest dims (its static value when it has one)."""
+    v = _static(e)
+    return v if v is not None else int(evaluate(e, pl.dims_max))
 
 
 def _nonneg(s) -> bool:
@@ -92,11 +109,9 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
         return False
     if va.mask is not None or vb.mask is not None:
         return False
-    if _static(va.shape[-2]) != 1:
+    rows = va.shape[:-1]  # batch dims and M: one row in all, at most, for this bucket
+    if any(_at_most(pl, d) != 1 for d in rows):
         return False
-    for d in va.shape[:-2]:
-        if _static(d) != 1:
-            return False
     N, K = _static(vb.shape[-1]), _static(va.shape[-1])
     if N is None or K is None or N < 1 or K < 1:
         return False
@@ -109,6 +124,9 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
     nm = ix.dim_names(pl.symbols)
     r = lambda e: ix.r(e, nm)  # noqa: E731
     b_a, b_w, out = pl.input_buf(node, 0), pl.input_buf(node, 1), pl.node_buf[node.id]
+    # a symbolic row count is 1 at the bucket's largest dims, so 0 or 1 in a call: skip on 0
+    symbolic = [d for d in rows if _static(d) is None]
+    guard = ([f"if ({' * '.join(f'({r(d)})' for d in symbolic)} == 0) return;"] if symbolic else [])
     if same(s_n, 1) and N % V == 0 and _aligned(s_k, V) and _aligned(vb.offset, V):
         blocks_x = -(-N // (32 * V))
         S = max(1, min(K // 64 or 1, -(-4 * pl.sm_count // blocks_x)))
@@ -126,13 +144,13 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
             partial = "part"
         bufs.append(("out", "out", node.dtype, False))
         ids.append(out)
-        body = [f"lf_gemv_kn<{T}, {split}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
+        body = guard + [f"lf_gemv_kn<{T}, {split}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
                 f"b0 + ({r(va.offset)}), out, {partial}, {N}, {K}, {KC});"]
         src = finish(pl.lang, "gemv_kn", body, bufs, 256, 1, 1,
                      meta={"hand": True, "grid3": (blocks_x, S, 1), "split": S})
         pl.add_kernel(src, ids, node.id, "matmul (gemv kn)")
         if S > 1:
-            body2 = [f"lf_gemv_partials<{T}>(b0, out, {N}, {S});"]
+            body2 = guard + [f"lf_gemv_partials<{T}>(b0, out, {N}, {S});"]
             src2 = finish(pl.lang, "gemv_part", body2,
                           [("scratch", "b0", dt.float32, True), ("out", "out", node.dtype, False)],
                           256, N, 256, meta={"hand": True})
@@ -141,7 +159,7 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
     if same(s_k, 1) and K % V == 0 and _aligned(s_n, V) and _aligned(vb.offset, V):
         wpr = 1 if K <= 1024 else (2 if K <= 4096 else 4)
         rpb = 8 // wpr
-        body = [f"lf_gemv_nk<{T}>(b1 + ({r(vb.offset)}), (long long)({r(s_n)}), "
+        body = guard + [f"lf_gemv_nk<{T}>(b1 + ({r(vb.offset)}), (long long)({r(s_n)}), "
                 f"b0 + ({r(va.offset)}), out, {N}, {K}, {wpr});"]
         bufs = [("in0", "b0", node.dtype, True), ("in1", "b1", node.dtype, True),
                 ("out", "out", node.dtype, False)]
@@ -154,22 +172,44 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
 
 # ---- cuBLAS ------------------------------------------------------------------------------------
 def _cublas(pl, node, va: View, vb: View):
-    """A host step: ``cupy.matmul`` over strided views of the operand buffers into the output."""
+    """A host step: one cuBLAS call (a few when batch axes do not collapse) over the operand
+    buffers as they lie, made through ctypes so that the step can be captured in a CUDA graph.
+    A layout cuBLAS cannot read without a copy goes through ``cupy.matmul`` (not capturable)."""
     b_a, b_b, out = pl.input_buf(node, 0), pl.input_buf(node, 1), pl.node_buf[node.id]
     shape = tuple(node.shape)
     dtype = node.dtype
+    calls_memo: dict = {}
 
-    def views_at(ptr, dims):
-        a = _strided(ptr(b_a), va, dtype, dims)
-        b = _strided(ptr(b_b), vb, dtype, dims)
-        o = _strided(ptr(out), View.contiguous(shape), dtype, dims)
-        return a, b, o
+    def calls_at(dims):
+        key = tuple(sorted(dims.items()))
+        hit = calls_memo.get(key)
+        if hit is None:
+            ea = va.evaluate(dims) if not va.is_static() else va
+            eb = vb.evaluate(dims) if not vb.is_static() else vb
+            es = tuple(int(evaluate(d, dims)) for d in shape)
+            if len(calls_memo) > 16:
+                calls_memo.clear()
+            hit = calls_memo[key] = (es, gemm_plan(ea, eb, es, dtype.name))
+        return hit
 
     def run(ptr, dims):
         import cupy
 
-        a, b, o = views_at(ptr, dims)
-        if o.size:
+        es, calls = calls_at(dims)
+        if not all(es):
+            return
+        stream = cupy.cuda.get_current_stream()
+        if es and int(evaluate(va.shape[-1], dims)) == 0:  # empty sum: zeros
+            n = 1
+            for d in es:
+                n *= d
+            cupy.cuda.runtime.memsetAsync(ptr(out), 0, n * dtype.itemsize, stream.ptr)
+        elif calls is not None:
+            run_gemm(calls, ptr(b_a), ptr(b_b), ptr(out), stream.ptr)
+        else:
+            a = _strided(ptr(b_a), va, dtype, dims)
+            b = _strided(ptr(b_b), vb, dtype, dims)
+            o = _strided(ptr(out), View.contiguous(shape), dtype, dims)
             cupy.matmul(a, b, out=o)
 
     def key(ptr, dims):

@@ -220,7 +220,16 @@ class Planner:
                 self.node_buf[node.id] = self.new_buf(node.dtype, numel(node.shape), "arena")
             name = node.attrs.get("name") if op == "CustomOp" else None
             if name in LOWERERS:
+                first = len(self.steps)
                 LOWERERS[name](self, node)
+                mine = self.node_buf[node.id]
+                if alias_k is not None and any(isinstance(st, HostStep) and mine in st.bufs
+                                               for st in self.steps[first:]):
+                    # a host step bakes its pointers into a captured graph, and an output is new
+                    # every call: write the arena and copy out instead
+                    buf = self.bufs[mine]
+                    buf.kind, buf.index, buf.shape = "arena", -1, ()
+                    aliased.pop(g.outputs[alias_k], None)
             elif renderable(node):
                 ins = [self.kernel_input(node, k) for k in range(len(node.inputs))]
                 self.bind(render_node(self.lang, node, ins, self.dims_max, self.symbols, self.sm_count), node)
