@@ -39,7 +39,9 @@ extern "C" __global__ void lf_embedding_bag_sum_f32(float* __restrict__ out,
 //   tables[k]    (V_k, D) float, contiguous; table_rows[k] = V_k (indices are clamped to it)
 //   rows[k]      (B*L,) int32 row indices of table k
 // Launch: grid (B, K), block >= min(D, 256) threads striding over d.
-// (Not selected by a rule yet: the multi-table pattern is future work; see docs/api.md.)
+// The "embedding_bag_multi" rule (specialize_models.egg) selects the rendered form of this
+// algorithm (backends/cuda/modelkernels.py: one pointer per table through the parameter table,
+// strided views, a prefix slot, every storage dtype); this file is its hand-written reference.
 extern "C" __global__ void lf_embedding_bag_sum_multi_f32(float* __restrict__ out,
                                                           const float* const* __restrict__ tables,
                                                           const int* const* __restrict__ rows,

@@ -94,7 +94,7 @@ extern "C" void run_{src.name}(const long long* P, const int* a, unsigned gx, un
 
 def emulable(bp) -> bool:
     """Every step a model kernel (no host steps, no generic kernels) over float32/int32 data."""
-    model = ("embedding_bag", "dlrm_interact", "conv2d_bias")
+    model = ("embedding_bag", "embedding_bag_multi", "dlrm_interact", "conv2d_bias")
     for s in bp.steps:
         if not isinstance(s, KernelStep) or s.source.kind not in model:
             return False

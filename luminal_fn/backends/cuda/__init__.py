@@ -14,7 +14,8 @@ from .device import INSTALL_HINT, cupy, cupy_dtype, dtype_of_storage, host_to_st
 # CustomOp kernel names the optimizer may offer beyond fused/fused_reduce/matmul: the model
 # kernels of optimize/rules/specialize_models.egg (lowered in modelkernels.py). The hand kernels
 # of handkernels.py (rms_norm, softmax, rope, attention) have no rules yet, so are not listed.
-KERNEL_KINDS = frozenset({"embedding_bag", "dlrm_interact", "conv2d_bias", "linear_bias", "matmul_t"})
+KERNEL_KINDS = frozenset({"embedding_bag", "embedding_bag_multi", "dlrm_interact", "conv2d_bias",
+                          "linear_bias", "matmul_t"})
 
 
 class CudaBackend(Backend):

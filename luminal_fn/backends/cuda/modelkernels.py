@@ -1,5 +1,5 @@
 """The model kernels of optimize/rules/specialize_models.egg on CUDA: embedding_bag,
-dlrm_interact, conv2d_bias, linear_bias, matmul_t.
+embedding_bag_multi, dlrm_interact, conv2d_bias, linear_bias, matmul_t.
 
 Each ``CustomOp`` carries its inputs as views (in the rule's IList order) and its integer
 parameters in ``attrs["params"]`` (ints or Exprs, rendered as C so symbolic dims are read from the
@@ -7,7 +7,7 @@ parameter table). The semantics are those of the NumPy backend's kernels
 (backends/numpy/model_kernels.py); float math accumulates in float32 registers, integer math in
 int, results are stored in the node's dtype.
 
-embedding_bag, dlrm_interact and conv2d_bias are rendered here as self-contained kernels (the
+embedding_bag(_multi), dlrm_interact and conv2d_bias are rendered here as self-contained kernels (the
 algorithms of kernels/embedding_bag.cu, dlrm_interact.cu and conv2d.cu, generalised to every
 storage dtype and to strided reads through the P table). A masked view, a scalar literal, or a
 layout a kernel cannot address with strides is first copied to contiguous scratch memory.
@@ -30,6 +30,7 @@ from .matmul import lower_matmul
 from .plan import lowerer
 
 MODEL_KINDS = ("embedding_bag", "dlrm_interact", "conv2d_bias", "linear_bias", "matmul_t")
+MULTI_TABLE_KINDS = ("embedding_bag_multi",)  # K stacked bags in one launch
 SHARED_LIMIT = 48 * 1024  # dynamic shared memory usable without an opt-in attribute
 DLRM_THREADS = 128
 
@@ -129,6 +130,86 @@ def lower_embedding_bag(pl, node):
     work = ix.numel([B, D])
     src = finish(pl.lang, "embedding_bag", body, bufs, BLOCK, work, BLOCK, meta={"model": True})
     pl.add_kernel(src, ids, node.id, "embedding_bag")
+
+
+# ---- embedding_bag_multi -----------------------------------------------------------------------
+@lowerer("embedding_bag_multi")
+def lower_embedding_bag_multi(pl, node):
+    """K stacked bags in one launch (the rule in specialize_models.egg): out (B, P+K, D) with
+    out[:, :P] = prefix and out[:, P+k, d] = sum_l table_k.flat[clip(rows_k[b*L + l] * stride_k
+    + d)]. Every table, index array and (non-literal) stride is its own buffer, so its own
+    pointer in the P table. One thread per output element; the table a thread reads is chosen by
+    a switch over k (the tables' layouts and sizes differ), so each warp of a D >= 32 row takes
+    one branch; neighbouring threads read neighbouring floats of one table row."""
+    B, P, K, L, D = _params(node, 5, "embedding_bag_multi")
+    if not (isinstance(P, int) and isinstance(K, int)):
+        raise ValueError(f"CUDA embedding_bag_multi kernel (node %{node.id}): P={P!r} and K={K!r} "
+                         "must be concrete (they count the kernel's inputs)")
+    first = 1 if P else 0
+    if len(node.inputs) != first + 3 * K:
+        raise ValueError(f"CUDA embedding_bag_multi kernel (node %{node.id}): P={P}, K={K} needs "
+                         f"{first + 3 * K} inputs, got {len(node.inputs)}")
+    ct = compute_type(node.dtype)
+    r = lambda e: _r(pl, e)  # noqa: E731
+    bufs, ids = [], []
+
+    def add_buf(k, view_ok=lambda v: True):
+        b_id, view = _operand(pl, node, k, view_ok)
+        d = _in_dtype(pl, node, k)
+        j = len(bufs)
+        bufs.append((f"in{j}", f"b{j}", d, True))
+        ids.append(b_id)
+        return f"b{j}", view, d
+
+    g, gstride = gtid(pl.lang, "long long")
+    body = [f"const long long nd = {r(D)}, nf = {P + K};",
+            f"const long long n = (long long)({r(B)}) * nf * nd;",
+            f"for (long long i = {g}; i < n; i += {gstride}) {{",
+            "  const long long b = i / (nf * nd);",
+            "  const long long f = (i / nd) - b * nf;",
+            "  const long long d = i - (i / nd) * nd;",
+            f"  {ct} acc = {zero_of(ct)};"]
+    if P:
+        var, pv, pdt = add_buf(0, lambda v: len(v.shape) == 3)
+        sb, sf, sd = pv.strides
+        at = (f"{var}[{r(pv.offset)} + b * (long long)({r(sb)}) + f * (long long)({r(sf)}) "
+              f"+ d * (long long)({r(sd)})]")
+        body.append(f"  if (f < {P}) acc = {_load(pl, pdt, at, ct)};")
+    body.append(f"  switch ((int)f - {P}) {{")
+    for k in range(K):
+        tvar, tv, tdt = add_buf(first + 3 * k, lambda v: _linear(v) is not None)
+        t_off, t_step = _linear(tv)
+        rvar, rv, rdt = add_buf(first + 3 * k + 1, lambda v: _linear(v) is not None)
+        r_off, r_step = _linear(rv)
+        sk = pl.kernel_input(node, first + 3 * k + 2)
+        if sk.inlined:  # lnp.take's row stride: a scalar Constant, a literal
+            stride = literal(pl.lang, sk.scalar, "int32")[0]
+        else:
+            svar, sv, sdt = add_buf(first + 3 * k + 2)
+            stride = _load(pl, sdt, f"{svar}[{r(sv.offset)}]", "int")
+        row = _load(pl, rdt, f"{rvar}[{r(r_off)} + (b * {r(L)} + l) * (long long)({r(r_step)})]", "int")
+        val = _load(pl, tdt, f"{tvar}[{r(t_off)} + j * (long long)({r(t_step)})]", ct)
+        tsize = ix.numel(tv.shape)
+        body += [f"    case {k}: {{",
+                 f"      const long long tsize = (long long)({r(tsize)}), rstride = (long long)({stride});",
+                 "      if (tsize > 0) {",
+                 f"        for (int l = 0; l < {r(L)}; ++l) {{",
+                 f"          long long j = (long long)({row}) * rstride + d;",
+                 "          j = j < 0 ? 0 : (j >= tsize ? tsize - 1 : j);",
+                 f"          acc = ({ct})(acc + {val});",
+                 "        }",
+                 "      }",
+                 "      break;",
+                 "    }"]
+    body += ["    default: break;",
+             "  }",
+             f"  out[i] = {store_expr(pl.lang, node.dtype, 'acc', ct)};",
+             "}"]
+    bufs.append(("out", "out", node.dtype, False))
+    ids.append(pl.node_buf[node.id])
+    work = ix.numel([B, P + K, D])
+    src = finish(pl.lang, "embedding_bag_multi", body, bufs, BLOCK, work, BLOCK, meta={"model": True})
+    pl.add_kernel(src, ids, node.id, "embedding_bag_multi")
 
 
 # ---- dlrm_interact -----------------------------------------------------------------------------
@@ -302,4 +383,4 @@ def lower_linear_bias(pl, node):
     pl.add_kernel(src, [role[x] for x in src.buffers], node.id, "linear_bias (bias add)")
 
 
-__all__ = ["MODEL_KINDS"]
+__all__ = ["MODEL_KINDS", "MULTI_TABLE_KINDS"]

@@ -38,8 +38,9 @@ class MLXBackend(Backend):
     (the memory budget ``profile`` checks before running a candidate)."""
 
     name = "mlx"
-    # backend kernels beyond the generic kinds that optimizer rules may select (none yet)
-    kernel_kinds: frozenset = frozenset()
+    # backend kernels beyond the generic kinds that optimizer rules may select (MLX ops in
+    # model_kernels.py; the names are spelled here so registering imports nothing from mlx)
+    kernel_kinds: frozenset = frozenset({"embedding_bag_multi"})
 
     def __init__(self):
         self.mx = import_mlx()

@@ -6,6 +6,9 @@ their views (logical arrays, in the rule's IList order) and returns a step(vals,
 name            inputs                                      params
 embedding_bag   table (any shape), rows (N,), stride (1,)   B L D
                 out[b, d] = sum_l table.flat[clip(rows[b*L + l] * stride + d)]  (Gather clamps)
+embedding_bag_multi  [prefix (B, P, D) if P > 0], then K triples table_k, rows_k, stride_k
+                                                            B P K L D
+                out (B, P+K, D): out[:, :P] = prefix; out[:, P+k] = embedding_bag of table k
 dlrm_interact   T (B, F, D)                                 B F D
                 out[b, p] = dot(T[b, i_p], T[b, j_p]) for (i_p, j_p) in tril_indices(F, -1)
 conv2d_bias     x (C, H, W) or (N, C, H, W), w (C_out, C*kh*kw), b (C_out,)
@@ -26,6 +29,9 @@ from ...ir import dtypes as dt
 from .executor import kernel
 
 MODEL_KERNELS = ("embedding_bag", "dlrm_interact", "conv2d_bias", "linear_bias", "matmul_t")
+# the multi-table embedding-bag (K stacked bags, one launch); listed apart so MODEL_KERNELS keeps
+# naming the kernels every backend with model kernels has
+MULTI_TABLE_KERNELS = ("embedding_bag_multi",)
 
 
 def _params(node, dims) -> list:
@@ -56,11 +62,37 @@ def _embedding_bag(node, readers):
         flat = np.ascontiguousarray(r_table(vals, dims)).reshape(-1)
         rows = np.asarray(r_rows(vals, dims)).reshape(-1)[: b * l].astype(np.int64)
         stride = int(np.asarray(r_stride(vals, dims)).reshape(-1)[0])
-        if flat.size == 0:
-            return _store(node, np.zeros((b, d)))
-        idx = rows.reshape(b, l, 1) * stride + np.arange(d, dtype=np.int64)
-        bags = np.take(flat, idx, mode="clip")  # (B, L, D), the Gather primitive's clamp
-        return _store(node, np.sum(bags, axis=1, dtype=_acc(node)))
+        return _store(node, bag_sums(flat, rows, stride, b, l, d, _acc(node)))
+
+    return step
+
+
+def bag_sums(flat, rows, stride: int, b: int, l: int, d: int, acc):
+    """(B, D) sums of fixed-size bags over a flat table, indices clamped as Gather clamps."""
+    if flat.size == 0:
+        return np.zeros((b, d), acc)
+    idx = rows.reshape(b, l, 1) * stride + np.arange(d, dtype=np.int64)
+    return np.sum(np.take(flat, idx, mode="clip"), axis=1, dtype=acc)
+
+
+@kernel("embedding_bag_multi")
+def _embedding_bag_multi(node, readers):
+    def step(vals, dims):
+        b, p, k, l, d = _params(node, dims)
+        if len(readers) != (1 if p else 0) + 3 * k:
+            raise ValueError(f"embedding_bag_multi (node %{getattr(node, 'id', '?')}): P={p}, K={k} "
+                             f"needs {(1 if p else 0) + 3 * k} inputs, got {len(readers)}")
+        acc = _acc(node)
+        out = np.zeros((b, p + k, d), acc)
+        if p:
+            out[:, :p] = readers[0](vals, dims)
+        for j in range(k):
+            r_table, r_rows, r_stride = readers[(1 if p else 0) + 3 * j: (1 if p else 0) + 3 * j + 3]
+            flat = np.ascontiguousarray(r_table(vals, dims)).reshape(-1)
+            rows = np.asarray(r_rows(vals, dims)).reshape(-1)[: b * l].astype(np.int64)
+            stride = int(np.asarray(r_stride(vals, dims)).reshape(-1)[0])
+            out[:, p + j] = bag_sums(flat, rows, stride, b, l, d, acc)
+        return _store(node, out)
 
     return step
 
@@ -136,4 +168,4 @@ def _matmul_t(node, readers):
     return step
 
 
-__all__ = ["MODEL_KERNELS", "tril_pairs"]
+__all__ = ["MODEL_KERNELS", "MULTI_TABLE_KERNELS", "bag_sums", "tril_pairs"]
