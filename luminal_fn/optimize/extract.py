@@ -8,6 +8,13 @@ the fused kernel that computes that very buffer is a cycle, and a fused tree can
 to be worth inlining. Extraction then repairs instead of rejecting: it takes the next option of
 that class. Every genome therefore extracts to a valid graph (different genomes may give the
 same graph; the search times each distinct graph once).
+
+The rules inline an elementwise producer only into consumers that read it without a view. For a
+read through a view that is a reshape, slice and broadcast of the producer (view_inline.py), the FT
+class of that read gets one more option made here, ``FView``: compute the producer in the
+consumer's kernel with every input view composed through the read's view. It comes first, so
+the cheapest genome takes it (one kernel and one round trip fewer); a composition strides cannot
+express is repaired to the plain read.
 """
 from __future__ import annotations
 
@@ -16,11 +23,14 @@ from ..ir.expr import add, as_expr, compare, floordiv, maximum, minimum, mod, mu
 from ..ir.graph import Graph, _freeze
 from ..ir.passes import dce
 from ..ir.view import View
+from .egraph import ENode
 from .search import ChoiceSpace, Gene
+from .view_inline import through
 
 IR_KERNELS = {"Inp", "Const", "Iota", "Cast", "Un", "Bin", "Sum", "Max", "Gath", "Scat", "Custom",
               "Fused", "FusedReduce", "MatMul", "Kernel"}
 FT_NODES = {"FLeaf", "FUn", "FBin", "FCast", "FSel"}
+VIEW_INLINE = "FView"  # made by the Extractor, not the rules: see the module docstring
 MAX_TREE = 96  # fused trees beyond this many nodes stop inlining (code size, recomputation)
 _OP_ORDER = {op: i for i, op in enumerate(
     ["MatMul", "Kernel", "FusedReduce", "Fused", "Custom", "Inp", "Const", "Iota", "Cast", "Un",
@@ -67,6 +77,8 @@ class Extractor:
             vs = [n for n in nodes if n.op == "V"]
             if vs and egraph.sorts.get(cls) == "IR":
                 self.views[cls] = next((n for n in vs if not n.subsumed), vs[0])
+        self.through: dict = {}  # FT class read through a view -> (producer's FT class, ViewThrough)
+        self._add_view_inlines()
         self._ft_dtype: dict = {}
         self._readers: dict = {}
         for n in hlir.live_nodes():
@@ -87,6 +99,30 @@ class Extractor:
                 name = groups[key] = cls
                 self.genes.append(Gene(cls, len(self.options[cls])))
             self.gene_of[cls] = name
+
+    def _add_view_inlines(self):
+        """An ``FView`` option, first, on each FT class that reads an elementwise producer through
+        a view the producer can be computed through."""
+        leaf_ft = {}  # IR class -> the FT class of (FLeaf it)
+        for cls, nodes in self.eg.classes.items():
+            for n in nodes:
+                if n.op == "FLeaf":
+                    leaf_ft.setdefault(n.children[0], cls)
+        for target, ft in leaf_ft.items():
+            vnode = self.views.get(target)
+            if vnode is None or ft not in self.options:
+                continue
+            producer = vnode.children[0]
+            inner = leaf_ft.get(producer)
+            if inner is None or producer in self.views or producer not in self.node_in:
+                continue
+            if not any(n.op != "FLeaf" for n in self.options.get(inner, ())):
+                continue  # not elementwise: nothing to compute in the consumer
+            how = through(self.view_of(vnode), self.tensor(producer)[0])
+            if how is None:
+                continue
+            self.through[ft] = (inner, how)
+            self.options[ft] = [ENode(VIEW_INLINE, (inner,), 0.0, False)] + self.options[ft]
 
     def _signature(self, cls, sigs):
         opts = tuple((n.op, self._tag(n)) for n in self.options[cls])
@@ -279,6 +315,9 @@ class _Extraction:
         self.active: set = set()
         self.memo: dict = {}
         self.recomputing = 0  # shared values being inlined around the current tree node
+        # ViewThroughs from the current tree node's coordinates out to its kernel's (innermost
+        # last): non-empty while computing a producer inlined through a view
+        self.transform: tuple = ()
 
     def run(self) -> Graph:
         ex, g = self.ex, self.g
@@ -391,22 +430,25 @@ class _Extraction:
         its own memo)."""
         saved, self.memo = self.memo, {}
         saved_depth, self.recomputing = self.recomputing, 0
+        saved_transform, self.transform = self.transform, ()
         try:
             return self.tree(ft, root, edges, [0])
         finally:
-            self.memo, self.recomputing = saved, saved_depth
+            self.memo, self.recomputing, self.transform = saved, saved_depth, saved_transform
 
     def tree(self, ft, root, edges: list, size: list):
         """The LLIR tree for FT class ``ft`` inside the kernel computing ``root``; appends the
         kernel's input edges to ``edges``. ``size`` counts tree nodes (a one-element list).
-        A class met twice in one kernel gives the same subtree (``self.memo``, per kernel)."""
-        hit = self.memo.get(ft)
+        A class met twice in one kernel at the same coordinates gives the same subtree
+        (``self.memo``, per kernel)."""
+        key = (ft, self.transform)
+        hit = self.memo.get(key)
         if hit is not None:
             size[0] += hit[1]
             return hit[0]
         before = size[0]
         out = self._tree(ft, root, edges, size)
-        self.memo[ft] = (out, size[0] - before)
+        self.memo[key] = (out, size[0] - before)
         return out
 
     def _tree(self, ft, root, edges, size):
@@ -417,18 +459,28 @@ class _Extraction:
         # inlined level by level makes layer L's kernels re-read all L earlier contributions.
         if size[0] > MAX_TREE or (shared and self.recomputing):
             opts = sorted(opts, key=lambda n: n.op != "FLeaf")
-        n_edges, n_size = len(edges), size[0]
+        mark = self._mark(edges, size)
         for n in opts:
             inlined = shared and n.op != "FLeaf"
             self.recomputing += inlined
             try:
                 return self._tree_node(n, ft, root, edges, size)
             except _Cycle:
-                del edges[n_edges:]  # a failed option's inputs are not the kernel's
-                size[0] = n_size
+                self._rollback(mark, edges, size)
             finally:
                 self.recomputing -= inlined
         raise _Cycle()
+
+    def _mark(self, edges, size):
+        return len(edges), size[0], len(self.memo)
+
+    def _rollback(self, mark, edges, size):
+        """Forget a failed option: its inputs are not the kernel's, nor are its subtrees (which
+        index those inputs) reusable."""
+        n_edges, size[0], n_memo = mark
+        del edges[n_edges:]
+        for key in list(self.memo)[n_memo:]:
+            del self.memo[key]
 
     def _scalar_constant(self, producer, vnode):
         """A fused-tree literal for an unmasked read of a scalar Constant (no kernel input)."""
@@ -457,10 +509,17 @@ class _Extraction:
                 size[0] += 1
                 return const
             edge = self.edge(target)
+            for how in reversed(self.transform):
+                view = how.apply(edge[1])
+                if view is None:
+                    raise _Cycle()  # strides cannot say it: repaired to reading the buffer
+                edge = (edge[0], view)
             if edge not in edges:
                 edges.append(edge)
             size[0] += 1
             return ("in", edges.index(edge))
+        if n.op == VIEW_INLINE:
+            return self._through_view(ft, root, edges, size)
         size[0] += 1
         d = self.ex.ft_dtype(ft).name
         if n.op == "FUn":
@@ -476,6 +535,26 @@ class _Extraction:
             c, x, y = (self.tree(c, root, edges, size) for c in ch)
             return ("Select", d, c, x, y)
         raise ExtractionError(f"unknown fused tree node {n.op}")
+
+    def _through_view(self, ft, root, edges, size):
+        """The producer that FT class ``ft`` reads through a view, computed here: one of its
+        own expansions (the genome's order, never its plain read, which is this option's
+        alternative) with every input read composed through the view."""
+        inner, how = self.ex.through[ft]
+        saved = self.transform
+        self.transform = saved + (how,)
+        try:
+            mark = self._mark(edges, size)
+            for n in self.ordered(inner):
+                if n.op == "FLeaf":
+                    continue
+                try:
+                    return self._tree_node(n, inner, root, edges, size)
+                except _Cycle:
+                    self._rollback(mark, edges, size)
+            raise _Cycle()
+        finally:
+            self.transform = saved
 
 
 def _literal_of(node):

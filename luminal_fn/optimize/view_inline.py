@@ -1,0 +1,88 @@
+"""Inlining an elementwise producer into a consumer that reads it through a view.
+
+A consumer reads producer P's contiguous buffer through a view W. Computing P inside the
+consumer's fused kernel instead means reading each of P's inputs at the element W selects, i.e.
+through W composed with that input's own view. That composition stays a plain strided view when
+W is "reshape, then slice, then broadcast" of P's buffer: no mask (a padded read gives 0 where
+P's op of 0 may not be 0), and W's non-broadcast axes, in order, are axes of a row-major shape
+Q of P's elements (stride 1 innermost), each read over an in-bounds range [start, start + n).
+An input view composes as ``input_view.reshape(Q)`` (None when strides cannot say it: then no
+inline), each sliced axis sliced, each broadcast axis (stride 0) expanded to W's size.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..ir.expr import as_expr, same, to_int_or_expr
+from ..ir.view import View
+
+
+@dataclass(frozen=True)
+class ViewThrough:
+    """How a view in the producer's coordinates becomes one in the consumer's."""
+
+    q: tuple  # P's elements as a row-major shape: W's axes before slicing, broadcast axes 1
+    starts: tuple  # where each axis's range starts in q
+    shape: tuple  # W's shape: the consumer's coordinates
+
+    def apply(self, view: View) -> Optional[View]:
+        """``view`` (shape = the producer's) as read at the consumer's element, or None when
+        strides cannot express it."""
+        out = view.reshape(self.q)
+        if out is None:
+            return None
+        for axis, (q, start, d) in enumerate(zip(self.q, self.starts, self.shape)):
+            if same(q, d):
+                continue
+            if same(q, 1):
+                out = out.expand(axis, d)
+            else:
+                out = out.slice(axis, start, to_int_or_expr(as_expr(start) + d))
+        return out
+
+
+def through(w: View, producer_shape) -> Optional[ViewThrough]:
+    """The transform for inlining a producer of ``producer_shape`` that is read through ``w``,
+    or None when ``w`` is not an unmasked reshape-slice-broadcast of the producer's buffer."""
+    if w.mask is not None:
+        return None
+    q = [1] * w.ndim
+    starts = [0] * w.ndim
+    real = [k for k, (d, s) in enumerate(zip(w.shape, w.strides)) if not same(d, 1) and not same(s, 0)]
+    extent = View.contiguous(producer_shape).numel()  # elements one step of the axis above spans
+    rest = w.offset
+    for k in real:
+        stride = w.strides[k]
+        size = _axis_size(w.shape[k], stride, extent)
+        if size is None:
+            return None
+        q[k] = size
+        if isinstance(rest, int) and isinstance(stride, int):
+            starts[k], rest = divmod(rest, stride)
+        elif not same(rest, 0):
+            return None  # a symbolic offset: only whole reads
+        if not _in_bounds(starts[k], w.shape[k], size):
+            return None
+        extent = stride
+    if not same(extent, 1) or not same(rest, 0):
+        return None  # an innermost stride > 1 (a strided or single-column read), or empty W
+    return ViewThrough(tuple(q), tuple(starts), tuple(w.shape))
+
+
+def _axis_size(n, stride, extent):
+    """The size q of an axis of ``stride`` under one of ``extent`` elements (q * stride ==
+    extent): W's own size n when that holds (a whole axis, symbolic or not), else the integer
+    quotient (a sliced axis; concrete only), else None."""
+    if same(as_expr(n) * stride, extent):
+        return n
+    if isinstance(extent, int) and isinstance(stride, int) and stride > 0 and extent % stride == 0:
+        return extent // stride
+    return None
+
+
+def _in_bounds(start, n, size) -> bool:
+    """Provably 0 <= start and start + n <= size."""
+    if all(isinstance(x, int) for x in (start, n, size)):
+        return 0 <= start and start + n <= size
+    return same(start, 0) and same(n, size)
