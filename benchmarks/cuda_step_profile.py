@@ -46,6 +46,23 @@ def llama_bucket(args, cp):
     for _ in range(3):
         one()
     print(f"decode step (s=1, c={args.context}) median {_median_ms(one, cp):.3f} ms over 20")
+    cp.cuda.runtime.deviceSynchronize()
+    t0 = time.perf_counter()
+    for _ in range(20):
+        one()
+    t1 = time.perf_counter()
+    cp.cuda.runtime.deviceSynchronize()
+    t2 = time.perf_counter()
+    print(f"20 steps back to back: host {1e3 * (t1 - t0) / 20:.3f} ms/step, "
+          f"with the device {1e3 * (t2 - t0) / 20:.3f} ms/step")
+    logits, state["cache"] = step(w, *decode, state["cache"])
+    cp.cuda.runtime.deviceSynchronize()
+    t0 = time.perf_counter()
+    for _ in range(20):
+        import numpy as np
+
+        np.asarray(logits)[-1]
+    print(f"reading the logits row to the host: {1e3 * (time.perf_counter() - t0) / 20:.3f} ms")
     (compiled,) = step.compiled()
     plan = next(p for p in compiled.runner.plans.values() if p.dims.get("s") == 1 and p.dims.get("c") != 1)
     return plan.executable

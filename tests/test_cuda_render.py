@@ -169,3 +169,31 @@ def test_a_cublas_product_that_is_an_output_writes_the_arena_and_is_copied_out()
     bp = plan_graph(g, {})
     labels = [s.label for s in bp.steps]
     assert "matmul (gemv kn)" in labels and "output copy" not in labels, labels
+
+
+def _cache_update_llir():
+    from luminal_fn.optimize.egraph import build_egraph
+    from luminal_fn.optimize.extract import Extractor
+
+    def step(cache, idx, rows):
+        new = lf.nn.scatter_rows(cache, idx, rows)
+        return new, lnp.sum(lf.nn.gather_rows(new, idx), axis=0)
+
+    traced = lf.jit(step, donate_argnums=0).trace(
+        np.zeros((16, 8), np.float32), np.array([3, 5], np.int32), np.ones((2, 8), np.float32))
+    return Extractor(build_egraph(traced.hlir), traced.hlir).extract()
+
+
+def test_a_donated_cache_is_updated_in_place():
+    """Scatter into a donated input that nothing else reads: no copy of the destination, the
+    output is the input's own buffer; without donation the copy stays."""
+    llir = _cache_update_llir()
+    plain = plan_graph(llir, {})
+    assert "Scatter" in [s.label for s in plain.steps]
+    assert plain.bufs[plain.outputs[0]].kind == "output"
+    donated = plan_graph(llir, {}, donated=(0,))
+    labels = [s.label for s in donated.steps]
+    assert "Scatter (in place)" in labels and "Scatter" not in labels, labels
+    out = donated.bufs[donated.outputs[0]]
+    assert out.kind == "input" and out.index == 0
+    assert len(donated.steps) == len(plain.steps) - 1  # the destination copy is gone

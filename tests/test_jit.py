@@ -407,3 +407,24 @@ def test_dispatch_cache_agrees_with_the_trace_cache(x4):
     # a value change in a static or a new shape inside a container still selects correctly
     np.testing.assert_allclose(np.asarray(f([np.ones(2, np.float32)], 0.0)[0]), np.ones(2))
     assert f.trace_count == 6
+
+
+def test_a_new_dynamic_length_takes_the_fast_dispatch_path(monkeypatch):
+    """Dynamic axes are left out of the dispatch key: a new sequence length neither retraces nor
+    walks the slow signature path; static shapes still separate calls."""
+    jf = lf.jit(lambda p, x: (x * p["w"]).sum(axis=1) + p["b"], dynamic_axes={"x": {0: "s"}})
+    p = {"w": np.arange(4, dtype=np.float32), "b": 1.0}
+    x3 = np.ones((3, 4), np.float32)
+    np.testing.assert_allclose(np.asarray(jf(p, x3)), x3 @ p["w"] + 1)
+    np.testing.assert_allclose(np.asarray(jf(p, x3)), x3 @ p["w"] + 1)
+    slow = []
+    real = jf._call
+    monkeypatch.setattr(jf, "_call", lambda a, k: slow.append(1) or real(a, k))
+    for s in (5, 9, 2):
+        x = np.arange(s * 4, dtype=np.float32).reshape(s, 4)
+        np.testing.assert_allclose(np.asarray(jf(p, x)), x @ p["w"] + 1)
+    assert not slow
+    x = np.ones((3, 6), np.float32)  # a static axis changed: not the same entry
+    p6 = {"w": np.arange(6, dtype=np.float32), "b": 0.0}
+    np.testing.assert_allclose(np.asarray(jf(p6, x)), x @ p6["w"])
+    assert slow

@@ -84,6 +84,10 @@ class Backend:
         return tuple(buf.shape), buf.dtype
 
     def compile(self, graph, options: dict | None = None) -> Executable:
+        """An executable for an LLIR graph. Options a backend may use: ``buckets`` ({dim: [(lo,
+        hi)]}: plan once per bucket at its largest dims) and ``donated`` (input positions the
+        caller gives up: an output of the same shape may be written into one in place and
+        returned as that very buffer)."""
         raise NotImplementedError
 
     def synchronize(self) -> None:

@@ -88,6 +88,7 @@ class Jitted:
         self._layouts: dict = {}
         self._entries: dict = {}  # abstract signature -> Compiled
         self._fast: dict = {}  # concrete signature of a plain positional call -> Compiled
+        self._fast_dynamic = None  # {leaf: dynamic axes} the keys in _fast leave out
         # The dispatch cache needs every parameter given positionally (no defaults to fill in).
         self._fast_ok = self._sig is not None and not self._has_kwonly
         self._n_params = n
@@ -189,7 +190,7 @@ class Jitted:
     # ---- the call path ----------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         if not kwargs and self._fast:
-            fk = fast_key(args, self.static_argnums)
+            fk = fast_key(args, self.static_argnums, self._fast_dynamic)
             if fk is not None:
                 try:
                     compiled = self._fast.get(fk[0])
@@ -212,12 +213,14 @@ class Jitted:
             compiled = self._entries[key] = traced.lower().compile(example=leaves)
         n = self._n_params
         if not kwargs and self._fast_ok and (len(args) == n or (self._has_varargs and len(args) > n)):
-            fk = fast_key(args, self.static_argnums)
+            dynamic = {k: frozenset(sp.dyn) for k, sp in enumerate(lay.leaves) if sp.dyn} or None
+            fk = fast_key(args, self.static_argnums, dynamic)
             # stored only when the fast flattening found exactly the slow path's leaves
             if fk is not None and len(fk[1]) == len(leaves) and all(
                     a is b for a, b in zip(fk[1], leaves)):
-                if len(self._fast) >= _DISPATCH_CACHE_LIMIT:
-                    self._fast.clear()
+                if len(self._fast) >= _DISPATCH_CACHE_LIMIT or dynamic != self._fast_dynamic:
+                    self._fast.clear()  # keys made with another structure's mask would miss
+                self._fast_dynamic = dynamic
                 self._fast[fk[0]] = compiled
         return compiled.call_leaves(leaves)
 
@@ -293,6 +296,7 @@ class Jitted:
         self._entries.clear()
         self._layouts.clear()
         self._fast.clear()
+        self._fast_dynamic = None
 
     def __repr__(self):
         return f"<luminal_fn.jit of {self.name}>"
@@ -362,7 +366,8 @@ class Traced:
         be = get_backend(backend if backend is not None else self.jitted.backend)
         program = lower_graph(self.hlir, be, search=self.search, buckets=self.buckets,
                               symbols=self.symbols, fn_name=self.jitted.name,
-                              dim_checks=[(c.lhs, c.rhs) for c in self.dim_checks])
+                              dim_checks=[(c.lhs, c.rhs) for c in self.dim_checks],
+                              donated=tuple(self.layout.donated))
         return Lowered(self, be, program)
 
 

@@ -79,12 +79,17 @@ def donated_error(fn_name: str, path: str) -> DonationError:
         "(donate_argnums) and deleted; pass that call's result instead")
 
 
-def fast_key(args, static_pos):
+def fast_key(args, static_pos, dynamic=None):
     """(dispatch-cache key, leaves) for a call whose arguments are plain leaves (arrays, Python
     scalars) or dicts with str keys / lists / tuples of them, else None. The leaves come out in
     ``pytree.flatten`` order (dict keys sorted). The key is a preorder serialization: shape tuples,
     dtype objects, scalar types and container headers never compare equal to one another, and
-    static positions are fixed per function, so two different calls cannot share a key."""
+    static positions are fixed per function, so two different calls cannot share a key.
+
+    ``dynamic`` ({leaf index: axes}, from one argument structure's layout) leaves those axes'
+    lengths out of the key, so a new sequence length still hits. A call of another structure
+    gets different container headers or dtypes, so a mask meant for another structure can only
+    make it miss, never share a key."""
     key: list = []
     leaves: list = []
     for i, x in enumerate(args):
@@ -93,18 +98,27 @@ def fast_key(args, static_pos):
             continue
         t = type(x)
         if t is Array or t is np.ndarray:
-            key.append(x.shape)
+            key.append(_shape_key(x.shape, len(leaves), dynamic))
             key.append(x.dtype)  # a DType for Arrays, a NumPy dtype for ndarrays: never equal
             leaves.append(x)
         elif t is float or t is int or t is bool:
             key.append(t)
             leaves.append(x)
-        elif not _fast_container(x, t, key, leaves):
+        elif not _fast_container(x, t, key, leaves, dynamic):
             return None
     return tuple(key), leaves
 
 
-def _fast_container(x, t, key: list, leaves: list) -> bool:
+def _shape_key(shape, k, dynamic):
+    if dynamic is None:
+        return shape
+    axes = dynamic.get(k)
+    if axes is None:
+        return shape
+    return tuple(None if a in axes else d for a, d in enumerate(shape))
+
+
+def _fast_container(x, t, key: list, leaves: list, dynamic=None) -> bool:
     if t is dict:
         for k in x:
             if type(k) is not str:
@@ -120,13 +134,13 @@ def _fast_container(x, t, key: list, leaves: list) -> bool:
     for c in children:
         tc = type(c)
         if tc is Array or tc is np.ndarray:
-            key.append(c.shape)
+            key.append(_shape_key(c.shape, len(leaves), dynamic))
             key.append(c.dtype)
             leaves.append(c)
         elif tc is float or tc is int or tc is bool:
             key.append(tc)
             leaves.append(c)
-        elif not _fast_container(c, tc, key, leaves):
+        elif not _fast_container(c, tc, key, leaves, dynamic):
             return False
     return True
 

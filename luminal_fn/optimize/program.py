@@ -86,8 +86,11 @@ class Program:
     """One traced graph's e-graph for one backend (the Lowered stage)."""
 
     def __init__(self, graph, backend, search=None, buckets=None, symbols=(), fn_name="fn",
-                 dim_checks=()):
+                 dim_checks=(), donated=()):
         self.graph = graph
+        # inputs the caller gives up: the final executable may write them in place (search
+        # candidates may not: they run many times on the same timing inputs)
+        self.donated = tuple(donated)
         self.dim_checks = list(dim_checks)  # (lhs, rhs) Exprs every call satisfies
         self.backend = backend
         self.options = SearchOptions.from_user(search)
@@ -200,7 +203,7 @@ class Program:
             genome = cache.lookup(key, ex.genes)
             if genome is not None:
                 llir = ex.extract(genome)
-                return BucketPlan(bucket, run_dims, llir, self.backend.compile(llir, compile_options),
+                return BucketPlan(bucket, run_dims, llir, self._final(llir, compile_options),
                                   cached=True, search_s=time.perf_counter() - t0)
         evaluate = CandidateEvaluator(ex, self.backend, opts, run_dims, max_dims,
                                       self._inputs_for(run_dims), compile_options)
@@ -216,7 +219,15 @@ class Program:
             cache.store(key, genome, ex.genes,
                         meta={"fn": self.fn_name, "bucket": bucket.describe(call_dims),
                               "best_time_s": best_time})
+        if self.donated:
+            exe = self._final(llir, compile_options)
         return BucketPlan(bucket, run_dims, llir, exe, result, search_s=time.perf_counter() - t0)
+
+    def _final(self, llir, compile_options: dict):
+        """The executable calls run: told which inputs are donated (a backend may reuse them)."""
+        if self.donated:
+            compile_options = dict(compile_options, donated=self.donated)
+        return self.backend.compile(llir, compile_options)
 
 
 def _enode_text(eg, n) -> str:
@@ -230,5 +241,5 @@ def _enode_text(eg, n) -> str:
 
 
 def lower_graph(graph, backend, search=None, buckets=None, symbols=(), fn_name="fn",
-                dim_checks=()) -> Program:
-    return Program(graph, backend, search, buckets, symbols, fn_name, dim_checks)
+                dim_checks=(), donated=()) -> Program:
+    return Program(graph, backend, search, buckets, symbols, fn_name, dim_checks, donated)

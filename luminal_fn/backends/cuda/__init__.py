@@ -10,6 +10,7 @@ import numpy as np
 
 from ..base import Backend, register_backend
 from .device import INSTALL_HINT, cupy, cupy_dtype, dtype_of_storage, host_to_storage
+from .staging import STAGE_BYTES, HostStaging
 
 # CustomOp kernel names the optimizer may offer beyond fused/fused_reduce/matmul: the model
 # kernels of optimize/rules/specialize_models.egg (lowered in modelkernels.py). The hand kernels
@@ -42,7 +43,16 @@ class CudaBackend(Backend):
         if isinstance(arr, self.cp.ndarray):
             return arr
         host = np.ascontiguousarray(host_to_storage(np.asarray(arr)))
+        if host.nbytes <= STAGE_BYTES:
+            return self._staging.upload(host)
         return self.cp.asarray(host)
+
+    @property
+    def _staging(self):
+        st = self.__dict__.get("_stage")
+        if st is None:
+            st = self.__dict__["_stage"] = HostStaging(self.cp)
+        return st
 
     def to_numpy(self, buf) -> np.ndarray:
         host = self.cp.asnumpy(buf)

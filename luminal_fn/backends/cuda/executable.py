@@ -33,10 +33,10 @@ GRAPHS_PER_BUCKET = 4  # captured graphs kept per bucket for plans with host ste
 GRID_CAP_BLOCKS = 32  # default grid cap per SM for grid-stride kernels
 
 
-def plan_graph(graph, dims_max: dict, sm_count: int = 132):
+def plan_graph(graph, dims_max: dict, sm_count: int = 132, donated=()):
     """Plan one bucket (pure Python: usable without a GPU)."""
     consts: dict = {}
-    bp = Planner(graph, dims_max, sorted(graph.symbols()), sm_count).plan(consts)
+    bp = Planner(graph, dims_max, sorted(graph.symbols()), sm_count, donated=donated).plan(consts)
     bp.const_values = consts
     return bp
 
@@ -61,7 +61,7 @@ class _Bucket:
         cp = cupy()
         self.exe = exe
         g = exe.graph
-        self.plan = bp = plan_graph(g, dims_max, exe.sm_count)
+        self.plan = bp = plan_graph(g, dims_max, exe.sm_count, exe.donated)
         self.symbols = bp.symbols
         nsym = len(self.symbols)
         self.nsym = nsym
@@ -88,6 +88,9 @@ class _Bucket:
         self.out_specs = []  # (P index, static shape or None, shape exprs, storage dtype)
         for bid in bp.outputs:
             b = bp.bufs[bid]
+            if b.kind == "input":  # a donated input updated in place is returned as itself
+                self.out_specs.append((None, b.index, None, None))
+                continue
             static = tuple(b.shape) if all(isinstance(d, int) for d in b.shape) else None
             self.out_specs.append((nsym + b.id, static, tuple(b.shape), cupy_dtype(b.dtype)))
         self.P = cp.zeros(len(ptrs), dtype=np.int64)
@@ -144,6 +147,9 @@ class _Bucket:
         outs = []
         empty = cp.empty
         for j, static, shape, dtype in self.out_specs:
+            if j is None:
+                outs.append(inputs[static])
+                continue
             arr = empty(static if static is not None else
                         tuple(int(evaluate(d, dims)) for d in shape), dtype=dtype)
             host[j] = arr.data.ptr
@@ -219,6 +225,7 @@ class CudaExecutable(Executable):
         self.graph = graph
         self.symbols = sorted(graph.symbols())
         self.buckets = options.get("buckets") or {}
+        self.donated = tuple(options.get("donated") or ())
         self.use_graphs = options.get("cuda_graphs",
                                       os.environ.get("LUMINAL_CUDA_GRAPHS", "1") not in ("0", "false"))
         dev = cp.cuda.Device()

@@ -99,8 +99,10 @@ def lowerer(name: str):
 
 
 class Planner:
-    def __init__(self, graph, dims_max: dict, symbols, sm_count: int = 132, lang=CUDA):
+    def __init__(self, graph, dims_max: dict, symbols, sm_count: int = 132, lang=CUDA,
+                 donated=()):
         self.graph = graph
+        self.donated = frozenset(donated)
         self.dims_max = dict(dims_max)
         self.symbols = list(symbols)
         self.sm_count = sm_count
@@ -187,6 +189,10 @@ class Planner:
             self.node_buf[nid] = self.new_buf(n.dtype, numel(n.shape), "input", pos)
             inputs.append(self.node_buf[nid])
         outputs = [None] * len(g.outputs)
+        readers: dict = {}
+        for n in g.live_nodes():
+            for i, _ in n.inputs:
+                readers[i] = readers.get(i, 0) + 1
         for node in g.live_nodes():
             op = node.op
             if op == "Input":
@@ -213,6 +219,8 @@ class Planner:
                 self.add_kernel(srcs, bufs + [ob], node.id, "output copy")
                 continue
             alias_k = aliased.get(("prod", node.id))
+            if alias_k is not None and self._scatter_in_place(node, readers):
+                continue
             if alias_k is not None:
                 self.node_buf[node.id] = self.new_buf(node.dtype, numel(node.shape), "output", alias_k,
                                                       node.shape)
@@ -241,6 +249,31 @@ class Planner:
         self._lifetimes()
         size = self._pack()
         return BucketPlan(self.symbols, self.dims_max, self.bufs, self.steps, size, outputs, inputs)
+
+    def _scatter_in_place(self, node, readers: dict) -> bool:
+        """A Scatter into a donated input that nothing else reads, whose result is an output of
+        the same shape: it updates the caller's buffer in place (no copy of the destination),
+        and the output is that buffer (a KV cache row written per step, not the whole cache)."""
+        if node.op != "Scatter":
+            return False
+        dest, view = node.inputs[0]
+        src = self.graph.nodes[dest]
+        if (src.op != "Input" or src.attrs.get("index") not in self.donated or readers.get(dest) != 1
+                or src.dtype != node.dtype or not view.is_contiguous or view.mask is not None
+                or len(view.shape) != len(node.shape)
+                or not all(same(a, b) for a, b in zip(view.shape, node.shape))
+                or not all(same(a, b) for a, b in zip(src.shape, node.shape))):
+            return False
+        buf = self.node_buf[dest]
+        self.node_buf[node.id] = buf
+        from ..render.kernels import render_scatter
+
+        _, idx, upd = (self.kernel_input(node, k) for k in range(3))
+        sc = render_scatter(self.lang, node.shape, node.dtype, idx, upd, node.attrs.get("mode", "set"),
+                            self.dims_max, self.symbols)
+        ins = [self.input_buf(node, 1)] + ([] if upd.inlined else [self.input_buf(node, 2)])
+        self.add_kernel(sc, ins + [buf], node.id, "Scatter (in place)")
+        return True
 
     def _choose_aliases(self) -> dict:
         """Outputs whose producer can write the output buffer directly (trivial view, a node
