@@ -86,6 +86,35 @@ def dlrm_bucket(args, cp):
     return plan.executable
 
 
+def _in_graph_by_kind(b, cp, stream, top):
+    """Each kind's kernels captured alone as a CUDA graph and replayed: the time they take
+    inside a graph (launch gaps included, as in the real step), which one-by-one timing hides."""
+    groups: dict = {}
+    for st, it in zip(b.plan.steps, b.launches):
+        if it[0] == "k":
+            groups.setdefault(st.label, []).append(it)
+    whole = [it for it in b.launches if it[0] == "k"]
+    rows = []
+    for label, items in list(groups.items()) + [("(all kernels)", whole)]:
+        s = cp.cuda.Stream(non_blocking=True)
+        with s:
+            s.begin_capture()
+            for _, fn, grid, block, kargs, shm in items:
+                fn(grid, block, kargs, shared_mem=shm)
+            g = s.end_capture()
+        g.launch(stream)
+        e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+        e0.record(stream)
+        for _ in range(10):
+            g.launch(stream)
+        e1.record(stream)
+        e1.synchronize()
+        rows.append((cp.cuda.get_elapsed_time(e0, e1) / 10, len(items), label))
+    print("inside a CUDA graph, each kind alone (us per step):")
+    for ms, n, label in sorted(rows, key=lambda r: -r[0])[:top + 1]:
+        print(f"  {n:4d}  {ms * 1e3:9.1f} us  ({ms * 1e3 / n:6.2f} us each)  {label}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="llama", choices=("llama", "dlrm"))
@@ -129,6 +158,7 @@ def main():
     print("by step kind (count, total us, share):")
     for label, (n, t) in sorted(by_label.items(), key=lambda kv: -kv[1][1])[:args.top]:
         print(f"  {n:4d}  {t * 1e3:9.1f} us  {t / total:5.1%}  {label}")
+    _in_graph_by_kind(b, cp, stream, args.top)
     rows.sort(key=lambda r: -r[0])
     print("slowest launches:")
     for ms, name, label, grid, block in rows[:args.top]:

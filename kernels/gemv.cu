@@ -1,7 +1,8 @@
 // GEMV for one row of activations: y (N) = x (K) @ W, W given as its (K, N) logical matrix.
 //
 // lf_gemv_nk: W stored with k contiguous (W[n, k] at w + n*ldw + k, torch's Linear layout).
-//   Warps per row WPR in {1, 2, 4, 8}; a block of 256 threads handles 8/WPR rows; lanes load
+//   Warps per row WPR in {1, 2, 4, 8} (more for fewer rows, so the grid fills the device); a
+//   block of 256 threads handles 8/WPR rows; lanes load
 //   16 bytes of a row at a time and a warp shuffle (plus shared memory across the WPR warps)
 //   sums them.
 // lf_gemv_kn: W stored with n contiguous (W[k, n] at w + k*ldw + n, the x @ W layout of
@@ -10,7 +11,9 @@
 //   float partials go to a scratch buffer and lf_gemv_partials adds them up.
 // Both need K (nk) or N (kn) and the leading dim to be multiples of V = 16 / sizeof(T), and
 // 16-byte aligned bases; the host checks and otherwise falls back to cuBLAS.
-template <typename T>
+//   ITERS > 0: K == ITERS * WPR * 32 * V, known when the kernel is rendered, so every load of a
+//   lane's share of the row is issued before the first multiply (more bytes in flight).
+template <typename T, int ITERS>
 __device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
                            T* __restrict__ y, int N, int K, int WPR) {
   constexpr int V = 16 / sizeof(T);
@@ -22,13 +25,27 @@ __device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __re
     float acc = 0.f;
     if (n < N) {
       const T* wr = w + (long long)n * ldw;
-      #pragma unroll 4
-      for (int k = (part * 32 + lane) * V; k < K; k += WPR * 32 * V) {
-        float a[V], b[V];
-        lf_vld<V>(wr + k, a);
-        lf_vld<V>(x + k, b);
+      const int k0 = (part * 32 + lane) * V, step = WPR * 32 * V;
+      if (ITERS > 0) {
+        float a[ITERS > 0 ? ITERS : 1][V];
         #pragma unroll
-        for (int j = 0; j < V; ++j) acc += a[j] * b[j];
+        for (int i = 0; i < ITERS; ++i) lf_vld<V>(wr + k0 + i * step, a[i]);
+        #pragma unroll
+        for (int i = 0; i < ITERS; ++i) {
+          float b[V];
+          lf_vld<V>(x + k0 + i * step, b);
+          #pragma unroll
+          for (int j = 0; j < V; ++j) acc += a[i][j] * b[j];
+        }
+      } else {
+        #pragma unroll 4
+        for (int k = k0; k < K; k += step) {
+          float a[V], b[V];
+          lf_vld<V>(wr + k, a);
+          lf_vld<V>(x + k, b);
+          #pragma unroll
+          for (int j = 0; j < V; ++j) acc += a[j] * b[j];
+        }
       }
     }
     #pragma unroll

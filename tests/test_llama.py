@@ -398,3 +398,20 @@ def test_benchmark_script_runs_on_the_tiny_shape(tmp_path, monkeypatch, capsys):
     assert [(r["dtype"], r["prompt_tokens"], r["new_tokens"]) for r in rows] == [("float32", 5, 3)]
     assert rows[0]["ttft_ms"] > 0 and rows[0]["tpot_ms"] > 0 and rows[0]["compiles"] == 1
     assert "| float32 | numpy | 5 | 3 |" in capsys.readouterr().out
+
+
+def test_pipelined_greedy_equals_the_host_loop_and_stops(session, prompt):
+    """Greedy decoding picks on the device and queues one step ahead; the ids are those of the
+    host loop (logits read, argmax in NumPy), and a stop token ends it without being kept."""
+    ids, reason, profiles = generate_ids(session, prompt, 6, repetition_penalty=1.0)
+    assert reason == "max_new_tokens" and len(ids) == 6 and len(profiles) == 6
+    session.reset()
+    host, pending = [], list(prompt)
+    for _ in range(6):
+        row, _ = session.run(pending)
+        host.append(sample_greedy(row, set(), 1.0))
+        pending = [host[-1]]
+    assert host == ids
+    stop = ids[2]
+    got, reason, _ = generate_ids(session, prompt, 6, stop_ids=(stop,), repetition_penalty=1.0)
+    assert reason == "stop token" and got == ids[:ids.index(stop)]

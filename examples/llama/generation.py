@@ -72,6 +72,7 @@ class LlamaSession:
         self.buckets = buckets
         self.backend = backend
         self.step = model.make_step(config, backend=backend, buckets=buckets, search=search)
+        self.greedy = model.make_greedy(backend=backend, search=search, buckets=buckets)
         self.cache = model.new_cache(config, max_seq_len, backend)
         self.length = 0  # cache rows in use
 
@@ -86,11 +87,29 @@ class LlamaSession:
         mask = np.zeros((s, c), np.float32)
         logits, self.cache = self.step(self.weights, tokens, pos, pos, np.arange(c, dtype=np.int32),
                                        mask, self.cache)
-        np.asarray(logits)  # wait for the device
+        np.asarray(self.greedy(logits))  # compiles the device-side greedy pick too; waits
+        decode = model.step_inputs([0], 1)  # and the decode bucket (s = 1, c >= 2) with its pick
+        logits, self.cache = self.step(self.weights, *decode, self.cache)
+        np.asarray(self.greedy(logits))
         return time.perf_counter() - t0
 
     def reset(self):
         self.length = 0
+
+    def launch(self, tokens):
+        """Queue one step for ``tokens`` (a list, or the (1,) token array a previous step's
+        greedy pick left on the device) and its greedy next token; returns that token as a
+        device array without waiting for it."""
+        n = len(tokens)
+        if self.length + n > self.max_seq_len:
+            raise ValueError(f"the context would grow to {self.length + n} tokens, past "
+                             f"max_seq_len {self.max_seq_len}")
+        args = model.step_inputs(tokens if isinstance(tokens, list) else [0] * n, self.length)
+        if not isinstance(tokens, list):
+            args = (tokens,) + args[1:]  # the device token, never read back to build the input
+        logits, self.cache = self.step(self.weights, *args, self.cache)
+        self.length += n
+        return self.greedy(logits)
 
     def run(self, tokens) -> tuple:
         """Append ``tokens`` at the end of the context; returns (last logits row, StepProfile)."""
@@ -113,7 +132,10 @@ class LlamaSession:
 def generate_ids(session: LlamaSession, prompt_ids: list, max_new_tokens: int, stop_ids=(),
                  repetition_penalty: float = 1.05, on_token=None) -> tuple:
     """Prefill then decode, greedily. Returns (generated ids, the stop token's reason, profiles).
-    The stop token itself is not part of the ids; ``on_token(id)`` sees every kept token."""
+    The stop token itself is not part of the ids; ``on_token(id)`` sees every kept token.
+    Plain greedy decoding (penalty 1.0) picks tokens on the device and runs one step ahead."""
+    if repetition_penalty == 1.0:
+        return generate_ids_pipelined(session, prompt_ids, max_new_tokens, stop_ids, on_token)
     stop_ids = set(stop_ids)
     session.reset()
     ids: list = []
@@ -138,6 +160,47 @@ def generate_ids(session: LlamaSession, prompt_ids: list, max_new_tokens: int, s
         if on_token is not None:
             on_token(token)
         pending = [token]
+    return ids, reason, profiles
+
+
+def generate_ids_pipelined(session: LlamaSession, prompt_ids: list, max_new_tokens: int,
+                           stop_ids=(), on_token=None) -> tuple:
+    """Greedy decoding with the argmax on the device and one step in flight: step t+1 is queued
+    with step t's token still on the device, then token t is read (while t+1 runs) and checked
+    for a stop. A step queued past a stop token is simply discarded. ``StepProfile.total`` is
+    the time between two tokens reaching the host (the first: the prefill, TTFT)."""
+    stop_ids = set(stop_ids)
+    session.reset()
+    ids: list = []
+    profiles: list = []
+    if max_new_tokens <= 0 or not prompt_ids:
+        return ids, "nothing to do", profiles
+    if session.length + len(prompt_ids) > session.max_seq_len:
+        return ids, "max_seq_len", profiles
+    t_prev = time.perf_counter()
+    token = session.launch(list(prompt_ids))
+    reason = "max_new_tokens"
+    while True:
+        t0 = time.perf_counter()
+        ahead = len(ids) + 1 < max_new_tokens and session.length + 1 <= session.max_seq_len
+        nxt = session.launch(token) if ahead else None
+        t1 = time.perf_counter()
+        value = int(np.asarray(token).reshape(-1)[0])  # waits for the step that chose it
+        t2 = time.perf_counter()
+        profiles.append(StepProfile(total=t2 - t_prev, execute=t1 - t0, logits=t2 - t1, cache=0.0))
+        t_prev = t2
+        if value in stop_ids:
+            reason = "stop token"
+            break
+        ids.append(value)
+        if on_token is not None:
+            on_token(value)
+        if len(ids) >= max_new_tokens:
+            break
+        if nxt is None:
+            reason = "max_seq_len"
+            break
+        token = nxt
     return ids, reason, profiles
 
 

@@ -131,6 +131,17 @@ def make_step(config: LlamaConfig, *, backend=None, buckets=None, search=None, a
                   backend=backend, donate_argnums=(6,))
 
 
+def make_greedy(*, backend=None, search=None, buckets=None):
+    """The greedy pick on the device: logits (s, vocab) -> the last row's argmax as a (1,) int32
+    array, which the next step takes as its tokens without a trip through the host."""
+    def greedy_token(logits):
+        return lnp.argmax(logits[-1]).astype(lnp.int32).reshape(1)
+
+    s_buckets = {"s": buckets["s"]} if buckets and "s" in buckets else None
+    return lf.jit(greedy_token, dynamic_axes={"logits": {0: "s"}}, backend=backend, search=search,
+                  buckets=s_buckets)
+
+
 def new_cache(config: LlamaConfig, max_seq_len: int, backend=None) -> list:
     z = np.zeros((max_seq_len, config.kv_dim), np.float32)
     return [{"k": lf.device_put(z, backend), "v": lf.device_put(z, backend)}

@@ -157,9 +157,11 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
             pl.add_kernel(src2, [scratch, out], node.id, "matmul (gemv partials)")
         return True
     if same(s_k, 1) and K % V == 0 and _aligned(s_n, V) and _aligned(vb.offset, V):
-        wpr = 1 if K <= 1024 else (2 if K <= 4096 else 4)
+        wpr = _warps_per_row(N, K, V, pl.sm_count)
         rpb = 8 // wpr
-        body = guard + [f"lf_gemv_nk<{T}>(b1 + ({r(vb.offset)}), (long long)({r(s_n)}), "
+        per_lane = K // (wpr * 32 * V)
+        iters = per_lane if per_lane * wpr * 32 * V == K and 1 <= per_lane <= MAX_UNROLLED else 0
+        body = guard + [f"lf_gemv_nk<{T}, {iters}>(b1 + ({r(vb.offset)}), (long long)({r(s_n)}), "
                 f"b0 + ({r(va.offset)}), out, {N}, {K}, {wpr});"]
         bufs = [("in0", "b0", node.dtype, True), ("in1", "b1", node.dtype, True),
                 ("out", "out", node.dtype, False)]
@@ -168,6 +170,19 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
         pl.add_kernel(src, [b_a, b_w, out], node.id, "matmul (gemv nk)")
         return True
     return False
+
+
+MAX_UNROLLED = 16  # vectors per lane held in registers at once by the unrolled GEMV
+
+
+def _warps_per_row(N: int, K: int, V: int, sm_count: int) -> int:
+    """Warps sharing one row of W (N, K): enough that the grid (N * wpr / 8 blocks of 256
+    threads) fills every SM about eight times over, but no more than K has vectors for."""
+    want = 8 * sm_count
+    wpr = 1
+    while wpr < 8 and N * wpr // 8 < want and (2 * wpr) * 32 * V <= K:
+        wpr *= 2
+    return wpr
 
 
 # ---- cuBLAS ------------------------------------------------------------------------------------
