@@ -11,7 +11,7 @@ fastest on NumPy, CUDA (CuPy) or MLX.
 from . import backends
 from .backends import available_backends, get_backend
 from .frontend import numpy as _lnp_impl  # noqa: F401  (installs Tracer methods)
-from .frontend.array import Array, _install_operators, device_put
+from .frontend.array import Array, _install_operators, device_put, from_dlpack
 from .frontend.errors import (ArgumentError, DonationError, DTypeError, LuminalError, ShapeError,
                                TracingError)
 from .frontend.jit import Compiled, Jitted, Lowered, Traced, jit, make_hlir
@@ -28,7 +28,7 @@ _install_operators()
 __version__ = "0.1.0"
 
 __all__ = [
-    "jit", "make_hlir", "Array", "device_put", "Tracer", "Traced", "Lowered", "Compiled", "Jitted",
+    "jit", "make_hlir", "Array", "device_put", "from_dlpack", "Tracer", "Traced", "Lowered", "Compiled", "Jitted",
     "numpy", "nn", "dtypes", "float32", "float16", "bfloat16", "int32", "bool_", "tree_map",
     "tree_leaves", "get_backend", "available_backends", "backends", "LuminalError", "TracingError",
     "ShapeError", "DTypeError", "DonationError", "ArgumentError", "SearchOptions",

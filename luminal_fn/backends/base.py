@@ -10,6 +10,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..ir import dtypes as dt
+
 
 class BackendUnavailable(RuntimeError):
     """The backend's library or device is missing; the message says what to install."""
@@ -74,6 +76,12 @@ class Backend:
     def from_numpy(self, arr: np.ndarray):
         raise NotImplementedError
 
+    def from_dlpack(self, x):
+        """A buffer of this backend for an object with ``__dlpack__`` (a PyTorch tensor, JAX or
+        CuPy array, ...), sharing its memory where the device allows; the default reads it as a
+        NumPy array (host memory only) and moves that."""
+        return self.from_numpy(host_from_dlpack(x, self.name))
+
     def to_numpy(self, buf) -> np.ndarray:
         raise NotImplementedError
 
@@ -135,3 +143,26 @@ def default_backend_name() -> str:
         except Exception:
             pass
     return "numpy"
+
+
+DLPACK_CPU = 1  # DLDeviceType kDLCPU
+
+
+def host_from_dlpack(x, backend: str) -> np.ndarray:
+    """``np.from_dlpack(x)`` with the errors a user can act on."""
+    try:
+        dev = x.__dlpack_device__()[0]
+    except Exception:
+        dev = DLPACK_CPU
+    if dev != DLPACK_CPU:
+        raise ValueError(f"{backend} backend: a {type(x).__name__} on DLPack device type {dev} "
+                         "cannot be read from host memory; move it to the CPU first, or use the "
+                         "backend of its device")
+    try:
+        arr = np.from_dlpack(x)
+    except (RuntimeError, TypeError, BufferError) as e:
+        raise TypeError(f"{backend} backend: cannot import a {type(x).__name__} through DLPack "
+                        f"({e}); NumPy has no bfloat16, so convert bfloat16 tensors to float32 "
+                        "first (or view their bits as int16)") from None
+    return dt.narrow_array(arr, f"{backend} backend: DLPack import")
+

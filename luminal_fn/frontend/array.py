@@ -196,6 +196,23 @@ def device_put(x, backend=None):
     return _put_leaf(x, be)
 
 
+def from_dlpack(x, backend=None) -> Array:
+    """An Array sharing the memory of ``x`` (a PyTorch tensor, JAX or CuPy array, anything with
+    ``__dlpack__``) where the backend's device holds it, as ``jax.dlpack.from_dlpack`` and
+    ``torch.from_dlpack`` do: writing into ``x`` later shows in the Array. Host data bound for
+    the GPU, and 64-bit dtypes (narrowed to 32 bits by the boundary rule), are copied."""
+    be = get_backend(backend)
+    if not hasattr(x, "__dlpack__"):
+        raise TypeError(f"from_dlpack: a {type(x).__name__} has no __dlpack__; use device_put "
+                        "for NumPy data and Python values")
+    return _array_of(be.from_dlpack(x), be)
+
+
+def _array_of(buf, be) -> Array:
+    shape, npd = be.buffer_shape_dtype(buf)
+    return Array(buf, be, tuple(shape), dt.canonicalize(npd))
+
+
 def _put_leaf(x, be) -> Array:
     if isinstance(x, Array):
         if x._backend is be:
@@ -204,6 +221,11 @@ def _put_leaf(x, be) -> Array:
     if be.is_buffer(x) and not isinstance(x, np.ndarray):
         shape, npd = be.buffer_shape_dtype(x)
         return Array(x, be, tuple(shape), dt.canonicalize(npd))
+    if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__") and not np.isscalar(x):
+        buf = be.from_dlpack(x)
+        if hasattr(buf, "copy"):  # device_put copies: later writes to x must not change the Array
+            buf = buf.copy()
+        return _array_of(buf, be)
     src = np.asarray(x)
     arr = dt.narrow_array(src, "device_put")
     buf = be.from_numpy(arr)

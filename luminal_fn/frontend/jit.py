@@ -452,6 +452,8 @@ class Compiled:
                 if d is not in_np[k] and d != in_np[k]:
                     x = dt.narrow_array(x, f"{self._name}: argument {self._paths[k]!r}")
                 add(be.from_numpy(x))
+            elif hasattr(x, "__dlpack__") and not isinstance(x, (np.generic, Tracer)):
+                add(be.from_dlpack(x))  # a PyTorch/JAX/CuPy array: its memory, read, not copied
             else:
                 add(be.from_numpy(self._other_leaf(x, k)))
         dims = self._read_dims(leaves) if self._dim_reads else {}

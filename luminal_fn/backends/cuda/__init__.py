@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..base import Backend, register_backend
+from ...ir import dtypes as dt
+from ..base import DLPACK_CPU, Backend, host_from_dlpack, register_backend
 from .device import INSTALL_HINT, cupy, cupy_dtype, dtype_of_storage, host_to_storage
 from .staging import STAGE_BYTES, HostStaging
 
@@ -46,6 +47,24 @@ class CudaBackend(Backend):
         if host.nbytes <= STAGE_BYTES:
             return self._staging.upload(host)
         return self.cp.asarray(host)
+
+    def from_dlpack(self, x):
+        """CUDA memory is shared (``cupy.from_dlpack``, no copy); host memory is moved."""
+        try:
+            dev = x.__dlpack_device__()[0]
+        except Exception:
+            dev = DLPACK_CPU
+        if dev == DLPACK_CPU:
+            return self.from_numpy(host_from_dlpack(x, self.name))
+        try:
+            buf = self.cp.from_dlpack(x)
+        except Exception as e:
+            raise TypeError(f"cuda backend: cannot import a {type(x).__name__} through DLPack "
+                            f"({e}); CuPy has no bfloat16, so convert bfloat16 tensors to float32 "
+                            "first (or view their bits as int16)") from None
+        if buf.dtype.itemsize == 8:  # the boundary rule: 64-bit values become 32-bit (a copy)
+            return self.from_numpy(dt.narrow_array(self.cp.asnumpy(buf), "cuda backend: DLPack import"))
+        return buf
 
     @property
     def _staging(self):
