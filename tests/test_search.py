@@ -87,3 +87,31 @@ def test_group_timeout_stops_the_search():
         search_mod._now = orig
     assert res.stop_reason == "group_timeout" and 9 <= res.n_evaluated <= 11
     assert math.isfinite(res.best_time)
+
+
+class _ScriptedExe:
+    """An executable whose profile() returns scripted seconds (a lucky first run, then steady)."""
+
+    def __init__(self, first, steady):
+        self.first, self.steady, self.calls = first, steady, 0
+
+    def profile(self, inputs, dims, trials, timeout):
+        self.calls += 1
+        return self.first if self.calls == 1 else self.steady
+
+
+def test_final_retiming_falls_back_to_the_next_finalist_not_the_reference():
+    from luminal_fn.optimize.evaluate import CandidateEvaluator
+
+    ev = CandidateEvaluator.__new__(CandidateEvaluator)
+    ev.options, ev.inputs, ev.run_dims = SearchOptions(trials=1), [], {}
+    ref = _ScriptedExe(10e-3, 10e-3)  # the generic genome: slow but safe
+    lucky = _ScriptedExe(1e-3, 12e-3)  # one lucky run makes it look fastest; slower than ref
+    good = _ScriptedExe(8e-3, 8e-3)  # steadily faster than the reference
+    ev.reference_entry = [10e-3, "r", "ref-llir", ref]
+    ev.finalists = [[1e-3, "l", "lucky-llir", lucky], [8e-3, "g", "good-llir", good]]
+    t, llir, exe = ev.final()
+    assert llir == "good-llir" and exe is good and t == 8e-3
+    # when no finalist beats the reference head to head, the reference is kept
+    ev.finalists = [[1e-3, "l", "lucky-llir", _ScriptedExe(1e-3, 12e-3)]]
+    assert ev.final()[1] == "ref-llir"

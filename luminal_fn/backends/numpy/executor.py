@@ -13,7 +13,6 @@ from numpy.lib.stride_tricks import as_strided
 
 from ...ir import dtypes as dt
 from ...ir.expr import Expr, compile_np
-from ...ir.passes import last_readers
 from ...ir.view import View
 
 KERNELS: dict[str, Callable] = {}  # op name -> builder(node, readers) -> step(vals, dims)
@@ -49,8 +48,10 @@ def read_view(buf: np.ndarray, v: View) -> np.ndarray:
     return out
 
 
-def make_reader(src: int, view: View, producer_shape: tuple) -> Callable:
-    """A function (vals, dims) -> ndarray for one input edge, specialised for its view."""
+def make_reader(src: int, view: View, producer_shape: tuple, producer_dtype=None) -> Callable:
+    """A function (vals, dims) -> ndarray for one input edge, specialised for its view. It
+    carries ``edge = (src, view, producer shape, producer dtype)`` for kernels that read the
+    edge their own way (the fused tree programs read broadcast views at their compact shape)."""
     trivial = view.is_contiguous and len(view.shape) == len(producer_shape) and all(
         a == b for a, b in zip(view.shape, producer_shape))
     if trivial:
@@ -58,10 +59,14 @@ def make_reader(src: int, view: View, producer_shape: tuple) -> Callable:
             return vals[src]
 
         read.src = src  # kernels index vals directly for plain reads (see _binary)
-        return read
-    if view.is_static():
-        return lambda vals, dims: read_view(vals[src], view)
-    return lambda vals, dims: read_view(vals[src], view.evaluate(dims))
+    elif view.is_static():
+        def read(vals, dims):
+            return read_view(vals[src], view)
+    else:
+        def read(vals, dims):
+            return read_view(vals[src], view.evaluate(dims))
+    read.edge = (src, view, tuple(producer_shape), producer_dtype)
+    return read
 
 
 def _np_dtype(d: dt.DType):
@@ -267,24 +272,39 @@ def _output(node, readers):
 
 # ---- the plan -----------------------------------------------------------------------------------
 class Plan:
-    """A graph compiled to a list of (node id, step) closures."""
+    """A graph compiled to a list of (node id, step) closures. Fused kernels first share the
+    subtrees they have in common (plan_share: a value computed once, read by later kernels)."""
 
     def __init__(self, graph, kernels: dict | None = None):
+        from .plan_share import share_subtrees  # imports the kernels' modules
+
         table = KERNELS if kernels is None else {**KERNELS, **kernels}
         self.graph = graph
-        self.n = len(graph.nodes)
         self.inputs = list(graph.inputs)
         self.outputs = list(graph.outputs)
+        nodes, self.n, extra = share_subtrees(graph)
+        self.nodes = nodes
+
+        def producer(i):
+            return extra[i] if i in extra else (graph.nodes[i].shape, graph.nodes[i].dtype)
+
+        last = {}
+        for node in nodes:
+            for i, _ in node.inputs:
+                last[i] = node.id
+        last_use: dict = {}
+        for prod, consumer in last.items():
+            if prod in extra or graph.nodes[prod].op != "Input":
+                last_use.setdefault(consumer, []).append(prod)
         steps = []
-        last_use = last_readers(graph)
-        for node in graph.live_nodes():
+        for node in nodes:
             if node.op == "Input":
                 continue
             name = node.attrs.get("name") if node.op == "CustomOp" else node.op
             build = table.get(name)
             if build is None:
                 raise NotImplementedError(f"the NumPy backend has no kernel for {name!r}")
-            readers = [make_reader(i, v, graph.nodes[i].shape) for i, v in node.inputs]
+            readers = [make_reader(i, v, *producer(i)) for i, v in node.inputs]
             free = tuple(i for i in last_use.get(node.id, ()) if i not in self.outputs)
             step = build(node, readers)
             steps.append((node.id, getattr(step, "raw", step), free))

@@ -5,8 +5,9 @@ import numpy as np
 
 from ...ir import dtypes as dt
 from ...ir.expr import compile_np
-from .executor import KERNELS, _compute_dtype, _fmod, kernel
+from .executor import KERNELS, _compute_dtype, _fmod, _guarded, kernel
 from .tree_peephole import rewrite
+from .tree_program import compact_reader, compact_view, compile_program
 
 _NP_UNARY = {"Exp2": np.exp2, "Log2": np.log2, "Sin": np.sin, "Sqrt": np.sqrt,
              # whole functions recognised by tree_peephole.rewrite
@@ -115,11 +116,73 @@ def _shape_fn(shape):
     return lambda dims: tuple(d if isinstance(d, int) else d.evaluate(dims) for d in shape)
 
 
+def _program(node, readers, tree, full_shape):
+    """``(program, compact readers)`` when the tree takes the straight-line path of
+    tree_program (static shapes, unmasked views, one float dtype), else None."""
+    if not all(isinstance(d, int) for d in full_shape) or node.dtype.name not in ("float32", "float64"):
+        return None
+    reads, shapes, dtypes = [], [], []
+    for r in readers:
+        edge = getattr(r, "edge", None)
+        if edge is None or edge[3] is None:
+            return None
+        src, view, pshape, pdtype = edge
+        read = compact_reader(src, view, pshape, dt.to_numpy(pdtype))
+        if read is None:
+            return None
+        reads.append(read)
+        shapes.append(compact_view(view, pshape)[0])
+        dtypes.append(pdtype)
+    stash = node.attrs.get("_stash", ())
+    fn = compile_program(tree, shapes, dtypes, node.dtype.name, keep=[t for t, _ in stash])
+    return None if fn is None else (fn, reads)
+
+
+def _with_stash(node, program, reads):
+    """The program as ``vals -> root``: values it keeps for later kernels (plan_share's stash)
+    are stored in ``vals`` under their ids on the way."""
+    ids = [vid for _, vid in node.attrs.get("_stash", ())]
+    if not ids:
+        return lambda vals: program(*[r(vals) for r in reads])
+
+    def run(vals):
+        root, *kept = program(*[r(vals) for r in reads])
+        for vid, value in zip(ids, kept):
+            vals[vid] = value
+        return root
+
+    return run
+
+
+def _no_stash(node):
+    if "_stash" in node.attrs:
+        raise RuntimeError(f"NumPy backend: kernel %{node.id} should keep values for later kernels "
+                           "but its tree left the straight-line path (plan_share and tree_program "
+                           "disagree on eligibility)")
+
+
 @kernel("fused")
 def _fused(node, readers):
     shape_fn = _shape_fn(node.shape)
-    fn = compile_tree(rewrite(node.attrs["expr"]), shape_fn)
+    tree = rewrite(node.attrs["expr"])
     od = dt.to_numpy(node.dtype)
+    fast = _program(node, readers, tree, node.shape)
+    if fast is not None:
+        program, reads = fast
+        run = _with_stash(node, program, reads)
+        shape = tuple(node.shape)
+        if program.root_is_temp and program.root_shape == shape:
+            def fused_program(vals, dims):
+                return run(vals)  # a fresh array of the node's shape
+        else:
+            def fused_program(vals, dims):
+                return np.array(np.broadcast_to(run(vals), shape), dtype=od, order="C", copy=True)
+
+        step = _guarded(fused_program)  # Plan runs the raw form inside its one errstate
+        step.program = program
+        return step
+    _no_stash(node)
+    fn = compile_tree(tree, shape_fn)
 
     def step(vals, dims):
         args = [r(vals, dims) for r in readers]
@@ -133,11 +196,32 @@ def _fused(node, readers):
 @kernel("fused_reduce")
 def _fused_reduce(node, readers):
     in_shape_fn = _shape_fn(tuple(node.attrs["in_shape"]))
-    fn = compile_tree(rewrite(node.attrs["expr"]), in_shape_fn)
+    tree = rewrite(node.attrs["expr"])
     axis = node.attrs["axis"]
     op = node.attrs["reduce"]
     od = dt.to_numpy(node.dtype)
     acc = np.float32 if node.dtype.is_float else od
+    init = -np.inf if node.dtype.is_float else np.iinfo(np.int32).min
+    fast = _program(node, readers, tree, tuple(node.attrs["in_shape"]))
+    if fast is not None:
+        program, reads = fast
+        run = _with_stash(node, program, reads)
+        in_shape = tuple(node.attrs["in_shape"])
+        full = program.root_shape == in_shape
+
+        def reduce_program(vals, dims):
+            x = run(vals)
+            if not full:
+                x = np.broadcast_to(x, in_shape)
+            if op == "sum":  # the ufunc's own reduce: np.sum / np.max minus their wrappers
+                return np.asarray(np.add.reduce(x, axis=axis, dtype=acc)).astype(od, copy=False)
+            return np.asarray(np.maximum.reduce(x, axis=axis, initial=init)).astype(od, copy=False)
+
+        step = _guarded(reduce_program)
+        step.program = program
+        return step
+    _no_stash(node)
+    fn = compile_tree(tree, in_shape_fn)
 
     def step(vals, dims):
         args = [r(vals, dims) for r in readers]
@@ -146,7 +230,6 @@ def _fused_reduce(node, readers):
             if op == "sum":
                 out = np.sum(x, axis=axis, dtype=acc)
             else:
-                init = -np.inf if node.dtype.is_float else np.iinfo(np.int32).min
                 out = np.max(x, axis=axis, initial=init)
         return np.asarray(out).astype(od, copy=False)
 

@@ -1,0 +1,151 @@
+"""The NumPy backend's straight-line tree programs (tree_program) and the subtrees fused kernels
+share across the plan (plan_share): same values as evaluating the trees node by node, each
+distinct subtree computed once, temporaries reused, kept values never overwritten."""
+import random
+
+import numpy as np
+import pytest
+
+import luminal_fn as lf
+import luminal_fn.numpy as lnp
+from luminal_fn.backends.numpy.kernels import compile_tree
+from luminal_fn.backends.numpy.tree_program import compile_program, compact_view
+from luminal_fn.ir.view import View
+
+F = "float32"
+
+
+def _in(k):
+    return ("in", k)
+
+
+def _c(v):
+    return ("const", v, F)
+
+
+def _op(tag, *kids):
+    return (tag, F) + kids
+
+
+SHAPES = [(4, 5), (4, 1), (1, 5)]  # compact shapes of the arguments (two are broadcast)
+
+
+def _args(rng):
+    return [(rng.standard_normal(s) * 0.7 + 1.5).astype(np.float32) for s in SHAPES]
+
+
+def _node_by_node(tree, args):
+    full = np.broadcast_shapes(*SHAPES)
+    fn = compile_tree(tree, lambda dims: full)
+    with np.errstate(all="ignore"):
+        return np.broadcast_to(fn([np.broadcast_to(a, full) for a in args], {}), full)
+
+
+def _random_tree(rng, depth):
+    if depth == 0 or rng.random() < 0.2:
+        return _in(rng.randrange(3)) if rng.random() < 0.8 else _c(rng.choice([0.5, -1.0, 2.0]))
+    tag = rng.choice(["Add", "Mul", "Mul", "Add", "Exp2", "Sqrt", "Recip", "np.tanh", "Sin"])
+    if tag in ("Add", "Mul"):
+        a = _random_tree(rng, depth - 1)
+        b = a if rng.random() < 0.3 else _random_tree(rng, depth - 1)  # repeated subtrees
+        return _op(tag, a, b)
+    return _op(tag, _random_tree(rng, depth - 1))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_programs_match_node_by_node_bit_for_bit(seed):
+    rng = random.Random(seed)
+    tree = _random_tree(rng, 5)
+    prog = compile_program(tree, SHAPES, [lf.float32] * 3, F)
+    assert prog is not None
+    args = _args(np.random.default_rng(seed))
+    with np.errstate(all="ignore"):
+        got = np.broadcast_to(prog(*args), np.broadcast_shapes(*SHAPES))
+    np.testing.assert_array_equal(got, _node_by_node(tree, args))  # NaN == NaN here
+
+
+def test_repeated_subtrees_are_computed_once_and_buffers_reused():
+    u = _op("Add", _in(0), _in(2))
+    cube = _op("Mul", _op("Mul", _op("Mul", _c(0.044715), u), u), u)
+    gelu = _op("Mul", _op("Mul", _c(0.5), u),
+               _op("Add", _c(1.0), _op("np.tanh", _op("Mul", _c(0.8), _op("Add", u, cube)))))
+    prog = compile_program(gelu, SHAPES, [lf.float32] * 3, F)
+    assert prog.source.count("add(a0, a2)") == 1, prog.source
+    # 10 operations, three values live at once at most (u, 0.5 * u, the cube): three buffers,
+    # the other seven operations write in place
+    assert prog.source.count("out=") == 7, prog.source
+    args = _args(np.random.default_rng(0))
+    x = args[0].astype(np.float64) + args[2]
+    ref = 0.5 * x * (1 + np.tanh(0.8 * (x + 0.044715 * x ** 3)))
+    np.testing.assert_allclose(prog(*args), ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(prog(*args), _node_by_node(gelu, args))
+
+
+def test_broadcast_inputs_are_computed_at_their_compact_shape():
+    # x * recip(sqrt(var)): the reciprocal square root runs on (4, 1), not on (4, 5)
+    tree = _op("Mul", _in(0), _op("Recip", _op("Sqrt", _in(1))))
+    prog = compile_program(tree, SHAPES[:2], [lf.float32] * 2, F)
+    assert prog.root_shape == (4, 5)
+    args = _args(np.random.default_rng(1))[:2]
+    np.testing.assert_array_equal(prog(*args), args[0] * np.reciprocal(np.sqrt(args[1])))
+    view = View((4, 5), (1, 0), 0, None)  # a (4,) buffer broadcast along the last axis
+    assert compact_view(view, (4,)) == ((4, 1), (1, 0), 0)
+    assert compact_view(View((4, 5), (1, 0), 0, ((0, 2), (0, 5))), (4,)) is None  # masked
+
+
+def test_kept_values_survive_later_in_place_work():
+    d = _op("Add", _in(0), _op("Mul", _in(1), _c(-1.0)))
+    sq = _op("Mul", d, d)
+    tree = _op("Mul", _op("Add", sq, _c(1.0)), _c(2.0))  # d dies at sq: in-place candidates
+    prog = compile_program(tree, SHAPES[:2], [lf.float32] * 2, F, keep=[d])
+    args = _args(np.random.default_rng(2))[:2]
+    root, kept = prog(*args)
+    np.testing.assert_array_equal(kept, args[0] - args[1])
+    np.testing.assert_array_equal(root, ((args[0] - args[1]) ** 2 + 1) * 2)
+
+
+def test_mixed_dtypes_and_ints_keep_the_node_by_node_path():
+    assert compile_program(_op("Add", _in(0), _in(1)), SHAPES[:2], [lf.float32, lf.float16], F) is None
+    assert compile_program(("Add", "int32", _in(0), _in(1)), SHAPES[:2], [lf.int32] * 2, "int32") is None
+
+
+def _plan(fn, *args):
+    jf = lf.jit(fn, backend="numpy", search=lf.SearchOptions(limit=1, cache=False, progress=False))
+    out = np.asarray(jf(*args))
+    (compiled,) = jf.compiled()
+    (plan,) = compiled.runner.plans.values()
+    return out, plan.executable.plan
+
+
+def _count(tree, tags):
+    if tree[0] in ("in", "const"):
+        return 0
+    return (tree[0] in tags) + sum(_count(t, tags) for t in tree[2:])
+
+
+def test_layer_norm_and_softmax_share_values_across_kernels():
+    rng = np.random.default_rng(3)
+    x, r = rng.standard_normal((2, 8, 16)).astype(np.float32), rng.standard_normal((2, 8, 16)).astype(np.float32)
+
+    def f(x, r):
+        h = x + r
+        mu = lnp.mean(h, axis=-1, keepdims=True)
+        var = lnp.mean((h - mu) * (h - mu), axis=-1, keepdims=True)
+        n = (h - mu) / lnp.sqrt(var + 1e-5)
+        e = lnp.exp(n - lnp.max(n, axis=-1, keepdims=True))
+        return e / lnp.sum(e, axis=-1, keepdims=True)
+
+    out, plan = _plan(f, x, r)
+    h = x.astype(np.float64) + r
+    n = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-5)
+    e = np.exp(n - n.max(-1, keepdims=True))
+    np.testing.assert_allclose(out, e / e.sum(-1, keepdims=True), rtol=2e-5, atol=1e-6)
+    trees = [n.attrs["expr"] for n in plan.nodes if n.op == "CustomOp" and "expr" in n.attrs]
+    assert sum(_count(t, ("Exp2", "np.exp")) for t in trees) == 1, trees  # exp once, not twice
+    # every kernel reads only values that exist by its turn in the plan
+    done = set(plan.inputs)
+    for nid, step, _ in plan.steps:
+        node = next(n for n in plan.nodes if n.id == nid)
+        assert all(i in done for i, _ in node.inputs), (nid, node.inputs)
+        done.add(nid)
+        done.update(vid for _, vid in node.attrs.get("_stash", ()))
