@@ -222,3 +222,23 @@ def test_which_views_compose():
     assert how.apply(View((s, 64), (64, 1))) == View((s * 64,), (1,))
     how = through(View((s, 64), (1, 0)), (s,))
     assert how.apply(View((s,), (2,), 3)) == View((s, 64), (2, 0), 3)
+
+
+@pytest.mark.parametrize("fn, ref", [
+    (lambda h, b: lf.nn.relu(h + b), lambda h, b: np.maximum(h + b, 0)),
+    (lambda h, b: lnp.where(h > b, h * 2.0, lnp.exp(b)), lambda h, b: np.where(h > b, h * 2, np.exp(b))),
+])
+def test_a_select_reads_its_branches_through_full_masks_inline(fn, ref):
+    """lnp.where stacks its branches on a padded axis; the select reads each branch back through
+    a mask that keeps every element, which must not stop inlining: relu(h + b) and a where over
+    computed branches are one kernel with no stored intermediate, and scalar constants are
+    literals."""
+    h, b = _r(4, 8), _r(8)
+    traced = lf.jit(fn).trace(h, b)
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir)
+    llir = ex.extract(ex.generic_genome())
+    kernels = [n for n in llir.live_nodes() if n.op == "CustomOp"]
+    assert [n.attrs["name"] for n in kernels] == ["fused"], [n.attrs.get("expr") for n in kernels]
+    assert all(llir.nodes[i].op == "Input" for i, _ in kernels[0].inputs)
+    (out,) = get_backend("numpy").compile(llir).run([h, b], {})
+    np.testing.assert_allclose(out, ref(h, b), rtol=1e-6, atol=1e-6)

@@ -19,7 +19,7 @@ express is repaired to the plain read.
 from __future__ import annotations
 
 from ..ir import dtypes as dt
-from ..ir.expr import add, as_expr, compare, floordiv, maximum, minimum, mod, mul, to_int_or_expr, var
+from ..ir.expr import add, as_expr, compare, floordiv, maximum, minimum, mod, mul, same, to_int_or_expr, var
 from ..ir.graph import Graph, _freeze
 from ..ir.passes import dce
 from ..ir.view import View
@@ -483,12 +483,15 @@ class _Extraction:
             del self.memo[key]
 
     def _scalar_constant(self, producer, vnode):
-        """A fused-tree literal for an unmasked read of a scalar Constant (no kernel input)."""
+        """A fused-tree literal for a read of a scalar Constant that no mask cuts (no kernel
+        input)."""
         opts = self.ex.options.get(producer)
         if not opts or opts[0].op != "Const":
             return None
         if vnode is not None and self.ex.mask(vnode.children[4]) is not None:
-            return None
+            view = self.ex.view_of(vnode)
+            if not all(same(lo, 0) and same(hi, d) for (lo, hi), d in zip(view.mask, view.shape)):
+                return None
         node = self.ex.hlir.nodes[self.eg.literal(opts[0].children[0])]
         value = _literal_of(node)
         if value is None:

@@ -46,7 +46,9 @@ def through(w: View, producer_shape) -> Optional[ViewThrough]:
     """The transform for inlining a producer of ``producer_shape`` that is read through ``w``,
     or None when ``w`` is not an unmasked reshape-slice-broadcast of the producer's buffer."""
     if w.mask is not None:
-        return None
+        if not all(same(lo, 0) and same(hi, d) for (lo, hi), d in zip(w.mask, w.shape)):
+            return None
+        w = View(w.shape, w.strides, w.offset, None)  # a mask that keeps every element
     q = [1] * w.ndim
     starts = [0] * w.ndim
     real = [k for k, (d, s) in enumerate(zip(w.shape, w.strides)) if not same(d, 1) and not same(s, 0)]
