@@ -389,3 +389,19 @@ def test_a_residual_stream_is_not_recomputed_layer_after_layer():
         assert widest <= 4, f"genome {genome}: a fused kernel reads {widest} tensors"
         (out,) = be.compile(llir).run([x] + ws, {})
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_index_arithmetic_on_one_input_is_recomputed_not_stored():
+    """embedding_bag wraps negative indices, then clamps: the wrapped index is read by several
+    nodes, yet recomputing it inside the clamp reads only the index input, so the generic graph
+    stores no separate wrapped-index kernel; negative indices still land where NumPy puts them."""
+    table = _r(10, 4)
+    idx = np.array([[0, -1, 3], [9, -10, 2]], np.int32)
+    traced = lf.jit(lambda t, i: lf.nn.embedding_bag(t, i)).trace(table, idx)
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir)
+    llir = ex.extract(ex.generic_genome())
+    fused = [n for n in llir.live_nodes() if n.op == "CustomOp" and n.attrs["name"] == "fused"]
+    assert len(fused) == 1 and llir.nodes[fused[0].inputs[0][0]].op == "Input", \
+        [(n.shape, n.attrs.get("expr")) for n in fused]
+    (out,) = get_backend("numpy").compile(llir).run([table, idx], {})
+    np.testing.assert_allclose(out, table[idx].sum(axis=1), rtol=1e-6, atol=1e-6)

@@ -138,19 +138,20 @@ class Extractor:
         node = self.node_in.get(producer)
         return ("FT", sigs[node.id] if node is not None else producer, view is not None, opts)
 
-    def shared(self, ft) -> bool:
-        """Whether FT class ``ft`` stands for a tensor that more than one HLIR node reads:
-        inlining it into a kernel recomputes it there."""
-        hit = self._shared_ft.get(ft)
-        if hit is None:
-            leaf = next((n for n in self.eg.classes[ft] if n.op == "FLeaf"), None)
-            hit = False
-            if leaf is not None:
-                view = self.views.get(leaf.children[0])
-                producer = view.children[0] if view is not None else leaf.children[0]
-                node = self.node_in.get(producer)
-                hit = node is not None and self._readers.get(node.id, 0) > 1
-            self._shared_ft[ft] = hit
+    def shared(self, ft):
+        """The producer class of FT class ``ft`` when more than one HLIR node reads that tensor
+        (inlining it into a kernel recomputes it there), else None."""
+        if ft in self._shared_ft:
+            return self._shared_ft[ft]
+        leaf = next((n for n in self.eg.classes[ft] if n.op == "FLeaf"), None)
+        hit = None
+        if leaf is not None:
+            view = self.views.get(leaf.children[0])
+            producer = view.children[0] if view is not None else leaf.children[0]
+            node = self.node_in.get(producer)
+            if node is not None and self._readers.get(node.id, 0) > 1:
+                hit = producer
+        self._shared_ft[ft] = hit
         return hit
 
     def _tag(self, n):
@@ -453,18 +454,27 @@ class _Extraction:
 
     def _tree(self, ft, root, edges, size):
         opts = self.ordered(ft)
-        shared = self.ex.shared(ft)
-        # Stop inlining (leaves first) when the tree is large, or when a shared value would be
-        # recomputed inside the recomputation of another: a residual stream x + h1 + h2 + ...
-        # inlined level by level makes layer L's kernels re-read all L earlier contributions.
-        if size[0] > MAX_TREE or (shared and self.recomputing):
+        producer = self.ex.shared(ft)
+        shared = producer is not None
+        # A shared value recomputed inside the recomputation of another may read no more than
+        # reading its own buffer would: a residual stream x + h1 + h2 + ... inlined level by
+        # level would make layer L's kernels re-read all L earlier contributions, while index
+        # arithmetic on one input (wrap negative indices, then clamp) reads just that input.
+        # Large trees stop inlining (leaves first).
+        nested = shared and self.recomputing
+        allowed = 0 if producer in self.buf else 1  # the leaf's own read, unless already stored
+        if size[0] > MAX_TREE:
             opts = sorted(opts, key=lambda n: n.op != "FLeaf")
         mark = self._mark(edges, size)
         for n in opts:
             inlined = shared and n.op != "FLeaf"
             self.recomputing += inlined
             try:
-                return self._tree_node(n, ft, root, edges, size)
+                out = self._tree_node(n, ft, root, edges, size)
+                if nested and inlined and len(edges) - mark[0] > allowed:
+                    self._rollback(mark, edges, size)  # it reads more: read the value instead
+                    continue
+                return out
             except _Cycle:
                 self._rollback(mark, edges, size)
             finally:
