@@ -9,6 +9,10 @@ the backend's launch computes. This checks the kernels' indexing, masks, dims, l
 the tree reduction's barriers against NumPy. It does not check what only Metal decides (whether
 its compiler accepts the source, address-space rules, float rounding of its math library).
 Only float32, int32 and bool kernels run here (the stand-in has no 2-byte float types).
+
+``EmulatedMetal`` stands in for ``mx.fast.metal_kernel`` itself (any body, 2-D and 3-D grids,
+``thread_position_in_grid``): tests/test_mlx_model_kernels.py runs the hand kernels of
+kernels/*.metal through the backend's host code with it.
 """
 from __future__ import annotations
 
@@ -191,3 +195,100 @@ def emulate(cases: dict, workdir: str, kinds: dict | None = None) -> list:
         launch(so, mk.name, bufs, out, grid[0] // group[0], group[0])
         results.append((case, node.id, mk.kind, out[:ref.size].reshape(ref.shape), ref))
     return results
+
+
+# ---- a stand-in for mx.fast.metal_kernel: any body, 3-D grids ------------------------------------
+# The hand kernels of kernels/*.metal index with thread_position_in_grid over 2-D and 3-D grids.
+# EmulatedMetal.metal_kernel takes the arguments mx.fast.metal_kernel takes and returns a callable
+# with MLX's call signature; each call compiles the body once (per input dtypes) and runs it as
+# MLX dispatches threads: every threadgroup of ``threadgroup`` threads that lies inside ``grid``,
+# threads past the grid's edge not launched (partial threadgroups), each group's threads real
+# threads sharing a barrier.
+GRID_ATTRS = ("thread_position_in_grid",) + ATTRS
+_MX_TYPE_NAMES = {"float32": "float32", "int32": "int32", "bool": "bool"}
+
+
+def _grid_kernel_cpp(name: str, body: str, input_names: list, types: list, out_type: str) -> str:
+    params = [f"const {C_TYPES[t]}* {n}" for n, t in zip(input_names, types)]
+    params.append(f"{C_TYPES[out_type]}* out")
+    params += [f"uint3 {a}" for a in GRID_ATTRS]
+    casts = [f"(const {C_TYPES[t]}*)bufs[{j}]" for j, t in enumerate(types)]
+    casts.append(f"({C_TYPES[out_type]}*)bufs[{len(types)}]")
+    return f"""
+static void {name}({', '.join(params)}) {{
+{body}
+}}
+extern "C" void launch_{name}(void** bufs, const unsigned* grid, const unsigned* tg) {{
+  unsigned ng[3];
+  for (int a = 0; a < 3; ++a) ng[a] = (grid[a] + tg[a] - 1) / tg[a];
+  for (unsigned bz = 0; bz < ng[2]; ++bz) for (unsigned by = 0; by < ng[1]; ++by) for (unsigned bx = 0; bx < ng[0]; ++bx) {{
+    std::vector<uint3> local;
+    for (unsigned z = 0; z < tg[2]; ++z) for (unsigned y = 0; y < tg[1]; ++y) for (unsigned x = 0; x < tg[0]; ++x)
+      if (bx * tg[0] + x < grid[0] && by * tg[1] + y < grid[1] && bz * tg[2] + z < grid[2]) local.push_back(uint3{{x, y, z}});
+    std::barrier<> bar((std::ptrdiff_t)local.size());
+    lf_group_barrier = &bar;
+    std::vector<std::thread> threads;
+    for (uint3 t : local)
+      threads.emplace_back([=] {{ {name}({', '.join(casts)},
+          uint3{{bx * tg[0] + t.x, by * tg[1] + t.y, bz * tg[2] + t.z}}, uint3{{bx, by, bz}}, t,
+          uint3{{tg[0], tg[1], tg[2]}}, uint3{{ng[0], ng[1], ng[2]}}); }});
+    for (auto& th : threads) th.join();
+  }}
+}}
+"""
+
+
+class EmulatedMetal:
+    """``metal_kernel`` with the arguments of ``mx.fast.metal_kernel`` (single output), run on the
+    CPU. ``calls`` records (kernel name, grid, threadgroup) per launch."""
+
+    def __init__(self, workdir: str):
+        self.workdir = workdir
+        self.libs: dict = {}
+        self.calls: list = []
+
+    def _library(self, name, body, header, input_names, types, out_type):
+        key = (name, body, tuple(types), out_type)
+        so = self.libs.get(key)
+        if so is None:
+            tag = f"{name}_{len(self.libs)}"
+            src = os.path.join(self.workdir, f"{tag}.cpp")
+            lib = os.path.join(self.workdir, f"{tag}.so")
+            hdr = header.replace("#include <metal_stdlib>", "").replace("using namespace metal;", "")
+            with open(src, "w") as f:
+                f.write("\n".join([_SHIM, hdr, _grid_kernel_cpp(name, body, input_names, types, out_type)]))
+            res = subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-Wno-attributes",
+                                  "-o", lib, src], capture_output=True, text=True)
+            if res.returncode != 0:
+                raise RuntimeError(f"g++ rejected the emulated kernel {name}:\n{res.stderr[:4000]}")
+            so = self.libs[key] = ctypes.CDLL(lib)
+        return so
+
+    def metal_kernel(self, name, input_names, output_names, source, header="", ensure_row_contiguous=True, **_):
+        import mlx.core as mx
+
+        if list(output_names) != ["out"]:
+            raise ValueError(f"emulated metal_kernel {name}: one output named 'out' expected, got {output_names}")
+        if not ensure_row_contiguous:
+            raise ValueError(f"emulated metal_kernel {name}: only ensure_row_contiguous=True is emulated")
+
+        def call(inputs, output_shapes, output_dtypes, grid, threadgroup, **_kw):
+            assert len(inputs) == len(input_names), (name, len(inputs), input_names)
+            assert all(g >= 1 for g in grid) and all(t >= 1 for t in threadgroup), (name, grid, threadgroup)
+            assert threadgroup[0] * threadgroup[1] * threadgroup[2] <= 1024, (name, threadgroup)
+            bufs = [np.ascontiguousarray(np.array(x)) for x in inputs]
+            for n, b in zip(input_names, bufs):
+                assert b.size > 0, f"{name}: input {n} is empty (Metal cannot bind an empty buffer)"
+            types = [_MX_TYPE_NAMES[b.dtype.name] for b in bufs]
+            (shape,) = output_shapes
+            out_type = {mx.float32: "float32", mx.int32: "int32", mx.bool_: "bool"}[output_dtypes[0]]
+            so = self._library(name, source, header, input_names, types, out_type)
+            out = np.zeros(shape, NP_TYPES[out_type])
+            ptrs = (ctypes.c_void_p * (len(bufs) + 1))(*[b.ctypes.data for b in bufs], out.ctypes.data)
+            g3 = (ctypes.c_uint * 3)(*grid)
+            t3 = (ctypes.c_uint * 3)(*threadgroup)
+            getattr(so, f"launch_{name}")(ptrs, g3, t3)
+            self.calls.append((name, tuple(grid), tuple(threadgroup)))
+            return [mx.array(out)]
+
+        return call

@@ -14,6 +14,7 @@ import mlx.core as mx
 from ...ir.passes import last_readers
 from ..base import Executable
 from . import kernels as _kernels  # noqa: F401  (registers fused, fused_reduce, matmul)
+from .model_kernels import MODEL_KINDS, MULTI_TABLE_KINDS
 from .ops import OPS, make_reader
 
 
@@ -51,14 +52,15 @@ class MLXExecutable(Executable):
             readers = [make_reader(i, v, graph.nodes[i].shape) for i, v in node.inputs]
             step = None
             if metal is not None:
-                step = metal.step_for(node, name)
+                step = metal.step_for(node, name, readers)
             how = "metal" if step is not None else "mlx"
             if step is None:
                 build = OPS.get(name)
                 if build is None:
                     raise NotImplementedError(
                         f"MLX backend: no kernel for {name!r} (node %{node.id}); it runs the HLIR "
-                        f"primitives and the kinds fused, fused_reduce, matmul")
+                        f"primitives, the kinds fused, fused_reduce, matmul and the model kernels "
+                        f"{sorted(MODEL_KINDS + MULTI_TABLE_KINDS)}")
                 step = build(node, readers)
             free = tuple(i for i in last_use.get(node.id, ()) if i not in self.outputs)
             self.steps.append((node.id, step, free))

@@ -134,6 +134,6 @@ def _matmul_builder(impl):
 OPS["matmul"] = _matmul_builder(matmul_library)
 OPS["matmul_generic"] = _matmul_builder(matmul_generic)
 
-from . import model_kernels as _model_kernels  # noqa: E402,F401  (registers embedding_bag_multi)
+from . import model_kernels as _model_kernels  # noqa: E402,F401  (registers the model kernels)
 
 __all__ = ["compile_tree", "matmul_library", "matmul_generic"]

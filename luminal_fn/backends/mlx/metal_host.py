@@ -3,7 +3,9 @@
 Each node the renderer can express gets a step that hands its producers' row-major buffers
 (flattened) and the dims it reads to the kernel; the grid is counted in threads. The first run
 of an executable evaluates node by node, so a Metal compile failure is reported with the kernel
-name, the node and the saved source instead of surfacing at the end of the graph.
+name, the node and the saved source instead of surfacing at the end of the graph. The model
+kernels (embedding_bag(_multi), dlrm_interact, conv2d_bias) run the hand kernels of
+kernels/*.metal instead (metal_model.py).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import numpy as np
 
 from ..render import KernelInput
 from .metal import kernel_for
+from .metal_model import hand_step
 from .ops import mx_dtype
 
 
@@ -42,8 +45,16 @@ class MetalKernels:
         self.source_dir = self.options.get("metal_source_dir") or os.path.join(
             tempfile.gettempdir(), "luminal_fn_metal")
 
-    def step_for(self, node, name: str):
-        """A step running the node as a Metal kernel, or None (then MLX ops run it)."""
+    def step_for(self, node, name: str, readers=None):
+        """A step running the node as a Metal kernel, or None (then MLX ops run it). With
+        ``readers`` (the node's view readers), model kernels run the hand kernels of
+        kernels/*.metal (metal_model.py)."""
+        if readers is not None:
+            hand = hand_step(node, name, readers, self._kernel)
+            if hand is not None:
+                step, hk = hand
+                self.by_node[node.id] = hk
+                return step
         g = self.graph
         inputs = [KernelInput(v, g.nodes[i].dtype, _scalar_of(g.nodes[i])) for i, v in node.inputs]
         mk = kernel_for(node, inputs, name)
