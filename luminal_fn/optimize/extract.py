@@ -19,10 +19,11 @@ express is repaired to the plain read.
 from __future__ import annotations
 
 from ..ir import dtypes as dt
-from ..ir.expr import add, as_expr, compare, floordiv, maximum, minimum, mod, mul, same, to_int_or_expr, var
+from ..ir.expr import add, as_expr, same
 from ..ir.graph import Graph, _freeze
 from ..ir.passes import dce
 from ..ir.view import View
+from .decode import DecodeCycle, IntegerDecoder
 from .egraph import ENode
 from .search import ChoiceSpace, Gene
 from .view_inline import through
@@ -41,21 +42,18 @@ class ExtractionError(RuntimeError):
     """No option of some e-class can be extracted (a rule built an unusable term)."""
 
 
-class _Cycle(Exception):
-    pass
+_Cycle = DecodeCycle  # one exception for "this option refers back to itself": repaired alike
 
 
-class Extractor:
+class Extractor(IntegerDecoder):
     """Everything about an e-graph that does not depend on the genome, computed once."""
 
     def __init__(self, egraph, hlir: Graph, kernel_kinds=frozenset(), name: str | None = None,
                  tie_repeats: bool = True):
-        self.eg = egraph
+        IntegerDecoder.__init__(self, egraph)
         self.hlir = hlir
         self.name = name or hlir.name
         self.kernel_kinds = frozenset(kernel_kinds)
-        self._expr_memo: dict = {}
-        self._list_memo: dict = {}
         # HLIR facts per e-class: shape and dtype come from the HLIR node(s) that landed there
         self.node_in: dict = {}
         for hid, cls in egraph.node_of.items():
@@ -184,67 +182,6 @@ class Extractor:
         if len(genome) != len(self.genes):
             raise ValueError(f"genome has {len(genome)} choices for {len(self.genes)} genes")
         return _Extraction(self, genome).run()
-
-    # ---- decoding integers --------------------------------------------------------------------
-    def expr(self, cls):
-        """The symbolic integer an Expr e-class holds (the simplest of its equal forms)."""
-        hit = self._expr_memo.get(cls)
-        if hit is None:
-            hit = self._expr_memo[cls] = self._expr(cls, frozenset())
-        return hit
-
-    def _expr(self, cls, visiting):
-        nodes = sorted(self.eg.classes[cls], key=lambda n: (n.op not in ("MNum", "MVar"), len(n.children)))
-        for n in nodes:
-            if any(c in visiting for c in n.children):
-                continue
-            try:
-                return self._expr_node(n, visiting | {cls})
-            except _Cycle:
-                continue
-        raise _Cycle()
-
-    def _expr_node(self, n, visiting):
-        op = n.op
-        if op == "MNum":
-            return self.eg.literal(n.children[0])
-        if op == "MVar":
-            return var(self.eg.literal(n.children[0]))
-        if op == "MCmp":
-            a, b = (self._sub(c, visiting) for c in n.children[1:])
-            return to_int_or_expr(compare(self.eg.literal(n.children[0]), a, b))
-        a, b = (self._sub(c, visiting) for c in n.children)
-        fn = {"MAdd": add, "MMul": mul, "MDiv": floordiv, "MMod": mod, "MMin": minimum,
-              "MMax": maximum}[op]
-        return to_int_or_expr(fn(a, b))
-
-    def _sub(self, cls, visiting):
-        hit = self._expr_memo.get(cls)
-        return hit if hit is not None else self._expr(cls, visiting)
-
-    def elist(self, cls) -> tuple:
-        hit = self._list_memo.get(cls)
-        if hit is not None:
-            return hit
-        out, cur = [], cls
-        while True:
-            node = next(n for n in self.eg.classes[cur] if n.op in ("ECons", "ENil"))
-            if node.op == "ENil":
-                break
-            out.append(self.expr(node.children[0]))
-            cur = node.children[1]
-        self._list_memo[cls] = out = tuple(out)
-        return out
-
-    def mask(self, cls):
-        node = self.eg.classes[cls][0]
-        if node.op == "MaskNone":
-            return None
-        return tuple(zip(self.elist(node.children[0]), self.elist(node.children[1])))
-
-    def view_of(self, vnode) -> View:
-        shape, strides, offset, mask = vnode.children[1:]
-        return View(self.elist(shape), self.elist(strides), self.expr(offset), self.mask(mask))
 
     # ---- shapes and dtypes of classes ---------------------------------------------------------
     def tensor(self, cls):
