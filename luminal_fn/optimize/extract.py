@@ -253,6 +253,7 @@ class _Extraction:
         self.active: set = set()
         self.memo: dict = {}
         self.recomputing = 0  # shared values being inlined around the current tree node
+        self.slack = 0  # extra reads the current kernel may still take to avoid storing a value
         # ViewThroughs from the current tree node's coordinates out to its kernel's (innermost
         # last): non-empty while computing a producer inlined through a view
         self.transform: tuple = ()
@@ -369,10 +370,12 @@ class _Extraction:
         saved, self.memo = self.memo, {}
         saved_depth, self.recomputing = self.recomputing, 0
         saved_transform, self.transform = self.transform, ()
+        saved_slack, self.slack = self.slack, 1
         try:
             return self.tree(ft, root, edges, [0])
         finally:
             self.memo, self.recomputing, self.transform = saved, saved_depth, saved_transform
+            self.slack = saved_slack
 
     def tree(self, ft, root, edges: list, size: list):
         """The LLIR tree for FT class ``ft`` inside the kernel computing ``root``; appends the
@@ -397,6 +400,8 @@ class _Extraction:
         # reading its own buffer would: a residual stream x + h1 + h2 + ... inlined level by
         # level would make layer L's kernels re-read all L earlier contributions, while index
         # arithmetic on one input (wrap negative indices, then clamp) reads just that input.
+        # Once per kernel it may read one more, when that spares storing a value nothing has
+        # stored yet (softmax's normalisation recomputing the scaled, masked scores).
         # Large trees stop inlining (leaves first).
         nested = shared and self.recomputing
         allowed = 0 if producer in self.buf else 1  # the leaf's own read, unless already stored
@@ -408,9 +413,12 @@ class _Extraction:
             self.recomputing += inlined
             try:
                 out = self._tree_node(n, ft, root, edges, size)
-                if nested and inlined and len(edges) - mark[0] > allowed:
-                    self._rollback(mark, edges, size)  # it reads more: read the value instead
-                    continue
+                extra = len(edges) - mark[0] - allowed
+                if nested and inlined and extra > 0:
+                    if not (allowed and extra <= self.slack):
+                        self._rollback(mark, edges, size)  # it reads more: read the value instead
+                        continue
+                    self.slack -= extra
                 return out
             except _Cycle:
                 self._rollback(mark, edges, size)
