@@ -59,6 +59,19 @@ def make_reader(src: int, view: View, producer_shape: tuple, producer_dtype=None
             return vals[src]
 
         read.src = src  # kernels index vals directly for plain reads (see _binary)
+    elif view.is_static() and view.mask is None and 0 not in view.shape:
+        shape, strides, offset = tuple(view.shape), tuple(view.strides), view.offset
+
+        def read(vals, dims):
+            # the strided view built directly (as_strided costs ~4 us a call, this ~1 us)
+            flat = vals[src].reshape(-1)
+            item = flat.itemsize
+            try:
+                out = np.ndarray(shape, flat.dtype, flat, offset * item, tuple(s * item for s in strides))
+            except (TypeError, ValueError):  # not a plain buffer: the general path
+                return read_view(vals[src], view)
+            out.flags.writeable = False
+            return out
     elif view.is_static():
         def read(vals, dims):
             return read_view(vals[src], view)
