@@ -359,12 +359,13 @@ E2E = {
 }
 
 
-def _genomes_using(name, tries=24):
-    """(args, LLIR graph) for extracted genomes that use kernel ``name`` (skipped without egglog)."""
+def _genomes_using(name, tries=24, kind=None):
+    """(args, LLIR graph) for extracted genomes of case ``name`` that use kernel ``kind`` (default:
+    the kernel the case is about; skipped without egglog)."""
     egraph_mod = pytest.importorskip("luminal_fn.optimize.egraph")
     extract_mod = pytest.importorskip("luminal_fn.optimize.extract")
     fn, make = E2E[name]
-    name = name.split("/")[0]  # the kernel a case is about
+    name = kind or name.split("/")[0]
     args = make()
     graph = lf.jit(fn).trace(*args).hlir
     ex = extract_mod.Extractor(egraph_mod.build_egraph(graph), graph, kernel_kinds=KERNEL_KINDS)
@@ -558,7 +559,10 @@ def test_extracted_model_kernels_compute_the_reference_on_a_cpu_emulation(tmp_pa
     for key in sorted(E2E):
         if key.split("/")[0] not in rendered:
             continue
-        for _, _, ll in _genomes_using(key, 12):
+        found = _genomes_using(key, 12)
+        if key == "dlrm_interact/model":  # its stacked bags: the multi-table kernel too
+            found += _genomes_using(key, 12, kind="embedding_bag_multi")
+        for _, _, ll in found:
             for name in rendered:  # the DLRM model's genomes hold embedding bags too
                 for g, data in _isolated(ll, name):
                     bp = plan_graph(g, {})

@@ -183,9 +183,17 @@ def test_every_random_genome_computes_the_function(name, dynamic):
 
 
 def test_padded_and_unrepresentable_reads_are_never_inlined():
-    # a padded read offers no FView at all
+    # a padded read of exp: the FView is offered, but exp(0) = 1 is not the padding's 0, so no
+    # genome computes exp under the pad: x is never read through a masked view
     ex = _extractor("padded_read")
-    assert not ex.through
+    rng = random.Random(3)
+    for genome in [ex.generic_genome()] + [tuple(rng.randrange(g.n_options) for g in ex.genes)
+                                           for _ in range(30)]:
+        llir = ex.extract(genome)
+        for n in llir.live_nodes():
+            for src, view in n.inputs:
+                if llir.nodes[src].op == "Input" and llir.nodes[src].shape == (5,):
+                    assert view.mask is None, f"genome {genome}: x read as {view} by {n.attrs}"
     # exp(x.T * 2) read reshaped to (3, 8): the FView is offered (the read itself is a plain
     # reshape) but the transposed input cannot compose, so the multiply keeps its own kernel
     # reading x transposed, whatever the genome
@@ -208,9 +216,11 @@ def test_which_views_compose():
     assert through(View((s, 64), (1, 0)), (s,)) is not None
     # an in-bounds slice of a concrete axis composes
     assert through(View((s, 8), (16, 1), 8), (s, 16)).starts == (0, 8)
-    # masked, permuted, strided, a single column, a symbolic offset or a different count: not
+    # symbolically masked, permuted, strided, a single column, a symbolic offset or a
+    # different count: not
     assert through(View((s + 2, 3), (1, 0), -1, ((1, s + 1), (0, 3))), (s,)) is None
-    assert through(View((4,), (1,), 0, ((0, 3),)), (4,)) is None
+    # a concrete padded read composes through its core, the padding kept for the inputs
+    assert through(View((4,), (1,), 0, ((0, 3),)), (4,)).pads == ((0, 0, 1),)
     assert through(View((16, s), (1, 16)), (s, 16)) is None
     assert through(View((s, 8), (16, 2)), (s, 16)) is None
     assert through(View((s,), (16,), 3), (s, 16)) is None
@@ -242,3 +252,38 @@ def test_a_select_reads_its_branches_through_full_masks_inline(fn, ref):
     assert all(llir.nodes[i].op == "Input" for i, _ in kernels[0].inputs)
     (out,) = get_backend("numpy").compile(llir).run([h, b], {})
     np.testing.assert_allclose(out, ref(h, b), rtol=1e-6, atol=1e-6)
+
+
+def test_zero_preserving_computations_inline_under_a_padded_read():
+    """rotate_half: concatenate(-x2, x1) of a cast reads each half through a padded view; the
+    cast and the negation give 0 on zeros, so they are computed in the consumer (one kernel for
+    the whole rotation); an op that does not (exp) is not, and values match NumPy either way."""
+    from luminal_fn.optimize.view_inline import maps_zero_to_zero
+
+    assert maps_zero_to_zero(("Mul", "float32", ("Cast", "float32", ("in", 0)), ("const", -1.0, "float32")))
+    assert maps_zero_to_zero(("Sin", "float32", ("Add", "float32", ("in", 0), ("in", 1))))
+    assert not maps_zero_to_zero(("Exp2", "float32", ("in", 0)))
+    assert not maps_zero_to_zero(("Recip", "float32", ("in", 0)))
+    assert not maps_zero_to_zero(("Add", "float32", ("in", 0), ("const", 1.0, "float32")))
+
+    def rope(q, cos, sin):
+        x = q.astype(lnp.float32)
+        x1, x2 = x[:, :8], x[:, 8:]
+        return x * cos + lnp.concatenate([-x2, x1], axis=-1) * sin
+
+    def rope_ref(q, cos, sin):
+        x = q.astype(np.float64)
+        return x * cos + np.concatenate([-x[:, 8:], x[:, :8]], axis=-1) * sin
+
+    q = _r(3, 16).astype(np.float16)
+    cos, sin = _r(3, 16), _r(3, 16)
+    traced = lf.jit(rope).trace(q, cos, sin)
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir)
+    llir = ex.extract(ex.generic_genome())
+    assert _kernels(llir) == ["fused"], [n.attrs.get("expr") for n in llir.live_nodes() if n.op == "CustomOp"]
+    be = get_backend("numpy")
+    rng = random.Random(4)
+    for genome in [ex.generic_genome()] + [tuple(rng.randrange(g.n_options) for g in ex.genes)
+                                           for _ in range(20)]:
+        (out,) = be.compile(ex.extract(genome)).run([q, cos, sin], {})
+        np.testing.assert_allclose(out, rope_ref(q, cos, sin), rtol=1e-5, atol=1e-5)

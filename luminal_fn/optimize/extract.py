@@ -26,7 +26,7 @@ from ..ir.view import View
 from .decode import DecodeCycle, IntegerDecoder
 from .egraph import ENode
 from .search import ChoiceSpace, Gene
-from .view_inline import through
+from .view_inline import maps_zero_to_zero, through
 
 IR_KERNELS = {"Inp", "Const", "Iota", "Cast", "Un", "Bin", "Sum", "Max", "Gath", "Scat", "Custom",
               "Fused", "FusedReduce", "MatMul", "Kernel"}
@@ -507,7 +507,10 @@ class _Extraction:
                 if n.op == "FLeaf":
                     continue
                 try:
-                    return self._tree_node(n, inner, root, edges, size)
+                    out = self._tree_node(n, inner, root, edges, size)
+                    if how.pads and not maps_zero_to_zero(out):
+                        raise _Cycle()  # the padded read's zeros would not come out as zeros
+                    return out
                 except _Cycle:
                     self._rollback(mark, edges, size)
             raise _Cycle()

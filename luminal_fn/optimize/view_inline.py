@@ -3,16 +3,19 @@
 A consumer reads producer P's contiguous buffer through a view W. Computing P inside the
 consumer's fused kernel instead means reading each of P's inputs at the element W selects, i.e.
 through W composed with that input's own view. That composition stays a plain strided view when
-W is "reshape, then slice, then broadcast" of P's buffer: no mask (a padded read gives 0 where
-P's op of 0 may not be 0), and W's non-broadcast axes, in order, are axes of a row-major shape
+W is "reshape, then slice, then broadcast" of P's buffer, and W's non-broadcast axes, in order, are axes of a row-major shape
 Q of P's elements (stride 1 innermost), each read over an in-bounds range [start, start + n).
 An input view composes as ``input_view.reshape(Q)`` (None when strides cannot say it: then no
-inline), each sliced axis sliced, each broadcast axis (stride 0) expanded to W's size.
+inline), each sliced axis sliced, each broadcast axis (stride 0) expanded to W's size. A masked
+(padded) W composes through its unmasked core and pads every input back; it is used only when
+the computation gives 0 on zeros (a padded read gives 0 where P's op of 0 may not be 0).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
+
+import numpy as np
 
 from ..ir.expr import as_expr, same, to_int_or_expr
 from ..ir.view import View
@@ -25,6 +28,7 @@ class ViewThrough:
     q: tuple  # P's elements as a row-major shape: W's axes before slicing, broadcast axes 1
     starts: tuple  # where each axis's range starts in q
     shape: tuple  # W's shape: the consumer's coordinates
+    pads: tuple = ()  # (axis, before, after): W reads zeros there (a padded read)
 
     def apply(self, view: View) -> Optional[View]:
         """``view`` (shape = the producer's) as read at the consumer's element, or None when
@@ -39,6 +43,8 @@ class ViewThrough:
                 out = out.expand(axis, d)
             else:
                 out = out.slice(axis, start, to_int_or_expr(as_expr(start) + d))
+        for axis, before, after in self.pads:
+            out = out.pad(axis, before, after)
         return out
 
 
@@ -46,9 +52,7 @@ def through(w: View, producer_shape) -> Optional[ViewThrough]:
     """The transform for inlining a producer of ``producer_shape`` that is read through ``w``,
     or None when ``w`` is not an unmasked reshape-slice-broadcast of the producer's buffer."""
     if w.mask is not None:
-        if not all(same(lo, 0) and same(hi, d) for (lo, hi), d in zip(w.mask, w.shape)):
-            return None
-        w = View(w.shape, w.strides, w.offset, None)  # a mask that keeps every element
+        return _through_padded(w, producer_shape)
     q = [1] * w.ndim
     starts = [0] * w.ndim
     real = [k for k, (d, s) in enumerate(zip(w.shape, w.strides)) if not same(d, 1) and not same(s, 0)]
@@ -70,6 +74,60 @@ def through(w: View, producer_shape) -> Optional[ViewThrough]:
     if not same(extent, 1) or not same(rest, 0):
         return None  # an innermost stride > 1 (a strided or single-column read), or empty W
     return ViewThrough(tuple(q), tuple(starts), tuple(w.shape))
+
+
+def _through_padded(w: View, producer_shape) -> Optional[ViewThrough]:
+    """A masked read: its unmasked core (W sliced to the mask, concrete bounds) composes as
+    usual, then every input is padded back, so the inlined computation reads zeros where W did.
+    That equals W's zeros only when the computation maps zeros to zero (``maps_zero_to_zero``,
+    checked on the built tree). A mask that keeps every element is no mask at all."""
+    core, pads = w, []
+    for axis, ((lo, hi), d) in enumerate(zip(w.mask, w.shape)):
+        if same(lo, 0) and same(hi, d):
+            continue
+        if not all(isinstance(x, int) for x in (lo, hi, d)) or not 0 <= lo < hi <= d:
+            return None
+        core = core.slice(axis, lo, hi)
+        pads.append((axis, lo, d - hi))
+    if core.mask is not None and not all(same(lo, 0) and same(hi, d)
+                                         for (lo, hi), d in zip(core.mask, core.shape)):
+        return None
+    how = through(View(core.shape, core.strides, core.offset, None), producer_shape)
+    if how is None or not pads:
+        return how
+    return ViewThrough(how.q, how.starts, how.shape, tuple(pads))
+
+
+def maps_zero_to_zero(tree) -> bool:
+    """Whether a fused tree gives exactly 0 when every input it reads is 0 (its literals as
+    they are): then computing it under a padded read gives the padding's zeros."""
+    with np.errstate(all="ignore"):
+        v = _at_zero(tree)
+    return v is not None and v == 0.0
+
+
+def _at_zero(t):
+    tag = t[0]
+    if tag == "in":
+        return 0.0
+    if tag == "const":
+        return float(t[1])
+    args = [_at_zero(a) for a in t[2:]]
+    if any(a is None for a in args):
+        return None
+    x = np.float64(args[0])
+    if tag == "Cast":
+        d = t[1]
+        return float(x != 0) if d == "bool" else (float(np.trunc(x)) if d.startswith("int") else float(x))
+    fn = _AT_ZERO.get(tag)
+    return None if fn is None else float(fn(x, *map(np.float64, args[1:])))
+
+
+_AT_ZERO = {
+    "Exp2": np.exp2, "Log2": np.log2, "Sin": np.sin, "Sqrt": np.sqrt, "Recip": lambda x: 1.0 / x,
+    "Add": lambda a, b: a + b, "Mul": lambda a, b: a * b, "Mod": np.fmod,
+    "LessThan": lambda a, b: float(a < b), "Select": lambda c, x, y: x if c != 0 else y,
+}
 
 
 def _axis_size(n, stride, extent):
