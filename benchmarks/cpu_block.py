@@ -107,6 +107,11 @@ def main():
     for name, t, err in rows:
         vs_jax = f"{t / t_jax:.2f}x" if t_jax else "-"
         print(f"| {name} | {t * 1e3:.3f} | {t / t_np:.2f}x | {vs_jax} | {err:.1e} |")
+    # what the search kept: tells a slower pick from a load burst during the timing
+    (cost,) = f.compiled()[0].cost().values()
+    print(f"# luminal_fn plan: {cost['kernels']} kernels; the search timed it at "
+          f"{cost['best_time_s'] * 1e3:.3f} ms ({cost['candidates']} candidates, "
+          f"{cost['search_s']:.1f} s)")
 
 
 if __name__ == "__main__":
