@@ -2,7 +2,7 @@
 # One device-machine call that checks the CUDA path end to end and measures the models:
 # GPU tests, the Llama-1B random-weight TTFT/TPOT (bf16, fp32) and the DLRM sweep, each under a
 # time cap, logs and JSON under $OUT. Usage (device machine, repo root, egglog installed):
-#   bash benchmarks/gpu_run.sh [tests-s] [llama-s] [dlrm-s] [search-graphs] [anchors-s]
+#   bash benchmarks/gpu_run.sh [tests-s] [llama-s] [dlrm-s] [search-graphs] [anchors-s] [profile-s]
 # With the peers' anchor scripts copied into .anchors/ (from ../shared/anchors), they run last in
 # the same call, so the ratios compare figures of one run.
 set -u
@@ -14,6 +14,7 @@ T_LLAMA=${2:-200}
 T_DLRM=${3:-90}
 GRAPHS=${4:-3}
 T_ANCH=${5:-0}
+T_PROF=${6:-0}
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv;
   python3 -c "import sys, cupy, egglog; print(sys.version.split()[0], 'cupy', cupy.__version__)"; } 2>&1 | tee "$OUT/env.txt"
 if [ "$T_TESTS" != 0 ]; then
@@ -37,4 +38,10 @@ if [ "$T_ANCH" != 0 ] && [ -d .anchors ]; then
   echo "llama anchor rc=$?"; tail -n 12 "$OUT/llama_anchor.log"
   timeout -s INT -k 10 "$T_ANCH" python3 .anchors/dlrm_anchor.py 1 4 16 32 > "$OUT/dlrm_anchor.log" 2>&1
   echo "dlrm anchor rc=$?"; tail -n 12 "$OUT/dlrm_anchor.log"
+fi
+if [ "$T_PROF" != 0 ]; then  # where the time goes: each kind of kernel inside a CUDA graph
+  timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 14 > "$OUT/profile_llama.txt" 2>&1
+  echo "llama profile rc=$?"; head -n 24 "$OUT/profile_llama.txt"
+  timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --model dlrm --num-cat 32 --top 14 > "$OUT/profile_dlrm.txt" 2>&1
+  echo "dlrm profile rc=$?"; head -n 24 "$OUT/profile_dlrm.txt"
 fi
