@@ -1,23 +1,36 @@
-"""Running the CUDA backend's model kernels (backends/cuda/modelkernels.py) on the CPU, for tests
-on machines without a GPU.
+"""Running the CUDA backend's kernels on the CPU, for tests on machines without a GPU: the model
+kernels (backends/cuda/modelkernels.py) and the rendered generic ones (render/*: elementwise
+"fused" trees with their vector paths, "fused_reduce" in every strategy with split scratch,
+output and materialize copies, Iota, Gather, Scatter with its copy or in place).
 
 The planned kernel text is compiled by g++ as C++ against a small stand-in for CUDA: the
-qualifiers vanish; ``threadIdx``/``blockIdx`` are thread-local; blocks run one after another,
-each as ``blockDim.x`` real threads; ``__syncthreads`` is a ``std::barrier`` across the block;
-``lf_shfl`` (the prelude's warp shuffle) exchanges through a per-warp slot array between two
-per-warp barriers; dynamic shared memory is one static array (one block runs at a time). The
-parameter table P is built as the backend builds it (dims of the call, then one pointer per
-buffer), and the grid is the backend's ``launch_shape`` at the bucket's largest dims.
+qualifiers vanish; ``threadIdx``/``blockIdx`` are thread-local; blocks run one after another.
+A kernel that synchronises (``__syncthreads``, ``lf_shfl``) runs each block on ``blockDim.x``
+real threads (kept for the whole grid, a barrier between blocks): ``__syncthreads`` is a ``std::barrier`` across the block, ``lf_shfl`` (the
+prelude's warp shuffle) exchanges through a per-warp slot array between two per-warp barriers,
+a block-scope ``__shared__`` array is a function-static one (one block runs at a time), dynamic
+shared memory is one static array. Any other kernel runs its threads one after another on one
+OS thread (same result: nothing in it depends on other threads). The parameter table P is built
+as the backend builds it (dims of the call, then one pointer per buffer), and the grid is the
+backend's ``launch_shape`` at the bucket's largest dims (a grid-stride kernel's cap may be
+smaller here: it covers the same work).
 
-This checks indexing, strides, params, the dims table, launch sizes, shared-memory staging and
-the shuffle reduction against NumPy. It does not check what only the GPU decides (NVRTC, the
-real memory model, float rounding of the device's math). Only plans whose every step is a model
-kernel over float32/int32 data run here (the stand-in has no half types or vector helpers).
+The prelude's helpers are re-implemented here for float/int/bool (and float16 as _Float16):
+``lf_vld``/``lf_vst`` check the alignment the real vector loads need (4 elements of the storage
+type: 16 B for float) and ``run`` raises when one was misaligned; every buffer is 256-byte
+aligned as cudaMalloc's, and outputs carry a guard band after their end that ``run`` checks.
+
+This checks indexing, strides, masks, params, the dims table, launch sizes, shared-memory
+staging and the shuffle reductions against NumPy. It does not check what only the GPU decides
+(NVRTC, the real memory model, the device's float rounding, its own prelude text). Not emulated:
+host steps (cuBLAS), the hand kernels (rms_norm, softmax, rope, attention, GEMV), bfloat16.
 """
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -26,9 +39,14 @@ from luminal_fn.backends.cuda.executable import launch_shape
 from luminal_fn.backends.cuda.plan import KernelStep, evaluate
 
 _SHIM = r"""
+#include <atomic>
 #include <barrier>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 #define __global__
@@ -38,6 +56,8 @@ _SHIM = r"""
 #define __restrict__
 #define __launch_bounds__(n)
 #define __align__(n)
+typedef long long lf_i64;
+typedef _Float16 __half;
 struct lf_dim3 { unsigned x, y, z; };
 static thread_local lf_dim3 threadIdx, blockIdx;
 static lf_dim3 blockDim, gridDim;
@@ -46,6 +66,8 @@ static std::barrier<>* lf_block_bar;
 static std::barrier<>** lf_warp_bar;
 static float lf_xf[1024];
 static int lf_xi[1024];
+static std::atomic<int> lf_misaligned{0};
+static std::mutex lf_atomic_mu;
 inline void __syncthreads() { lf_block_bar->arrive_and_wait(); }
 template <typename T> static T lf_exchange(T* slots, T v, int o) {
   const unsigned t = threadIdx.x;
@@ -57,105 +79,266 @@ template <typename T> static T lf_exchange(T* slots, T v, int o) {
 }
 inline float lf_shfl(float v, int o) { return lf_exchange(lf_xf, v, o); }
 inline int lf_shfl(int v, int o) { return lf_exchange(lf_xi, v, o); }
+inline bool lf_shfl(bool v, int o) { return lf_exchange(lf_xi, (int)v, o) != 0; }
+
+// ---- the CUDA prelude's helpers, for the types the emulation stores ----
+using std::isnan;
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+#define LF_INF __int_as_float(0x7f800000)
+#define LF_NAN __int_as_float(0x7fc00000)
+inline float __half2float(__half x) { return (float)x; }
+inline __half __float2half_rn(float x) { return (__half)x; }
+inline float __expf(float x) { return expf(x); }
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+template <typename T> inline T min(T a, T b) { return b < a ? b : a; }
+template <typename T> inline T max(T a, T b) { return a < b ? b : a; }
+inline float lf_ld(float x) { return x; }
+inline float lf_ld(__half x) { return (float)x; }
+inline int lf_ld(int x) { return x; }
+inline bool lf_ld(bool x) { return x; }
+template <typename T> inline T lf_st(float x);
+template <> inline float lf_st<float>(float x) { return x; }
+template <> inline __half lf_st<__half>(float x) { return (__half)x; }
+template <typename T> inline T lf_st_any(float x) { return lf_st<T>(x); }
+template <> inline bool lf_st_any<bool>(float x) { return x != 0.f; }
+inline int lf_f2i(float x) {  // __float2int_rz: truncate, saturate, NaN -> 0
+  if (x != x) return 0;
+  if (x >= 2147483647.0f) return 2147483647;
+  if (x <= -2147483648.0f) return -2147483647 - 1;
+  return (int)x;
+}
+inline float lf_max(float a, float b) { return (b > a || b != b) ? b : a; }
+inline float lf_min(float a, float b) { return (b < a || b != b) ? b : a; }
+inline int lf_max(int a, int b) { return b > a ? b : a; }
+inline int lf_min(int a, int b) { return b < a ? b : a; }
+inline bool lf_max(bool a, bool b) { return a || b; }
+inline bool lf_min(bool a, bool b) { return a && b; }
+inline int lf_imod(int a, int b) { return b == 0 ? 0 : a % b; }
+// vector loads/stores: the device reads 4 elements at a time (float4, int4, uint2 of halves,
+// uchar4), which must be aligned to 4 elements of the storage type
+inline void lf_check_align(const void* p, unsigned bytes) {
+  if ((uintptr_t)p % bytes) lf_misaligned.fetch_add(1);
+}
+inline float lf_cv(float x, float) { return x; }
+inline int lf_cv(int x, int) { return x; }
+inline bool lf_cv(bool x, bool) { return x; }
+inline float lf_cv(__half x, float) { return (float)x; }
+template <typename S> inline S lf_sv(float x) { return lf_st<S>(x); }
+template <int N, typename S, typename C> inline void lf_vld(const S* p, C (&v)[N]) {
+  static_assert(N % 4 == 0, "lf_vld: N must be a multiple of 4");
+  lf_check_align(p, 4 * sizeof(S));
+  for (int j = 0; j < N; ++j) v[j] = lf_cv(p[j], C());
+}
+template <int N> inline void lf_vst(float* p, const float (&v)[N]) {
+  lf_check_align(p, 16); for (int j = 0; j < N; ++j) p[j] = v[j]; }
+template <int N> inline void lf_vst(int* p, const int (&v)[N]) {
+  lf_check_align(p, 16); for (int j = 0; j < N; ++j) p[j] = v[j]; }
+template <int N> inline void lf_vst(bool* p, const bool (&v)[N]) {
+  lf_check_align(p, 4); for (int j = 0; j < N; ++j) p[j] = v[j]; }
+template <int N> inline void lf_vst(__half* p, const float (&v)[N]) {
+  lf_check_align(p, 8); for (int j = 0; j < N; ++j) p[j] = (__half)v[j]; }
+// atomics: the kernels that use them run one thread at a time; the lock is for the others
+inline float lf_asf(float x) { return x; }
+inline float lf_asf(__half x) { return (float)x; }
+inline float lf_asf(bool x) { return x ? 1.f : 0.f; }
+inline float lf_combine(int mode, float old, float v) {
+  return mode == 0 ? v : mode == 1 ? old + v : mode == 2 ? old * v : mode == 3 ? (old != old ? old : lf_max(old, v)) : (old != old ? old : lf_min(old, v));
+}
+inline int lf_combine(int mode, int old, int v) {
+  return mode == 0 ? v : mode == 1 ? old + v : mode == 2 ? old * v : mode == 3 ? lf_max(old, v) : lf_min(old, v);
+}
+inline void lf_atomic(int mode, float* p, float v) { std::lock_guard<std::mutex> g(lf_atomic_mu); *p = lf_combine(mode, *p, v); }
+inline void lf_atomic(int mode, int* p, int v) { std::lock_guard<std::mutex> g(lf_atomic_mu); *p = lf_combine(mode, *p, v); }
+template <typename T> inline void lf_atomic_narrow(int mode, T* p, float v) {
+  std::lock_guard<std::mutex> g(lf_atomic_mu);
+  *p = lf_st_any<T>(lf_combine(mode, lf_asf(*p), v));
+}
+extern "C" int lf_take_misaligned() { return lf_misaligned.exchange(0); }
 """
 
-C_TYPES = {"float32": "float", "int32": "int"}
+C_TYPES = {"float32": "float", "int32": "int", "bool": "bool", "float16": "__half"}
+NP_TYPES = {"float32": np.float32, "int32": np.int32, "bool": np.bool_, "float16": np.float16}
+MODEL_KINDS = ("embedding_bag", "embedding_bag_multi", "dlrm_interact", "conv2d_bias")
+GENERIC_KINDS = ("ew", "red", "red2", "scatter")  # render/kernels.py, render/reduce.py
+ALIGN = 256  # cudaMalloc's alignment; the planner aligns arena offsets to the same
+GUARD = 64  # bytes after each output that no kernel may write
+EMULATED_SM_COUNT = 4  # caps grid-stride grids (the kernels cover the same work with fewer blocks)
+
+
+def _synchronising(src) -> bool:
+    return "__syncthreads" in src.text or "lf_shfl" in src.text
 
 
 def _runner(src) -> str:
     n = len(src.buffers) + len(src.dims)
     args = ", ".join(f"a[{j}]" for j in range(n))
+    if not _synchronising(src):
+        return f"""
+extern "C" void run_{src.name}(const long long* P, const int* a, unsigned gx, unsigned gy, unsigned gz,
+                              unsigned block) {{
+  blockDim = {{block, 1, 1}};
+  gridDim = {{gx, gy, gz}};
+  for (unsigned z = 0; z < gz; ++z)
+    for (unsigned y = 0; y < gy; ++y)
+      for (unsigned x = 0; x < gx; ++x)
+        for (unsigned t = 0; t < block; ++t) {{
+          threadIdx = {{t, 0, 0}}; blockIdx = {{x, y, z}}; {src.name}(P, {args});
+        }}
+}}
+"""
+    # one OS thread per thread of the block, kept for the whole grid: each runs its thread of
+    # every block in turn, a block barrier between blocks (all of a block ends before the next)
     return f"""
 extern "C" void run_{src.name}(const long long* P, const int* a, unsigned gx, unsigned gy, unsigned gz,
                               unsigned block) {{
   blockDim = {{block, 1, 1}};
   gridDim = {{gx, gy, gz}};
   const unsigned nwarps = (block + 31) / 32;
-  for (unsigned z = 0; z < gz; ++z)
-    for (unsigned y = 0; y < gy; ++y)
-      for (unsigned x = 0; x < gx; ++x) {{
-        std::barrier<> bar(block);
-        std::vector<std::unique_ptr<std::barrier<>>> warps;
-        std::vector<std::barrier<>*> wp;
-        for (unsigned w = 0; w < nwarps; ++w) {{
-          warps.emplace_back(new std::barrier<>(32));
-          wp.push_back(warps.back().get());
-        }}
-        lf_block_bar = &bar;
-        lf_warp_bar = wp.data();
-        std::vector<std::thread> ts;
-        for (unsigned t = 0; t < block; ++t)
-          ts.emplace_back([=] {{ threadIdx = {{t, 0, 0}}; blockIdx = {{x, y, z}}; {src.name}(P, {args}); }});
-        for (auto& th : ts) th.join();
-      }}
+  std::barrier<> bar(block);
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  std::vector<std::barrier<>*> wp;
+  for (unsigned w = 0; w < nwarps; ++w) {{
+    warps.emplace_back(new std::barrier<>(32));
+    wp.push_back(warps.back().get());
+  }}
+  lf_block_bar = &bar;
+  lf_warp_bar = wp.data();
+  std::vector<std::thread> ts;
+  for (unsigned t = 0; t < block; ++t)
+    ts.emplace_back([=, &bar] {{
+      threadIdx = {{t, 0, 0}};
+      for (unsigned z = 0; z < gz; ++z)
+        for (unsigned y = 0; y < gy; ++y)
+          for (unsigned x = 0; x < gx; ++x) {{
+            blockIdx = {{x, y, z}};
+            {src.name}(P, {args});
+            bar.arrive_and_wait();
+          }}
+    }});
+  for (auto& th : ts) th.join();
 }}
 """
 
 
-def emulable(bp) -> bool:
-    """Every step a model kernel (no host steps, no generic kernels) over float32/int32 data."""
-    model = ("embedding_bag", "embedding_bag_multi", "dlrm_interact", "conv2d_bias")
+def why_not_emulable(bp) -> str | None:
+    """None when every step runs here, else what does not (the first such step)."""
     for s in bp.steps:
-        if not isinstance(s, KernelStep) or s.source.kind not in model:
-            return False
-        if s.source.block % 32 or s.source.block > 1024:
-            return False
-    return all(b.dtype.name in C_TYPES for b in bp.bufs if b.first >= 0)
+        if not isinstance(s, KernelStep):
+            return f"%{s.node} {s.label}: a host step (cuBLAS)"
+        src = s.source
+        if src.meta.get("hand") or src.kind not in MODEL_KINDS + GENERIC_KINDS:
+            return f"%{s.node} {s.label}: kernel kind {src.kind!r} (a hand kernel)"
+        if src.block % 32 or src.block > 1024:
+            return f"%{s.node} {s.label}: block of {src.block} threads"
+    bad = sorted({b.dtype.name for b in bp.bufs if b.first >= 0 and b.dtype.name not in C_TYPES})
+    return f"buffers of dtype {', '.join(bad)}" if bad else None
+
+
+def emulable(bp) -> bool:
+    """Every step a model kernel or a rendered generic kernel (no host steps, no hand kernels)
+    over float32/int32/bool/float16 data."""
+    return why_not_emulable(bp) is None
+
+
+def _shared_static(text: str) -> str:
+    # a block-scope __shared__ array (the block reduction's lf_red) is one per block: a
+    # function-static array, since one block runs at a time; extern (dynamic) ones stay global
+    return re.sub(r"(?<!extern )__shared__ ", "static ", text)
+
+
+_LIBS: dict = {}
 
 
 def build(plans: list, workdir: str):
-    """Compile every kernel of ``plans`` into one shared library; returns the ctypes handle."""
+    """Compile every kernel of ``plans`` into one shared library; returns the ctypes handle
+    (the same library again for the same set of kernels, in this process)."""
     seen: dict = {}
     for bp in plans:
         for s in bp.steps:
             seen.setdefault(s.source.name, s.source)
-    text = _SHIM + "\n".join(k.text + _runner(k) for k in seen.values())
-    src = os.path.join(workdir, "model_kernels.cpp")
-    lib = os.path.join(workdir, "model_kernels.so")
+    text = _SHIM + "\n".join(_shared_static(k.text) + _runner(k) for k in seen.values())
+    key = hashlib.sha1(text.encode()).hexdigest()[:16]
+    if key in _LIBS:
+        return _LIBS[key]
+    src = os.path.join(workdir, f"emulated_{key}.cpp")
+    lib = os.path.join(workdir, f"emulated_{key}.so")
     with open(src, "w") as f:
         f.write(text)
     res = subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
                           "-Wno-unknown-pragmas", "-o", lib, src], capture_output=True, text=True)
     if res.returncode != 0:
-        raise RuntimeError(f"g++ rejected the emulated kernels:\n{res.stderr[:4000]}")
-    return ctypes.CDLL(lib)
+        raise RuntimeError(f"g++ rejected the emulated kernels ({src}):\n{res.stderr[:4000]}")
+    _LIBS[key] = ctypes.CDLL(lib)
+    return _LIBS[key]
+
+
+def _aligned(nbytes: int, keep: list) -> np.ndarray:
+    """A zeroed uint8 array of ``nbytes`` (+ a guard band) starting on an ALIGN boundary."""
+    raw = np.zeros(nbytes + GUARD + ALIGN, np.uint8)
+    keep.append(raw)
+    off = (-raw.ctypes.data) % ALIGN
+    return raw[off:off + nbytes + GUARD]
+
+
+def _place(arr: np.ndarray, keep: list, fill=None) -> np.ndarray:
+    """A 256-byte-aligned copy of ``arr`` (C order) whose guard band holds 0xA5 bytes."""
+    mem = _aligned(arr.nbytes, keep)
+    mem[arr.nbytes:] = 0xA5
+    out = mem[:arr.nbytes].view(arr.dtype).reshape(arr.shape)
+    out[...] = arr if fill is None else fill
+    return out
 
 
 def run(lib, bp, inputs: list, dims: dict) -> list:
-    """Run a plan's steps on the emulation: the caller's arrays as inputs, outputs allocated at
-    the call's dims; returns the outputs."""
-    keep = []
-    ptrs = np.zeros(len(bp.symbols) + len(bp.bufs), np.int64)
+    """Run a plan's steps on the emulation: copies of the caller's arrays as inputs (a donated
+    one updated in place is returned as the output it becomes), outputs allocated at the call's
+    dims; returns the outputs in the graph's order."""
+    keep: list = []
+    nsym = len(bp.symbols)
+    ptrs = np.zeros(nsym + len(bp.bufs), np.int64)
     for i, s in enumerate(bp.symbols):
         ptrs[i] = dims[s]
-    outs = {}
-    arena = np.zeros(max(bp.arena_bytes, 1) + 16, np.uint8)
-    keep.append(arena)
+    arena = _aligned(max(bp.arena_bytes, 1), keep)
+    arrays: dict = {}
     for b in bp.bufs:
-        if b.first < 0:
+        if b.first < 0 and b.id not in bp.outputs:
             continue
-        np_t = np.float32 if b.dtype.name == "float32" else np.int32
+        np_t = NP_TYPES[b.dtype.name]
         if b.kind == "input":
-            arr = np.ascontiguousarray(inputs[b.index], dtype=np_t)
+            arr = _place(np.ascontiguousarray(inputs[b.index], dtype=np_t), keep)
         elif b.kind == "const":
-            arr = np.ascontiguousarray(bp.const_values[b.index], dtype=np_t).reshape(-1)
+            arr = _place(np.ascontiguousarray(bp.const_values[b.index], dtype=np_t).reshape(-1), keep)
         elif b.kind == "output":
-            arr = np.full(tuple(int(evaluate(d, dims)) for d in b.shape), -7777, np_t)
-            outs[b.index] = arr
+            shape = tuple(int(evaluate(d, dims)) for d in b.shape)
+            fill = np.nan if np_t in (np.float32, np.float16) else -7777 if np_t is np.int32 else True
+            arr = _place(np.empty(shape, np_t), keep, fill)
         else:
-            ptrs[len(bp.symbols) + b.id] = arena.ctypes.data + b.offset
+            ptrs[nsym + b.id] = arena.ctypes.data + b.offset
             continue
-        keep.append(arr)
-        ptrs[len(bp.symbols) + b.id] = arr.ctypes.data
+        arrays[b.id] = arr
+        ptrs[nsym + b.id] = arr.ctypes.data
     sym_index = {s: i for i, s in enumerate(bp.symbols)}
+    lib.lf_take_misaligned.restype = ctypes.c_int
+    lib.lf_take_misaligned()
     for s in bp.steps:
         src = s.source
-        args = np.array([len(bp.symbols) + b for b in s.bufs] + [sym_index[d] for d in src.dims], np.int32)
-        (gx, gy, gz), (block, _, _) = launch_shape(src, bp.dims_max, 132)
+        args = np.array([nsym + b for b in s.bufs] + [sym_index[d] for d in src.dims], np.int32)
+        (gx, gy, gz), (block, _, _) = launch_shape(src, bp.dims_max, EMULATED_SM_COUNT)
         fn = getattr(lib, f"run_{src.name}")
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_uint] * 4
         fn(ptrs.ctypes.data, args.ctypes.data, gx, gy, gz, block)
-    return [outs[k] for k in sorted(outs)]
+        bad = lib.lf_take_misaligned()
+        if bad:
+            raise AssertionError(f"emulated CUDA: step %{s.node} {s.label} ({src.name}) made {bad} "
+                                 f"misaligned vector accesses (lf_vld/lf_vst need 4-element alignment)")
+    for bid, arr in arrays.items():
+        b = bp.bufs[bid]
+        if b.kind == "output" or (b.kind == "input" and bid in bp.outputs):
+            tail = np.frombuffer((ctypes.c_uint8 * GUARD).from_address(arr.ctypes.data + arr.nbytes), np.uint8)
+            if not (tail == 0xA5).all():
+                raise AssertionError(f"emulated CUDA: a kernel wrote past the end of buffer {bid} "
+                                     f"({b.kind}, {arr.shape} {arr.dtype})")
+    return [arrays[bid] for bid in bp.outputs]
 
 
-__all__ = ["emulable", "build", "run"]
+__all__ = ["emulable", "why_not_emulable", "build", "run"]

@@ -1,0 +1,245 @@
+"""Planned CUDA kernels run on a CPU emulation (tests/cuda_model_emulation.py: g++ against a
+stand-in for CUDA) and compared with the NumPy backend on the same LLIR.
+
+What extraction now hands the renderer: fused trees whose inputs are read through composed
+reshape/slice/broadcast views and through padded (masked) views (optimize/view_inline.py). Here
+the rendered generic kernels (elementwise with their vector paths, reductions in each strategy
+with split scratch, output/materialize copies, Iota, Gather, Scatter copied and in place) run
+with the backend's parameter table and launch shapes, for every case of test_view_inline.py
+(static and with the symbolic dim below and at the bucket's largest value, the generic genome
+and random ones), RoPE's rotate_half, a tiny float32 Llama decode step (matmuls forced to the
+rendered reduction: the GEMV kernels and cuBLAS are not emulated) and a residual RMS stack.
+Nothing here needs a GPU: g++ only.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+import shutil
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import luminal_fn as lf
+import luminal_fn.numpy as lnp
+from luminal_fn.backends import get_backend
+from luminal_fn.backends.cuda.executable import plan_graph
+from luminal_fn.optimize.egraph import build_egraph
+from luminal_fn.optimize.extract import Extractor
+
+import cuda_model_emulation as emu
+from test_view_inline import CASES
+from test_optimizer import _rms_residual_stack, _rms_residual_stack_ref
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None,
+                                reason="g++ is not installed: the CUDA emulation compiles kernels with it")
+
+R = np.random.default_rng(11)
+
+
+def _r(*shape):
+    return R.standard_normal(shape).astype(np.float32)
+
+
+def _genomes(ex, n, seed):
+    rng = random.Random(seed)
+    return [ex.generic_genome()] + [tuple(rng.randrange(g.n_options) for g in ex.genes) for _ in range(n)]
+
+
+def _close(got, want, what, tol):
+    assert got.shape == want.shape, f"{what}: shape {got.shape} vs the reference's {want.shape}"
+    if got.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want, err_msg=what)
+    else:
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol,
+                                   atol=tol, err_msg=what)
+
+
+def _emulate_all(cases, tmp_path, tol=2e-5):
+    """cases: (label, llir, bucket dims, [(inputs, dims)], donated). Plans each LLIR for its
+    bucket, compiles every kernel of every plan into one library, runs each call emulated and
+    on the NumPy backend; returns the plans."""
+    plans = []
+    for label, llir, bucket, calls, donated in cases:
+        bp = plan_graph(llir, bucket, donated=donated)
+        why = emu.why_not_emulable(bp)
+        assert why is None, f"{label}: not emulable: {why}\n{bp.describe()}"
+        plans.append(bp)
+    lib = emu.build(plans, str(tmp_path))
+    be = get_backend("numpy")
+    for (label, llir, bucket, calls, _), bp in zip(cases, plans):
+        prog = be.compile(llir)
+        for inputs, dims in calls:
+            want = prog.run([np.array(x, copy=True) for x in inputs], dims)
+            got = emu.run(lib, bp, inputs, dims)
+            for k, (o, w) in enumerate(zip(got, want)):
+                _close(o, np.asarray(w), f"{label} dims {dims} bucket {bucket}, output {k}\n"
+                       f"{bp.describe()}", tol)
+    return plans
+
+
+def _steps(plans):
+    return [s for bp in plans for s in bp.steps]
+
+
+# ---- (1) every case of test_view_inline.py ----------------------------------------------------
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_view_inline_cases_emulated(name, tmp_path):
+    fn, ref_fn, make, axes, _ = CASES[name]
+    cases = []
+    for dynamic in (False, True):
+        if dynamic and axes is None:
+            continue
+        jitted = lf.jit(fn, dynamic_axes=axes) if dynamic else lf.jit(fn)
+        traced = jitted.trace(*make(5))
+        ex = Extractor(build_egraph(traced.hlir), traced.hlir)
+        for genome in _genomes(ex, 10, 17 + dynamic):
+            llir = ex.extract(genome)
+            if dynamic:  # below and at the bucket's largest s, and s = 1
+                calls = [(make(s), {"s": s}) for s in (1, 5, 9)]
+                cases.append((f"{name} genome {genome}", llir, {"s": 9}, calls, ()))
+            else:
+                cases.append((f"{name} genome {genome}", llir, {}, [(make(5), {})], ()))
+    plans = _emulate_all(cases, tmp_path)
+    # and the reference function itself, on the generic genome's emulated output
+    args = make(5)
+    bp, (label, llir, *_rest) = plans[0], cases[0]
+    (got,) = emu.run(emu.build([bp], str(tmp_path)), bp, args, {})
+    np.testing.assert_allclose(got, ref_fn(*args), rtol=2e-5, atol=2e-5, err_msg=label)
+
+
+# ---- (2) RoPE's rotate_half, float32 ------------------------------------------------------------
+def test_rotate_half_under_a_padded_read_emulated(tmp_path):
+    def rope(q, cos, sin):
+        x = q.astype(lnp.float32)
+        x1, x2 = x[:, :8], x[:, 8:]
+        return x * cos + lnp.concatenate([-x2, x1], axis=-1) * sin
+
+    q, cos, sin = _r(3, 16), _r(3, 16), _r(3, 16)
+    traced = lf.jit(rope).trace(q, cos, sin)
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir)
+    cases = [(f"rope genome {g}", ex.extract(g), {}, [([q, cos, sin], {})], ())
+             for g in _genomes(ex, 10, 4)]
+    plans = _emulate_all(cases, tmp_path, tol=1e-5)
+    # the padded halves are read in the kernel (masks rendered), not copied first
+    assert any("?" in s.source.text for s in _steps(plans[:1]))
+    ref = q * cos + np.concatenate([-q[:, 8:], q[:, :8]], axis=-1) * sin
+    (got,) = emu.run(emu.build(plans[:1], str(tmp_path)), plans[0], [q, cos, sin], {})
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+# ---- (3) a tiny float32 Llama decode step ---------------------------------------------------------
+def _llama_step():
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+    from llama.checkpoint import random_weights
+    from llama.config import llama_3_2_1b_config
+    from llama.model import make_step, step_inputs
+
+    cfg = dataclasses.replace(llama_3_2_1b_config(), num_hidden_layers=2, hidden_size=64,
+                              intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+                              head_dim=16, vocab_size=256)
+    w = random_weights(cfg, "float32", as_numpy=True)
+    rng = np.random.default_rng(2)
+    cache = [{"k": (rng.standard_normal((64, cfg.kv_dim)) * 0.3).astype(np.float32),
+              "v": (rng.standard_normal((64, cfg.kv_dim)) * 0.3).astype(np.float32)}
+             for _ in range(cfg.num_hidden_layers)]
+    step = make_step(cfg)
+
+    def flat(start):
+        args = (w, *step_inputs([7], start), cache)
+        dyn, _, _, dyn_kw = step._split(args, {})
+        leaves, lay = step._layout(dyn, dyn_kw)
+        return [np.asarray(x) for x in leaves], lay
+
+    traced = step.trace(w, *step_inputs([7], 39), cache)
+    return traced, flat
+
+
+def test_llama_decode_step_emulated(tmp_path):
+    traced, flat = _llama_step()
+    g = traced.hlir
+    ex = Extractor(build_egraph(g), g)
+    llir = ex.extract(ex.generic_genome())
+    for n in llir.live_nodes():  # the GEMV kernels and cuBLAS are not emulated: rendered matmuls
+        if n.op == "CustomOp" and n.attrs.get("name") == "matmul":
+            n.attrs["strategy"] = "rendered"
+    (in39, lay), (in20, _) = flat(39), flat(20)
+    calls = [(in39, {"s": 1, "c": 40}), (in20, {"s": 1, "c": 21})]
+    plans = _emulate_all([("llama decode step", llir, {"s": 1, "c": 48}, calls, lay.donated)],
+                         tmp_path, tol=1e-4)
+    labels = {s.label for s in _steps(plans)}
+    assert {"Iota", "Gather", "Scatter (in place)", "matmul", "fused", "fused_reduce"} <= labels, labels
+    assert any(s.source.meta.get("vector") for s in _steps(plans))
+
+
+# ---- (4) a residual RMS stack -----------------------------------------------------------------------
+def test_rms_residual_stack_emulated(tmp_path):
+    layers = 4
+    x = _r(4, 32)
+    ws = [_r(32, 32) * 0.2 for _ in range(layers)]
+    traced = lf.jit(_rms_residual_stack).trace(x, ws)
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir)
+    cases = []
+    for genome in [(0,) * len(ex.genes)] + _genomes(ex, 5, 5):
+        llir = ex.extract(genome)
+        for n in llir.live_nodes():
+            if n.op == "CustomOp" and n.attrs.get("name") == "matmul":
+                n.attrs["strategy"] = "rendered"
+        cases.append((f"rms stack genome {genome}", llir, {}, [([x] + ws, {})], ()))
+    plans = _emulate_all(cases, tmp_path, tol=1e-4)
+    (got,) = emu.run(emu.build(plans[:1], str(tmp_path)), plans[0], [x] + ws, {})
+    np.testing.assert_allclose(got, _rms_residual_stack_ref(x, ws), rtol=1e-4, atol=1e-4)
+
+
+# ---- every reduction strategy, Scatter copied, int32/bool data ----------------------------------
+def _forced(llir, strategy):
+    for n in llir.live_nodes():
+        if n.op == "CustomOp" and n.attrs.get("name") in ("fused_reduce", "matmul"):
+            n.attrs["strategy"] = strategy
+    return llir
+
+
+@pytest.mark.parametrize("strategy", ["thread", "warp", "block", "split"])
+def test_every_reduction_strategy_emulated(strategy, tmp_path):
+    """softmax over long rows (split makes partials in scratch), an int32 sum, a bool any()."""
+    def f(x, k):
+        sm = lf.nn.softmax(x, axis=-1)
+        return sm, lnp.sum(k * 3, axis=-1), lnp.any(x[:, ::3] > 2.5, axis=-1), lnp.max(x[:, :40], axis=0)
+
+    def make(s):
+        return [_r(s, 1100), R.integers(-50, 50, (s, 700)).astype(np.int32)]
+
+    traced = lf.jit(f, dynamic_axes={"x": {0: "s"}, "k": {0: "s"}}).trace(*make(3))
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir)
+    llir = ex.extract(ex.generic_genome())
+    llir = _forced(llir, strategy)
+    calls = [(make(s), {"s": s}) for s in (1, 3)]
+    plans = _emulate_all([(f"reductions ({strategy})", llir, {"s": 4}, calls, ())], tmp_path)
+    seen = {s.source.meta.get("strategy") for s in _steps(plans)} - {None}
+    assert seen == {strategy}, seen
+    if strategy == "split":
+        assert any(s.source.meta.get("chunks", 1) > 1 for s in _steps(plans))
+        assert any(s.source.kind == "red2" for s in _steps(plans))
+
+
+def test_scatter_copy_and_modes_emulated(tmp_path):
+    """Scatter as a copy of dest then the scatter kernel (no donation), set/add/max, with
+    repeated and out-of-range indices, into float32 and int32 destinations."""
+    def f(x, k, i, v):
+        a = x.at[i].add(v)
+        b = k.at[i].max(lnp.astype(v * 10, lnp.int32))
+        c = x.at[2].set(-1.0)
+        return a * 2.0, b, c, lnp.arange(x.shape[0]) * 2 + 1
+
+    x, k = _r(6, 5), R.integers(-9, 9, (6, 5)).astype(np.int32)
+    i = np.array([0, 3, 3, 5], np.int32)
+    v = _r(4, 5)
+    traced = lf.jit(f).trace(x, k, i, v)
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir)
+    cases = [(f"scatter genome {g}", ex.extract(g), {}, [([x, k, i, v], {})], ())
+             for g in _genomes(ex, 4, 9)]
+    plans = _emulate_all(cases, tmp_path)
+    labels = {s.label for s in _steps(plans)}
+    assert "Scatter" in labels, labels
