@@ -415,3 +415,21 @@ def test_pipelined_greedy_equals_the_host_loop_and_stops(session, prompt):
     stop = ids[2]
     got, reason, _ = generate_ids(session, prompt, 6, stop_ids=(stop,), repetition_penalty=1.0)
     assert reason == "stop token" and got == ids[:ids.index(stop)]
+
+
+def test_the_seeds_gather_form_reads_the_same_context(tiny_dir, ref, prompt):
+    """contiguous_cache=False is the seed's step: the context rows are gathered through
+    gather_idx instead of read as a view of rows 0..c-1; both match the float64 reference, and
+    the gather form really gathers (a reversed gather_idx with a matching mask permutes the
+    context without changing the result, attention being order-free over keys)."""
+    cfg = load_config(tiny_dir)
+    weights = checkpoint.load_weights(tiny_dir, cfg, "float32", backend="numpy")
+    step = model.make_step(cfg, backend="numpy", contiguous_cache=False,
+                           search=lf.SearchOptions(limit=1, progress=False, cache=False))
+    cache = model.new_cache(cfg, MAX_SEQ, "numpy")
+    logits, cache = step(weights, *model.step_inputs(prompt, 0, contiguous_cache=False), cache)
+    assert close(np.asarray(logits)[-1], ref.logits(prompt)[-1]) < TOL
+    seq = list(prompt) + [42]
+    tokens, pos, scatter, gather_idx, mask = model.step_inputs([42], len(prompt), contiguous_cache=False)
+    logits, cache = step(weights, tokens, pos, scatter, gather_idx[::-1].copy(), mask[:, ::-1].copy(), cache)
+    assert close(np.asarray(logits)[-1], ref.logits(seq)[-1]) < TOL

@@ -260,3 +260,18 @@ def test_random_movement_chains_match_numpy(chain):
             assert new_v is not None, f"{kind} failed on a contiguous view"
         ref, v = new_ref, new_v
         _check(ref, buf, v)
+
+
+def test_min_max_of_sizes_simplify():
+    """Sizes are never negative: max(0, n) is n, and nested min/max absorb a repeated argument, so
+    slicing a cache to a context length and the mask to the slice's length agree symbolically."""
+    from luminal_fn.ir.expr import maximum, minimum, nonnegative
+
+    c = var("c")
+    m = minimum(128, c)
+    assert maximum(0, c) is c and maximum(m, 0) is m
+    assert minimum(m, c) is m and minimum(c, m) is m and maximum(c, maximum(c, 3)) is maximum(c, 3)
+    assert nonnegative(c * 2 + 3) and not nonnegative(c - 1)
+    assert maximum(0, c - 1) is not (c - 1)  # c - 1 may be negative: kept
+    assert minimum(0, c) == 0 and minimum(-2, c) == -2
+    assert (m.evaluate({"c": 40}), m.evaluate({"c": 400})) == (40, 128)

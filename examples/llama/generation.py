@@ -85,8 +85,7 @@ class LlamaSession:
         tokens = np.full(s, self.config.bos_token_id or 0, np.int32)
         pos = np.arange(s, dtype=np.int32)
         mask = np.zeros((s, c), np.float32)
-        logits, self.cache = self.step(self.weights, tokens, pos, pos, np.arange(c, dtype=np.int32),
-                                       mask, self.cache)
+        logits, self.cache = self.step(self.weights, tokens, pos, pos, mask, self.cache)
         np.asarray(self.greedy(logits))  # compiles the device-side greedy pick too; waits
         decode = model.step_inputs([0], 1)  # and the decode bucket (s = 1, c >= 2) with its pick
         logits, self.cache = self.step(self.weights, *decode, self.cache)

@@ -1,12 +1,16 @@
 """The Llama forward pass as one pure function, jitted once for prefill and every decode step.
 
-``step(weights, tokens, positions, scatter_idx, gather_idx, mask, cache) -> (logits, cache)``
+``step(weights, tokens, positions, scatter_idx, mask, cache) -> (logits, cache)``
 
 - ``tokens``, ``positions``, ``scatter_idx``: (s,) int32, the new tokens, their positions, and the
   cache rows their keys/values are written to (``s`` is a dynamic dim);
-- ``gather_idx``: (c,) int32, the cache rows attention reads (``c`` is a dynamic dim);
 - ``mask``: (s, c) float32, additive (0 where a query may attend, a large negative elsewhere);
+  attention reads cache rows 0..c-1 (``c`` is a dynamic dim) as a view, no copy;
 - ``cache``: per layer {"k", "v"} of shape (max_seq_len, kv_dim), donated and returned updated.
+
+``make_step(..., contiguous_cache=False)`` is the seed's form instead: ``step(weights, tokens,
+positions, scatter_idx, gather_idx, mask, cache)`` reads the rows ``gather_idx`` ((c,) int32)
+names through a gather (any rows, in any order, at the cost of copying them every step).
 
 Activations and the cache are float32; matrices may be stored in bfloat16 and are widened inside
 the products (the optimizer can fuse that cast into the GEMV/GEMM that reads them).
@@ -56,11 +60,16 @@ def layer_forward(p, x, cos, sin, scatter_idx, gather_idx, mask, cache, config: 
     q = rotary(linear(h, p["q"]), config.num_attention_heads, cos, sin, config)
     k = rotary(linear(h, p["k"]), config.num_key_value_heads, cos, sin, config)
     v = linear(h, p["v"])
-    # the seed's cache: write the new rows, then read the whole context back through gather_idx
+    # write the new rows, then read the context: rows 0..c-1 as a view (a contiguous cache), or
+    # the seed's gather of the rows gather_idx names
     k_cache = lf.nn.scatter_rows(cache["k"], scatter_idx, k)
     v_cache = lf.nn.scatter_rows(cache["v"], scatter_idx, v)
-    k_ctx = lf.nn.gather_rows(k_cache, gather_idx)
-    v_ctx = lf.nn.gather_rows(v_cache, gather_idx)
+    if gather_idx is None:
+        k_ctx, v_ctx = k_cache[:mask.shape[1]], v_cache[:mask.shape[1]]
+        mask = mask[:, :k_ctx.shape[0]]  # the same length, as the slice states it (c <= rows)
+    else:
+        k_ctx = lf.nn.gather_rows(k_cache, gather_idx)
+        v_ctx = lf.nn.gather_rows(v_cache, gather_idx)
     x = x + linear(attention(q, k_ctx, v_ctx, mask, config), p["o"])
     h = lf.nn.rms_norm(x, p["mlp_norm"], eps=config.rms_norm_eps)
     x = x + linear(lf.nn.silu(linear(h, p["gate"])) * linear(h, p["up"]), p["down"])
@@ -121,13 +130,24 @@ def representative_dims(buckets: dict) -> tuple:
     return rep(buckets["s"]), rep(buckets["c"])
 
 
-def make_step(config: LlamaConfig, *, backend=None, buckets=None, search=None, all_logits=False):
-    """The model step jitted once: dynamic s and c, donated cache."""
-    def llama_step(weights, tokens, positions, scatter_idx, gather_idx, mask, cache):
+def make_step(config: LlamaConfig, *, backend=None, buckets=None, search=None, all_logits=False,
+              contiguous_cache: bool = True):
+    """The model step jitted once: dynamic s and c, donated cache. ``contiguous_cache=False``
+    takes the seed's ``gather_idx`` argument (see the module docstring)."""
+    if contiguous_cache:
+        def llama_step(weights, tokens, positions, scatter_idx, mask, cache):
+            return forward(weights, tokens, positions, scatter_idx, None, mask, cache, config,
+                           all_logits=all_logits)
+
+        axes = {k: v for k, v in DYNAMIC_AXES.items() if k != "gather_idx"}
+        return lf.jit(llama_step, dynamic_axes=axes, buckets=buckets, search=search,
+                      backend=backend, donate_argnums=(5,))
+
+    def llama_gather_step(weights, tokens, positions, scatter_idx, gather_idx, mask, cache):
         return forward(weights, tokens, positions, scatter_idx, gather_idx, mask, cache, config,
                        all_logits=all_logits)
 
-    return lf.jit(llama_step, dynamic_axes=DYNAMIC_AXES, buckets=buckets, search=search,
+    return lf.jit(llama_gather_step, dynamic_axes=DYNAMIC_AXES, buckets=buckets, search=search,
                   backend=backend, donate_argnums=(6,))
 
 
@@ -154,10 +174,13 @@ def causal_mask(q_pos, context_len: int) -> np.ndarray:
     return np.where(np.arange(context_len)[None, :] <= q, 0.0, MASKED).astype(np.float32)
 
 
-def step_inputs(tokens, start: int) -> tuple:
-    """(tokens, positions, scatter_idx, gather_idx, mask) for new tokens placed at positions
-    start.. of a contiguous cache, whose context is then rows 0..start+len(tokens)-1."""
+def step_inputs(tokens, start: int, contiguous_cache: bool = True) -> tuple:
+    """(tokens, positions, scatter_idx, mask) for new tokens placed at positions start.. of a
+    contiguous cache, whose context is then rows 0..start+len(tokens)-1; with
+    ``contiguous_cache=False`` the seed's (tokens, positions, scatter_idx, gather_idx, mask)."""
     n = len(tokens)
     pos = np.arange(start, start + n, dtype=np.int32)
-    return (np.asarray(tokens, np.int32), pos, pos, np.arange(start + n, dtype=np.int32),
-            causal_mask(pos, start + n))
+    mask = causal_mask(pos, start + n)
+    if contiguous_cache:
+        return np.asarray(tokens, np.int32), pos, pos, mask
+    return np.asarray(tokens, np.int32), pos, pos, np.arange(start + n, dtype=np.int32), mask

@@ -345,6 +345,13 @@ def minimum(a: IntLike, b: IntLike) -> Expr:
     diff = add(a, mul(b, -1))
     if diff.op == "const":
         return a if diff.args[0] <= 0 else b
+    if b.op == "min" and any(a == x for x in b.args):  # min(a, min(a, y)) = min(a, y)
+        return b
+    if a.op == "min" and any(b == x for x in a.args):
+        return a
+    if (a.op == "const" and a.args[0] <= 0 and nonnegative(b)) or (
+            b.op == "const" and b.args[0] <= 0 and nonnegative(a)):
+        return a if a.op == "const" else b
     return Expr("min", tuple(sorted((a, b), key=_sort_key)))
 
 
@@ -357,7 +364,28 @@ def maximum(a: IntLike, b: IntLike) -> Expr:
     diff = add(a, mul(b, -1))
     if diff.op == "const":
         return a if diff.args[0] >= 0 else b
+    if b.op == "max" and any(a == x for x in b.args):  # max(a, max(a, y)) = max(a, y)
+        return b
+    if a.op == "max" and any(b == x for x in a.args):
+        return a
+    if (a.op == "const" and a.args[0] <= 0 and nonnegative(b)) or (
+            b.op == "const" and b.args[0] <= 0 and nonnegative(a)):
+        return b if a.op == "const" else a  # max(0, n) of a size n is n
     return Expr("max", tuple(sorted((a, b), key=_sort_key)))
+
+
+def nonnegative(e: Expr) -> bool:
+    """Provably >= 0. Variables are sizes and the index variable, never negative."""
+    op = e.op
+    if op == "const":
+        return e.args[0] >= 0
+    if op == "var":
+        return True
+    if op in ("add", "mul", "min", "floordiv"):
+        return all(nonnegative(x) for x in e.args)
+    if op == "max":
+        return any(nonnegative(x) for x in e.args)
+    return op in ("lt", "le", "eq", "ne")  # comparisons are 0 or 1
 
 
 _PY_CMP = {"lt": lambda x, y: x < y, "le": lambda x, y: x <= y,
