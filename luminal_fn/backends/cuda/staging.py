@@ -9,6 +9,7 @@ only after the event recorded behind its last copy says that copy is done.
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import numpy as np
 
@@ -25,26 +26,28 @@ class HostStaging:
         self.base = self.block.ctypes.data
         self.events = [None] * SLOTS
         self.next = 0
+        self.lock = threading.Lock()  # one backend serves every thread: a slot is one caller's
 
     def upload(self, host: np.ndarray):
         """A new device array holding ``host`` (contiguous, storage dtype); the host array may be
         changed as soon as this returns."""
         cp = self.cp
-        k = self.next
-        self.next = (k + 1) % SLOTS
-        ev = self.events[k]
-        if ev is None:
-            ev = self.events[k] = cp.cuda.Event(block=False, disable_timing=True)
-        else:
-            ev.synchronize()  # done long ago unless SLOTS uploads are still queued
-        n = host.nbytes
-        slot = self.block[k * STAGE_BYTES:k * STAGE_BYTES + n]
-        slot[...] = host.reshape(-1).view(np.uint8)
-        out = cp.empty(host.shape, dtype=host.dtype)
-        if n:
-            stream = cp.cuda.get_current_stream()
-            out.data.copy_from_host_async(ctypes.c_void_p(self.base + k * STAGE_BYTES), n, stream)
-            ev.record(stream)
+        with self.lock:
+            k = self.next
+            self.next = (k + 1) % SLOTS
+            ev = self.events[k]
+            if ev is None:
+                ev = self.events[k] = cp.cuda.Event(block=False, disable_timing=True)
+            else:
+                ev.synchronize()  # done long ago unless SLOTS uploads are still queued
+            n = host.nbytes
+            slot = self.block[k * STAGE_BYTES:k * STAGE_BYTES + n]
+            slot[...] = host.reshape(-1).view(np.uint8)
+            out = cp.empty(host.shape, dtype=host.dtype)
+            if n:
+                stream = cp.cuda.get_current_stream()
+                out.data.copy_from_host_async(ctypes.c_void_p(self.base + k * STAGE_BYTES), n, stream)
+                ev.record(stream)
         return out
 
 
