@@ -243,3 +243,34 @@ def test_scatter_copy_and_modes_emulated(tmp_path):
     plans = _emulate_all(cases, tmp_path)
     labels = {s.label for s in _steps(plans)}
     assert "Scatter" in labels, labels
+
+
+# ---- a Scatter whose float32 source cast is left to the Scatter (fuse-scatter-cast) ----------
+@pytest.mark.parametrize("src_dtype", [np.float16, np.int32, np.bool_])
+@pytest.mark.parametrize("mode", ["set", "add", "max"])
+def test_scatter_converts_its_source_emulated(src_dtype, mode, tmp_path):
+    """dest.at[idx].op(src.astype(float32)): the rule lets the Scatter read src itself and
+    convert on store; every genome (cast kept or not) gives the NumPy backend's values, on the
+    CPU emulation of the CUDA kernels, the NumPy backend and MLX, and the cast-free form exists."""
+    def f(dest, idx, src):
+        return getattr(dest.at[idx], mode)(src.astype(np.float32))
+
+    rng = np.random.default_rng(3)
+    dest = rng.standard_normal(10).astype(np.float32)
+    idx = np.array([1, 3, 3, 9, -1, 12], np.int32)
+    src = rng.random(6) > 0.5 if src_dtype is np.bool_ else (rng.standard_normal(6) * 3).astype(src_dtype)
+    traced = lf.jit(f).trace(dest, idx, src)
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir)
+    want = np.asarray(lf.jit(f, backend="numpy")(dest, idx, src))
+    llirs = [ex.extract(g) for g in _genomes(ex, 6, 1)]
+    direct = [ll for ll in llirs if any(n.op == "Scatter" and ll.nodes[n.inputs[2][0]].op == "Input"
+                                        for n in ll.live_nodes())]
+    assert direct, "no genome lets the Scatter convert its source itself"
+    _emulate_all([(f"scatter {mode} {np.dtype(src_dtype).name}", ll, {}, [([dest, idx, src], {})], ())
+                  for ll in llirs], tmp_path)
+    backends = ["numpy"] + (["mlx"] if "mlx" in lf.available_backends() else [])
+    for name in backends:
+        be = get_backend(name)
+        for ll in llirs:
+            out = be.compile(ll).run([be.from_numpy(x) for x in (dest, idx, src)], {})[0]
+            np.testing.assert_array_equal(np.asarray(be.to_numpy(out)), want, err_msg=name)
