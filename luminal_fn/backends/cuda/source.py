@@ -13,22 +13,9 @@ import subprocess
 import tempfile
 
 from ..render import CUDA
+from ..render.files import kernel_file
 
 HAND_ORDER = ("rms_norm.cu", "softmax.cu", "rope.cu", "gemv.cu", "attention.cu")
-
-
-def hand_file(name: str) -> str:
-    """A kernels/*.cu source: from the installed ``luminal_fn.kernels`` package, or from the
-    repository's top-level kernels/ folder when running from a checkout."""
-    try:
-        from ...kernels import source  # installed wheel: kernels/ is luminal_fn.kernels
-
-        return source(name)
-    except ImportError:
-        here = os.path.dirname(os.path.abspath(__file__))
-        path = os.path.join(here, "..", "..", "..", "kernels", name)
-        with open(path) as f:
-            return f.read()
 
 
 def module_source(kernels) -> str:
@@ -38,7 +25,7 @@ def module_source(kernels) -> str:
         seen.setdefault(k.name, k)
     parts = [CUDA.prelude]
     if any(k.meta.get("hand") for k in seen.values()):
-        parts += [hand_file(f) for f in HAND_ORDER]
+        parts += [kernel_file(f) for f in HAND_ORDER]
     parts += [k.text for k in seen.values()]
     return "\n".join(parts) + "\n"
 

@@ -20,11 +20,11 @@ supported there.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import mlx.core as mx
 
+from ..render.files import kernel_file
 from .model_kernels import multi_inputs, params_of
 from .ops import cast
 
@@ -58,26 +58,13 @@ HAND_KINDS = ("embedding_bag", "embedding_bag_multi", "dlrm_interact", "conv2d_b
 _CACHE: dict = {}
 
 
-def metal_file(name: str) -> str:
-    """A kernels/*.metal source: from the installed ``luminal_fn.kernels`` package, or from the
-    repository's top-level kernels/ folder when running from a checkout."""
-    try:
-        from ...kernels import source  # installed wheel: kernels/ is luminal_fn.kernels
-
-        return source(name)
-    except ImportError:
-        here = os.path.dirname(os.path.abspath(__file__))
-        with open(os.path.join(here, "..", "..", "..", "kernels", name)) as f:
-            return f.read()
-
-
 def hand_kernel(source: str) -> HandKernel:
     """The hosted kernel for a key of ``_SPECS`` (its body read from the shipped .metal file)."""
     hk = _CACHE.get(source)
     if hk is None:
         fname, names = _SPECS[source]
         hk = _CACHE[source] = HandKernel(f"lf_hand_{source}", fname, list(names),
-                                         metal_file(fname))
+                                         kernel_file(fname))
     return hk
 
 
@@ -179,5 +166,5 @@ def hand_step(node, name: str, readers: list, compiled):
     return step, hk
 
 
-__all__ = ["HandKernel", "HAND_KINDS", "hand_kernel", "metal_file", "hand_step", "launch_bag", "launch_dlrm",
+__all__ = ["HandKernel", "HAND_KINDS", "hand_kernel", "hand_step", "launch_bag", "launch_dlrm",
            "launch_conv"]
