@@ -196,11 +196,21 @@ class View:
         mask[axis] = (_add(lo, before), _add(hi, before))
         return View(tuple(shape), self.strides, offset, tuple(mask))
 
+    def axis_full(self, axis: int) -> bool:
+        """Whether the mask, if any, keeps every element of one axis."""
+        return self.mask is None or _full(self.mask[axis], self.shape[axis])
+
+    def drop_full_mask(self) -> "View":
+        """This view without its mask when the mask keeps every element (else itself)."""
+        if self.mask is not None and all(self.axis_full(a) for a in range(len(self.shape))):
+            return View(self.shape, self.strides, self.offset, None)
+        return self
+
     def unfold(self, axis: int, window: IntLike, step: int = 1, dilation: int = 1) -> Optional["View"]:
         """Sliding windows: axis of size n becomes (windows, window) with the window axis last
         of the two. None through padding on that axis (validity would depend on the sum of two
         indices, which per-dim intervals cannot say; materialise first)."""
-        if self.mask is not None and not _full(self.mask[axis], self.shape[axis]):
+        if not self.axis_full(axis):
             return None
         n, st = self.shape[axis], self.strides[axis]
         span = _add(_mul(_add(window, -1), dilation), 1)

@@ -19,7 +19,7 @@ express is repaired to the plain read.
 from __future__ import annotations
 
 from ..ir import dtypes as dt
-from ..ir.expr import add, as_expr, same
+from ..ir.expr import add, as_expr
 from ..ir.graph import Graph, _freeze
 from ..ir.passes import dce
 from ..ir.view import View
@@ -443,10 +443,9 @@ class _Extraction:
         opts = self.ex.options.get(producer)
         if not opts or opts[0].op != "Const":
             return None
-        if vnode is not None and self.ex.mask(vnode.children[4]) is not None:
-            view = self.ex.view_of(vnode)
-            if not all(same(lo, 0) and same(hi, d) for (lo, hi), d in zip(view.mask, view.shape)):
-                return None
+        if (vnode is not None and self.ex.mask(vnode.children[4]) is not None
+                and self.ex.view_of(vnode).drop_full_mask().mask is not None):
+            return None
         node = self.ex.hlir.nodes[self.eg.literal(opts[0].children[0])]
         value = _literal_of(node)
         if value is None:

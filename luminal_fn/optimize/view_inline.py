@@ -83,16 +83,16 @@ def _through_padded(w: View, producer_shape) -> Optional[ViewThrough]:
     checked on the built tree). A mask that keeps every element is no mask at all."""
     core, pads = w, []
     for axis, ((lo, hi), d) in enumerate(zip(w.mask, w.shape)):
-        if same(lo, 0) and same(hi, d):
+        if w.axis_full(axis):
             continue
         if not all(isinstance(x, int) for x in (lo, hi, d)) or not 0 <= lo < hi <= d:
             return None
         core = core.slice(axis, lo, hi)
         pads.append((axis, lo, d - hi))
-    if core.mask is not None and not all(same(lo, 0) and same(hi, d)
-                                         for (lo, hi), d in zip(core.mask, core.shape)):
+    core = core.drop_full_mask()
+    if core.mask is not None:
         return None
-    how = through(View(core.shape, core.strides, core.offset, None), producer_shape)
+    how = through(core, producer_shape)
     if how is None or not pads:
         return how
     return ViewThrough(how.q, how.starts, how.shape, tuple(pads))
