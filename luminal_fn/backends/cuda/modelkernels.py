@@ -89,47 +89,70 @@ def lower_embedding_bag(pl, node):
     """out[b, d] = sum_l table.flat[clip(rows[b*L + l] * stride + d)] (the Gather clamp)."""
     B, L, D = _params(node, 3, "embedding_bag")
     ct = compute_type(node.dtype)
-    b_t, tv = _operand(pl, node, 0, lambda v: _linear(v) is not None)
-    t_off, t_step = _linear(tv)
-    b_r, rv = _operand(pl, node, 1, lambda v: _linear(v) is not None)
-    r_off, r_step = _linear(rv)
-    tdt, rdt = _in_dtype(pl, node, 0), _in_dtype(pl, node, 1)
-    bufs = [("in0", "b0", tdt, True), ("in1", "b1", rdt, True)]
-    ids = [b_t, b_r]
-    sk = pl.kernel_input(node, 2)
-    if sk.inlined:  # the row stride of lnp.take is a scalar Constant: a literal
-        stride_code = literal(pl.lang, sk.scalar, "int32")[0]
-    else:
-        b_s, sv = _operand(pl, node, 2)
-        sdt = _in_dtype(pl, node, 2)
-        bufs.append(("in2", "b2", sdt, True))
-        ids.append(b_s)
-        stride_code = _load(pl, sdt, f"b2[{_r(pl, sv.offset)}]", "int")
-    bufs.append(("out", "out", node.dtype, False))
-    ids.append(pl.node_buf[node.id])
+    ins = _Inputs(pl, node)
+    bag = _bag_sum(pl, node, ins, 0, L, ct)
     r = lambda e: _r(pl, e)  # noqa: E731
     g, gstride = gtid(pl.lang, "long long")
-    row = _load(pl, rdt, f"b1[{r(r_off)} + (b * {r(L)} + l) * (long long)({r(r_step)})]", "int")
-    val = _load(pl, tdt, f"b0[{r(t_off)} + j * (long long)({r(t_step)})]", ct)
     body = [f"const long long n = (long long)({r(B)}) * ({r(D)});",
-            f"const long long tsize = (long long)({r(ix.numel(tv.shape))});",
-            f"const long long rstride = (long long)({stride_code});",
             f"for (long long i = {g}; i < n; i += {gstride}) {{",
             f"  const long long b = i / ({r(D)});",
             f"  const long long d = i - b * ({r(D)});",
-            f"  {ct} acc = {zero_of(ct)};",
-            "  if (tsize > 0) {",
-            f"    for (int l = 0; l < {r(L)}; ++l) {{",
-            f"      long long j = (long long)({row}) * rstride + d;",
-            "      j = j < 0 ? 0 : (j >= tsize ? tsize - 1 : j);",
-            f"      acc = ({ct})(acc + {val});",
-            "    }",
+            f"  {ct} acc = {zero_of(ct)};"]
+    body += ["  " + ln for ln in bag]
+    body += [f"  out[i] = {store_expr(pl.lang, node.dtype, 'acc', ct)};", "}"]
+    ins.output()
+    src = finish(pl.lang, "embedding_bag", body, ins.bufs, BLOCK, ix.numel([B, D]), BLOCK,
+                 meta={"model": True})
+    pl.add_kernel(src, ins.ids, node.id, "embedding_bag")
+
+
+class _Inputs:
+    """The kernel's buffers in argument order (b0, b1, ... then out) and their buffer ids."""
+
+    def __init__(self, pl, node):
+        self.pl, self.node, self.bufs, self.ids = pl, node, [], []
+
+    def add(self, k, view_ok=lambda v: True):
+        """Input k as the next buffer: (its name, its view, its dtype)."""
+        b_id, view = _operand(self.pl, self.node, k, view_ok)
+        d = _in_dtype(self.pl, self.node, k)
+        j = len(self.bufs)
+        self.bufs.append((f"in{j}", f"b{j}", d, True))
+        self.ids.append(b_id)
+        return f"b{j}", view, d
+
+    def output(self):
+        self.bufs.append(("out", "out", self.node.dtype, False))
+        self.ids.append(self.pl.node_buf[self.node.id])
+
+
+def _bag_sum(pl, node, ins: _Inputs, k: int, L, ct) -> list:
+    """Lines adding one table's bag for (b, d) into ``acc``: inputs k (the table), k+1 (the row
+    indices) and k+2 (the row stride: a literal when lnp.take's scalar Constant, else a buffer),
+    each flat index clamped into the table as the Gather primitive clamps."""
+    r = lambda e: _r(pl, e)  # noqa: E731
+    linear = lambda v: _linear(v) is not None  # noqa: E731
+    tvar, tv, tdt = ins.add(k, linear)
+    t_off, t_step = _linear(tv)
+    rvar, rv, rdt = ins.add(k + 1, linear)
+    r_off, r_step = _linear(rv)
+    sk = pl.kernel_input(node, k + 2)
+    if sk.inlined:
+        stride = literal(pl.lang, sk.scalar, "int32")[0]
+    else:
+        svar, sv, sdt = ins.add(k + 2)
+        stride = _load(pl, sdt, f"{svar}[{r(sv.offset)}]", "int")
+    row = _load(pl, rdt, f"{rvar}[{r(r_off)} + (b * {r(L)} + l) * (long long)({r(r_step)})]", "int")
+    val = _load(pl, tdt, f"{tvar}[{r(t_off)} + j * (long long)({r(t_step)})]", ct)
+    return [f"const long long tsize = (long long)({r(ix.numel(tv.shape))}), "
+            f"rstride = (long long)({stride});",
+            "if (tsize > 0) {",
+            f"  for (int l = 0; l < {r(L)}; ++l) {{",
+            f"    long long j = (long long)({row}) * rstride + d;",
+            "    j = j < 0 ? 0 : (j >= tsize ? tsize - 1 : j);",
+            f"    acc = ({ct})(acc + {val});",
             "  }",
-            f"  out[i] = {store_expr(pl.lang, node.dtype, 'acc', ct)};",
             "}"]
-    work = ix.numel([B, D])
-    src = finish(pl.lang, "embedding_bag", body, bufs, BLOCK, work, BLOCK, meta={"model": True})
-    pl.add_kernel(src, ids, node.id, "embedding_bag")
 
 
 # ---- embedding_bag_multi -----------------------------------------------------------------------
@@ -151,16 +174,7 @@ def lower_embedding_bag_multi(pl, node):
                          f"{first + 3 * K} inputs, got {len(node.inputs)}")
     ct = compute_type(node.dtype)
     r = lambda e: _r(pl, e)  # noqa: E731
-    bufs, ids = [], []
-
-    def add_buf(k, view_ok=lambda v: True):
-        b_id, view = _operand(pl, node, k, view_ok)
-        d = _in_dtype(pl, node, k)
-        j = len(bufs)
-        bufs.append((f"in{j}", f"b{j}", d, True))
-        ids.append(b_id)
-        return f"b{j}", view, d
-
+    ins = _Inputs(pl, node)
     g, gstride = gtid(pl.lang, "long long")
     body = [f"const long long nd = {r(D)}, nf = {P + K};",
             f"const long long n = (long long)({r(B)}) * nf * nd;",
@@ -170,46 +184,24 @@ def lower_embedding_bag_multi(pl, node):
             "  const long long d = i - (i / nd) * nd;",
             f"  {ct} acc = {zero_of(ct)};"]
     if P:
-        var, pv, pdt = add_buf(0, lambda v: len(v.shape) == 3)
+        var, pv, pdt = ins.add(0, lambda v: len(v.shape) == 3)
         sb, sf, sd = pv.strides
         at = (f"{var}[{r(pv.offset)} + b * (long long)({r(sb)}) + f * (long long)({r(sf)}) "
               f"+ d * (long long)({r(sd)})]")
         body.append(f"  if (f < {P}) acc = {_load(pl, pdt, at, ct)};")
     body.append(f"  switch ((int)f - {P}) {{")
     for k in range(K):
-        tvar, tv, tdt = add_buf(first + 3 * k, lambda v: _linear(v) is not None)
-        t_off, t_step = _linear(tv)
-        rvar, rv, rdt = add_buf(first + 3 * k + 1, lambda v: _linear(v) is not None)
-        r_off, r_step = _linear(rv)
-        sk = pl.kernel_input(node, first + 3 * k + 2)
-        if sk.inlined:  # lnp.take's row stride: a scalar Constant, a literal
-            stride = literal(pl.lang, sk.scalar, "int32")[0]
-        else:
-            svar, sv, sdt = add_buf(first + 3 * k + 2)
-            stride = _load(pl, sdt, f"{svar}[{r(sv.offset)}]", "int")
-        row = _load(pl, rdt, f"{rvar}[{r(r_off)} + (b * {r(L)} + l) * (long long)({r(r_step)})]", "int")
-        val = _load(pl, tdt, f"{tvar}[{r(t_off)} + j * (long long)({r(t_step)})]", ct)
-        tsize = ix.numel(tv.shape)
-        body += [f"    case {k}: {{",
-                 f"      const long long tsize = (long long)({r(tsize)}), rstride = (long long)({stride});",
-                 "      if (tsize > 0) {",
-                 f"        for (int l = 0; l < {r(L)}; ++l) {{",
-                 f"          long long j = (long long)({row}) * rstride + d;",
-                 "          j = j < 0 ? 0 : (j >= tsize ? tsize - 1 : j);",
-                 f"          acc = ({ct})(acc + {val});",
-                 "        }",
-                 "      }",
-                 "      break;",
-                 "    }"]
+        body.append(f"    case {k}: {{")
+        body += ["      " + ln for ln in _bag_sum(pl, node, ins, first + 3 * k, L, ct)]
+        body += ["      break;", "    }"]
     body += ["    default: break;",
              "  }",
              f"  out[i] = {store_expr(pl.lang, node.dtype, 'acc', ct)};",
              "}"]
-    bufs.append(("out", "out", node.dtype, False))
-    ids.append(pl.node_buf[node.id])
+    ins.output()
     work = ix.numel([B, P + K, D])
-    src = finish(pl.lang, "embedding_bag_multi", body, bufs, BLOCK, work, BLOCK, meta={"model": True})
-    pl.add_kernel(src, ids, node.id, "embedding_bag_multi")
+    src = finish(pl.lang, "embedding_bag_multi", body, ins.bufs, BLOCK, work, BLOCK, meta={"model": True})
+    pl.add_kernel(src, ins.ids, node.id, "embedding_bag_multi")
 
 
 # ---- dlrm_interact -----------------------------------------------------------------------------
