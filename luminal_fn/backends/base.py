@@ -148,12 +148,17 @@ def default_backend_name() -> str:
 DLPACK_CPU = 1  # DLDeviceType kDLCPU
 
 
+def dlpack_device_type(x) -> int:
+    """The DLPack device type of ``x`` (kDLCPU when it does not say)."""
+    try:
+        return int(x.__dlpack_device__()[0])
+    except Exception:
+        return DLPACK_CPU
+
+
 def host_from_dlpack(x, backend: str) -> np.ndarray:
     """``np.from_dlpack(x)`` with the errors a user can act on."""
-    try:
-        dev = x.__dlpack_device__()[0]
-    except Exception:
-        dev = DLPACK_CPU
+    dev = dlpack_device_type(x)
     if dev != DLPACK_CPU:
         raise ValueError(f"{backend} backend: a {type(x).__name__} on DLPack device type {dev} "
                          "cannot be read from host memory; move it to the CPU first, or use the "

@@ -219,8 +219,7 @@ def _put_leaf(x, be) -> Array:
             return x
         x = np.asarray(x)
     if be.is_buffer(x) and not isinstance(x, np.ndarray):
-        shape, npd = be.buffer_shape_dtype(x)
-        return Array(x, be, tuple(shape), dt.canonicalize(npd))
+        return _array_of(x, be)
     if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__") and not np.isscalar(x):
         buf = be.from_dlpack(x)
         if hasattr(buf, "copy"):  # device_put copies: later writes to x must not change the Array

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import dtypes as dt
-from ..base import DLPACK_CPU, Backend, host_from_dlpack, register_backend
+from ..base import DLPACK_CPU, Backend, dlpack_device_type, host_from_dlpack, register_backend
 from .device import INSTALL_HINT, cupy, cupy_dtype, dtype_of_storage, host_to_storage
 from .staging import STAGE_BYTES, HostStaging
 
@@ -50,11 +50,7 @@ class CudaBackend(Backend):
 
     def from_dlpack(self, x):
         """CUDA memory is shared (``cupy.from_dlpack``, no copy); host memory is moved."""
-        try:
-            dev = x.__dlpack_device__()[0]
-        except Exception:
-            dev = DLPACK_CPU
-        if dev == DLPACK_CPU:
+        if dlpack_device_type(x) == DLPACK_CPU:
             return self.from_numpy(host_from_dlpack(x, self.name))
         try:
             buf = self.cp.from_dlpack(x)

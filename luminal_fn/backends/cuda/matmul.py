@@ -62,13 +62,15 @@ def _worth_cublas(pl, va: View) -> bool:
 SMALL_M = 1
 
 
+def _gemm_at(va: View, vb: View, shape, dtype, dims) -> tuple:
+    """(output shape, cuBLAS calls or None when a layout needs a copy) at concrete ``dims``."""
+    es = tuple(int(evaluate(d, dims)) for d in shape)
+    return es, gemm_plan(va.evaluate(dims), vb.evaluate(dims), es, dtype.name)
+
+
 def _direct_layout(pl, node, va: View, vb: View) -> bool:
     """Whether cuBLAS reads both operands as they lie at the bucket's largest dims."""
-    d = pl.dims_max
-    ea = va.evaluate(d) if not va.is_static() else va
-    eb = vb.evaluate(d) if not vb.is_static() else vb
-    shape = tuple(int(evaluate(x, d)) for x in node.shape)
-    return gemm_plan(ea, eb, shape, node.dtype.name) is not None
+    return _gemm_at(va, vb, node.shape, node.dtype, pl.dims_max)[1] is not None
 
 
 def _at_most(pl, e) -> int:
@@ -199,12 +201,9 @@ def _cublas(pl, node, va: View, vb: View):
         key = tuple(sorted(dims.items()))
         hit = calls_memo.get(key)
         if hit is None:
-            ea = va.evaluate(dims) if not va.is_static() else va
-            eb = vb.evaluate(dims) if not vb.is_static() else vb
-            es = tuple(int(evaluate(d, dims)) for d in shape)
             if len(calls_memo) > 16:
                 calls_memo.clear()
-            hit = calls_memo[key] = (es, gemm_plan(ea, eb, es, dtype.name))
+            hit = calls_memo[key] = _gemm_at(va, vb, shape, dtype, dims)
         return hit
 
     def run(ptr, dims):
@@ -239,7 +238,7 @@ def _strided(ptr: int, view: View, dtype, dims):
 
     from .device import cupy_dtype
 
-    v = view.evaluate(dims) if not view.is_static() else view
+    v = view.evaluate(dims)
     item = dtype.itemsize
     span = 1
     for d, s in zip(v.shape, v.strides):
