@@ -13,12 +13,12 @@ from .config import LlamaConfig
 
 @dataclasses.dataclass
 class StepProfile:
-    """Seconds spent in one step (the seed's StepProfile): the whole step, the jitted call, reading
-    the logits back to the host, and handing the returned cache to the next step."""
+    """Seconds spent in one step (the seed's StepProfile without its cache hand-over, which is an
+    assignment here): the whole step, queueing the jitted call, and reading the logits (or the
+    picked token) back to the host, which waits for the device."""
     total: float
     execute: float
     logits: float
-    cache: float
 
 
 @dataclasses.dataclass
@@ -41,8 +41,7 @@ class GenerationResult:
     def profile_line(self) -> str:
         n = len(self.profiles)
         avg = (lambda attr: 1e3 * sum(getattr(p, attr) for p in self.profiles) / n) if n else (lambda a: 0.0)
-        return (f"Profile: n={n}, exec={avg('execute'):.2f} ms, logits={avg('logits'):.2f} ms, "
-                f"cache={avg('cache'):.2f} ms")
+        return f"Profile: n={n}, exec={avg('execute'):.2f} ms, logits={avg('logits'):.2f} ms"
 
 
 def sample_greedy(logits_row: np.ndarray, seen: set, repetition_penalty: float) -> int:
@@ -95,10 +94,9 @@ class LlamaSession:
     def reset(self):
         self.length = 0
 
-    def launch(self, tokens):
-        """Queue one step for ``tokens`` (a list, or the (1,) token array a previous step's
-        greedy pick left on the device) and its greedy next token; returns that token as a
-        device array without waiting for it."""
+    def _logits(self, tokens):
+        """Queue the step for ``tokens`` (a list, or the (1,) token array a previous step's
+        greedy pick left on the device) at the end of the context; its logits, not waited for."""
         n = len(tokens)
         if self.length + n > self.max_seq_len:
             raise ValueError(f"the context would grow to {self.length + n} tokens, past "
@@ -106,26 +104,24 @@ class LlamaSession:
         args = model.step_inputs(tokens if isinstance(tokens, list) else [0] * n, self.length)
         if not isinstance(tokens, list):
             args = (tokens,) + args[1:]  # the device token, never read back to build the input
+        # the donated cache is consumed; the returned one is the live one
         logits, self.cache = self.step(self.weights, *args, self.cache)
         self.length += n
-        return self.greedy(logits)
+        return logits
+
+    def launch(self, tokens):
+        """Queue one step and its greedy next token; returns that token as a device array
+        without waiting for it."""
+        return self.greedy(self._logits(tokens))
 
     def run(self, tokens) -> tuple:
         """Append ``tokens`` at the end of the context; returns (last logits row, StepProfile)."""
         t0 = time.perf_counter()
-        if self.length + len(tokens) > self.max_seq_len:
-            raise ValueError(f"the context would grow to {self.length + len(tokens)} tokens, past "
-                             f"max_seq_len {self.max_seq_len}")
-        args = model.step_inputs(tokens, self.length)
+        logits = self._logits(list(tokens))
         t1 = time.perf_counter()
-        logits, cache = self.step(self.weights, *args, self.cache)
-        t2 = time.perf_counter()
         row = np.asarray(logits)[-1]
-        t3 = time.perf_counter()
-        self.cache = cache  # the donated input is consumed; the returned cache is the live one
-        self.length += len(tokens)
-        t4 = time.perf_counter()
-        return row, StepProfile(total=t4 - t0, execute=t2 - t1, logits=t3 - t2, cache=t4 - t3)
+        t2 = time.perf_counter()
+        return row, StepProfile(total=t2 - t0, execute=t1 - t0, logits=t2 - t1)
 
 
 def generate_ids(session: LlamaSession, prompt_ids: list, max_new_tokens: int, stop_ids=(),
@@ -152,12 +148,9 @@ def generate_ids(session: LlamaSession, prompt_ids: list, max_new_tokens: int, s
         profiles.append(prof)
         token = sample_greedy(row, seen, repetition_penalty)
         seen.add(token)
-        if token in stop_ids:
+        if not _keep(token, ids, stop_ids, on_token):
             reason = "stop token"
             break
-        ids.append(token)
-        if on_token is not None:
-            on_token(token)
         pending = [token]
     return ids, reason, profiles
 
@@ -186,14 +179,11 @@ def generate_ids_pipelined(session: LlamaSession, prompt_ids: list, max_new_toke
         t1 = time.perf_counter()
         value = int(np.asarray(token).reshape(-1)[0])  # waits for the step that chose it
         t2 = time.perf_counter()
-        profiles.append(StepProfile(total=t2 - t_prev, execute=t1 - t0, logits=t2 - t1, cache=0.0))
+        profiles.append(StepProfile(total=t2 - t_prev, execute=t1 - t0, logits=t2 - t1))
         t_prev = t2
-        if value in stop_ids:
+        if not _keep(value, ids, stop_ids, on_token):
             reason = "stop token"
             break
-        ids.append(value)
-        if on_token is not None:
-            on_token(value)
         if len(ids) >= max_new_tokens:
             break
         if nxt is None:
@@ -201,6 +191,16 @@ def generate_ids_pipelined(session: LlamaSession, prompt_ids: list, max_new_toke
             break
         token = nxt
     return ids, reason, profiles
+
+
+def _keep(token: int, ids: list, stop_ids: set, on_token) -> bool:
+    """Append a generated token (False, keeping nothing, for a stop token)."""
+    if token in stop_ids:
+        return False
+    ids.append(token)
+    if on_token is not None:
+        on_token(token)
+    return True
 
 
 def ttft_tpot_ms(profiles: list) -> tuple:
