@@ -182,31 +182,31 @@ def test_every_random_genome_computes_the_function(name, dynamic):
     assert len(distinct) > 1
 
 
+def _input_reads(ex, shape, seed, n=30):
+    """(genome, reading node, view) of every read of the Input of ``shape``, over the generic
+    genome and ``n`` random ones."""
+    rng = random.Random(seed)
+    for genome in [ex.generic_genome()] + [tuple(rng.randrange(g.n_options) for g in ex.genes)
+                                           for _ in range(n)]:
+        llir = ex.extract(genome)
+        for node in llir.live_nodes():
+            for src, view in node.inputs:
+                if llir.nodes[src].op == "Input" and llir.nodes[src].shape == shape:
+                    yield genome, node, view
+
+
 def test_padded_and_unrepresentable_reads_are_never_inlined():
     # a padded read of exp: the FView is offered, but exp(0) = 1 is not the padding's 0, so no
     # genome computes exp under the pad: x is never read through a masked view
-    ex = _extractor("padded_read")
-    rng = random.Random(3)
-    for genome in [ex.generic_genome()] + [tuple(rng.randrange(g.n_options) for g in ex.genes)
-                                           for _ in range(30)]:
-        llir = ex.extract(genome)
-        for n in llir.live_nodes():
-            for src, view in n.inputs:
-                if llir.nodes[src].op == "Input" and llir.nodes[src].shape == (5,):
-                    assert view.mask is None, f"genome {genome}: x read as {view} by {n.attrs}"
+    for genome, node, view in _input_reads(_extractor("padded_read"), (5,), 3):
+        assert view.mask is None, f"genome {genome}: x read as {view} by {node.attrs}"
     # exp(x.T * 2) read reshaped to (3, 8): the FView is offered (the read itself is a plain
     # reshape) but the transposed input cannot compose, so the multiply keeps its own kernel
     # reading x transposed, whatever the genome
     ex = _extractor("transposed")
     assert ex.through
-    rng = random.Random(2)
-    for genome in [ex.generic_genome()] + [tuple(rng.randrange(g.n_options) for g in ex.genes)
-                                           for _ in range(30)]:
-        llir = ex.extract(genome)
-        for n in llir.live_nodes():
-            for src, view in n.inputs:
-                if llir.nodes[src].op == "Input" and llir.nodes[src].shape == (4, 6):
-                    assert view.shape == (6, 4), f"genome {genome}: x read as {view}"
+    for genome, _, view in _input_reads(ex, (4, 6), 2):
+        assert view.shape == (6, 4), f"genome {genome}: x read as {view}"
 
 
 def test_which_views_compose():
