@@ -55,6 +55,15 @@ class B:
     def c(self, i):
         return (i, View.contiguous(self.g.nodes[i].shape))
 
+    def const(self, value, d=dt.int32):
+        """A 0-d Constant node (a model kernel's scalar parameter, as lnp.take traces it)."""
+        return self.node("Constant", [], (), d, value=np.array(value, dt.to_numpy(d)))
+
+    def kernel_graph(self, name, ins, shape, params, d=dt.float32):
+        """The graph with one model-kernel CustomOp as its output."""
+        self.output(self.custom(name, ins, shape, d, params=tuple(params)))
+        return self.g
+
 
 def _bcast_row(n_rows, n):
     return View((n_rows, n), (0, 1), 0, None)

@@ -31,23 +31,13 @@ S = var("s")
 R = np.random.default_rng(5)
 
 
-def _const(b, value, d=dt.int32):
-    return b.node("Constant", [], (), d, value=np.array(value, dt.to_numpy(d)))
-
-
-def _kernel(b, name, ins, shape, params, d=dt.float32):
-    y = b.custom(name, ins, shape, d, params=tuple(params))
-    b.output(y)
-    return b.g
-
-
 # ---- cases: name -> () -> (graph, inputs, dims) ------------------------------------------------
 def emb_basic(d=dt.float32, bsz=6, bag=3, dim=8, rows=50):
     """(rows, dim) table, rows (B*L,), the row stride a scalar Constant (as lnp.take traces)."""
     b = B()
     t, r = b.input((rows, dim), d), b.input((bsz * bag,), dt.int32)
-    c = _const(b, dim)
-    g = _kernel(b, "embedding_bag", [b.c(t), b.c(r), (c, View((1,), (0,), 0, None))], (bsz, dim),
+    c = b.const(dim)
+    g = b.kernel_graph("embedding_bag", [b.c(t), b.c(r), (c, View((1,), (0,), 0, None))], (bsz, dim),
                 (bsz, bag, dim), d)
     return g, [rand((rows, dim), d), R.integers(0, rows, bsz * bag).astype(np.int32)], {}
 
@@ -56,7 +46,7 @@ def emb_stride_buffer_clamped():
     """Row stride 5 (not D) read from a buffer; negative and too-large rows hit the clamp."""
     b = B()
     t, r, st = b.input((20, 8)), b.input((12,), dt.int32), b.input((1,), dt.int32)
-    g = _kernel(b, "embedding_bag", [b.c(t), b.c(r), b.c(st)], (4, 8), (4, 3, 8))
+    g = b.kernel_graph("embedding_bag", [b.c(t), b.c(r), b.c(st)], (4, 8), (4, 3, 8))
     rows = R.integers(-3, 40, 12).astype(np.int32)
     return g, [rand((20, 8)), rows, np.array([5], np.int32)], {}
 
@@ -65,10 +55,10 @@ def emb_symbolic_batch():
     """B = s (a dim of the call); rows a strided view; the table a transposed (materialised) view."""
     b = B()
     t, r = b.input((8, 30)), b.input((S * 3, 2), dt.int32)  # rows in column 1 of (s*3, 2)
-    c = _const(b, 8)
+    c = b.const(8)
     tv = View((30, 8), (1, 30), 0, None)  # the table read transposed: not linear, copied first
     rv = View((S * 3,), (2,), 1, None)
-    g = _kernel(b, "embedding_bag", [(t, tv), (r, rv), (c, View((1,), (0,), 0, None))], (S, 8),
+    g = b.kernel_graph("embedding_bag", [(t, tv), (r, rv), (c, View((1,), (0,), 0, None))], (S, 8),
                 (S, 3, 8))
     s = 5
     return g, [rand((8, 30)), R.integers(0, 30, (s * 3, 2)).astype(np.int32)], {"s": s}
@@ -85,7 +75,7 @@ def emb_bf16():
 def dlrm_basic(bsz=5, f=5, dim=6, d=dt.float32):
     b = B()
     t = b.input((bsz, f, dim), d)
-    g = _kernel(b, "dlrm_interact", [b.c(t)], (bsz, f * (f - 1) // 2), (bsz, f, dim), d)
+    g = b.kernel_graph("dlrm_interact", [b.c(t)], (bsz, f * (f - 1) // 2), (bsz, f, dim), d)
     return g, [rand((bsz, f, dim), d, -1, 1)], {}
 
 
@@ -98,7 +88,7 @@ def dlrm_strided_symbolic():
     b = B()
     t = b.input((4, S, 40))
     v = View((S, 4, 40), (40, S * 40, 1), 0, None)
-    g = _kernel(b, "dlrm_interact", [(t, v)], (S, 6), (S, 4, 40))
+    g = b.kernel_graph("dlrm_interact", [(t, v)], (S, 6), (S, 4, 40))
     return g, [rand((4, 7, 40), lo=-1, hi=1)], {"s": 7}
 
 
@@ -107,7 +97,7 @@ def dlrm_masked():
     b = B()
     t = b.input((3, 4, 5))
     v = View((3, 6, 5), (20, 5, 1), 0, ((0, 3), (0, 4), (0, 5)))
-    g = _kernel(b, "dlrm_interact", [(t, v)], (3, 15), (3, 6, 5))
+    g = b.kernel_graph("dlrm_interact", [(t, v)], (3, 15), (3, 6, 5))
     return g, [rand((3, 4, 5), lo=-1, hi=1)], {}
 
 
@@ -130,7 +120,7 @@ def conv_case(c=2, h=7, w=6, co=4, kh=3, kw=3, sh=1, sw=1, dh=1, dw=1, pt=1, pl=
     wt, bias = b.input((co, c * kh * kw), d), b.input((co,), d)
     out = (co, ho, wo) if batch is None else (batch, co, ho, wo)
     xe = b.c(x) if x_view is None else (x, x_view)
-    g = _kernel(b, "conv2d_bias", [xe, b.c(wt), b.c(bias)], out, (kh, kw, sh, sw, dh, dw, pt, pl, ho, wo), d)
+    g = b.kernel_graph("conv2d_bias", [xe, b.c(wt), b.c(bias)], out, (kh, kw, sh, sw, dh, dw, pt, pl, ho, wo), d)
     return g, [rand(xshape, d, -1, 1), rand((co, c * kh * kw), d, -1, 1), rand((co,), d, -1, 1)], {}
 
 
@@ -152,7 +142,7 @@ def conv_1x1_strided_input():
     x = b.input((4, 5, 3))
     xv = View((3, 4, 5), (1, 15, 3), 0, None)
     wt, bias = b.input((6, 3)), b.input((6,))
-    g = _kernel(b, "conv2d_bias", [(x, xv), b.c(wt), b.c(bias)], (6, 4, 5), (1, 1, 1, 1, 1, 1, 0, 0, 4, 5))
+    g = b.kernel_graph("conv2d_bias", [(x, xv), b.c(wt), b.c(bias)], (6, 4, 5), (1, 1, 1, 1, 1, 1, 0, 0, 4, 5))
     return g, [rand((4, 5, 3)), rand((6, 3)), rand((6,))], {}
 
 
@@ -176,9 +166,9 @@ def linear_case(m, k, n, d=dt.float32, bias_const=None):
         bias = b.input((n,), d)
         be = b.c(bias)
     else:
-        bias = _const(b, bias_const, d)
+        bias = b.const(bias_const, d)
         be = (bias, View((n,), (0,), 0, None))
-    g = _kernel(b, "linear_bias", [b.c(x), b.c(w), be], (m, n), (m, n, k), d)
+    g = b.kernel_graph("linear_bias", [b.c(x), b.c(w), be], (m, n), (m, n, k), d)
     ins = [rand((m, k), d, -1, 1), rand((k, n), d, -1, 1)] + ([rand((n,), d, -1, 1)] if bias_const is None else [])
     return g, ins, {}
 
@@ -202,14 +192,14 @@ def linear_scalar_bias():
 def linear_symbolic_rows():
     b = B()
     x, w, bias = b.input((S, 12)), b.input((12, 10)), b.input((10,))
-    g = _kernel(b, "linear_bias", [b.c(x), b.c(w), b.c(bias)], (S, 10), (S, 10, 12))
+    g = b.kernel_graph("linear_bias", [b.c(x), b.c(w), b.c(bias)], (S, 10), (S, 10, 12))
     return g, [rand((6, 12)), rand((12, 10)), rand((10,))], {"s": 6}
 
 
 def matmul_t_case(bt, m, n, k, d=dt.float32):
     b = B()
     a, c = b.input((bt, m, k), d), b.input((bt, n, k), d)
-    g = _kernel(b, "matmul_t", [b.c(a), b.c(c)], (bt, m, n), (bt, m, n, k), d)
+    g = b.kernel_graph("matmul_t", [b.c(a), b.c(c)], (bt, m, n), (bt, m, n, k), d)
     return g, [rand((bt, m, k), d, -1, 1), rand((bt, n, k), d, -1, 1)], {}
 
 

@@ -35,6 +35,7 @@ from luminal_fn.ir.expr import var  # noqa: E402
 from luminal_fn.ir.view import View  # noqa: E402
 
 from cuda_cases import B, rand  # noqa: E402
+from test_cuda_model_kernels import dlrm_masked, dlrm_strided_symbolic  # noqa: E402  (the same cases)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 S = var("s")
@@ -44,17 +45,8 @@ needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not i
 KINDS = ("embedding_bag", "embedding_bag_multi", "dlrm_interact", "conv2d_bias", "linear_bias", "matmul_t")
 
 
-def _const(b, value, d=dt.int32):
-    return b.node("Constant", [], (), d, value=np.array(value, dt.to_numpy(d)))
-
-
 def _scalar(b, value):
-    return (_const(b, value), View((1,), (0,), 0, None))
-
-
-def _kernel(b, name, ins, shape, params, d=dt.float32):
-    b.output(b.custom(name, ins, shape, d, params=tuple(params)))
-    return b.g
+    return (b.const(value), View((1,), (0,), 0, None))
 
 
 def _rows(n, hi, lo=0):
@@ -66,7 +58,7 @@ def emb_basic(d=dt.float32, bsz=6, bag=3, dim=8, rows=40):
     """(rows, dim) table, rows (B*L,), the row stride a scalar Constant (as lnp.take traces)."""
     b = B()
     t, r = b.input((rows, dim), d), b.input((bsz * bag,), dt.int32)
-    g = _kernel(b, "embedding_bag", [b.c(t), b.c(r), _scalar(b, dim)], (bsz, dim), (bsz, bag, dim), d)
+    g = b.kernel_graph("embedding_bag", [b.c(t), b.c(r), _scalar(b, dim)], (bsz, dim), (bsz, bag, dim), d)
     return g, [rand((rows, dim), d), _rows(bsz * bag, rows)], {}
 
 
@@ -75,7 +67,7 @@ def emb_transposed_table_symbolic_batch():
     b = B()
     t, r = b.input((8, 30)), b.input((S * 3, 2), dt.int32)
     tv, rv = View((30, 8), (1, 30), 0, None), View((S * 3,), (2,), 1, None)
-    g = _kernel(b, "embedding_bag", [(t, tv), (r, rv), _scalar(b, 8)], (S, 8), (S, 3, 8))
+    g = b.kernel_graph("embedding_bag", [(t, tv), (r, rv), _scalar(b, 8)], (S, 8), (S, 3, 8))
     return g, [rand((8, 30)), R.integers(0, 30, (15, 2)).astype(np.int32)], {"s": 5}
 
 
@@ -83,7 +75,7 @@ def emb_stride_buffer_clamped():
     """Row stride 5 (not D) read from a buffer; negative and too-large rows hit the clamp."""
     b = B()
     t, r, st = b.input((20, 8)), b.input((12,), dt.int32), b.input((1,), dt.int32)
-    g = _kernel(b, "embedding_bag", [b.c(t), b.c(r), b.c(st)], (4, 8), (4, 3, 8))
+    g = b.kernel_graph("embedding_bag", [b.c(t), b.c(r), b.c(st)], (4, 8), (4, 3, 8))
     return g, [rand((20, 8)), _rows(12, 40, -3), np.array([5], np.int32)], {}
 
 
@@ -118,7 +110,7 @@ def multi_case(p=1, k=3, bsz=4, bag=3, dim=5, d=dt.float32, symbolic=False):
         r = b.input((bb, bag), dt.int32)
         ins += [(r, View((bb * bag,), (1,), 0, None)), _scalar(b, dim)]
         data.append(R.integers(-1, n + 1, (bsz, bag)).astype(np.int32))
-    g = _kernel(b, "embedding_bag_multi", ins, (bb, p + k, dim), (bb, p, k, bag, dim), d)
+    g = b.kernel_graph("embedding_bag_multi", ins, (bb, p + k, dim), (bb, p, k, bag, dim), d)
     return g, data, ({"s": bsz} if symbolic else {})
 
 
@@ -137,25 +129,8 @@ def multi_int32():
 def dlrm_basic(bsz=5, f=5, dim=6, d=dt.float32):
     b = B()
     t = b.input((bsz, f, dim), d)
-    g = _kernel(b, "dlrm_interact", [b.c(t)], (bsz, f * (f - 1) // 2), (bsz, f, dim), d)
+    g = b.kernel_graph("dlrm_interact", [b.c(t)], (bsz, f * (f - 1) // 2), (bsz, f, dim), d)
     return g, [rand((bsz, f, dim), d, -1, 1)], {}
-
-
-def dlrm_strided_symbolic():
-    """T read from a (F, s, D) buffer as (s, F, D), B = s."""
-    b = B()
-    t = b.input((4, S, 40))
-    g = _kernel(b, "dlrm_interact", [(t, View((S, 4, 40), (40, S * 40, 1), 0, None))], (S, 6), (S, 4, 40))
-    return g, [rand((4, 7, 40), lo=-1, hi=1)], {"s": 7}
-
-
-def dlrm_masked():
-    """A padded view: zero rows past the data."""
-    b = B()
-    t = b.input((3, 4, 5))
-    v = View((3, 6, 5), (20, 5, 1), 0, ((0, 3), (0, 4), (0, 5)))
-    g = _kernel(b, "dlrm_interact", [(t, v)], (3, 15), (3, 6, 5))
-    return g, [rand((3, 4, 5), lo=-1, hi=1)], {}
 
 
 def dlrm_many_pairs():
@@ -183,7 +158,7 @@ def conv_case(c=2, h=7, w=6, co=4, kh=3, kw=3, sh=1, sw=1, dh=1, dw=1, pt=1, pl=
     bias = b.input((co,), d)
     out = (co, ho, wo) if batch is None else (batch, co, ho, wo)
     xe = b.c(x) if x_view is None else (x, x_view)
-    g = _kernel(b, "conv2d_bias", [xe, we, b.c(bias)], out, (kh, kw, sh, sw, dh, dw, pt, pl, ho, wo), d)
+    g = b.kernel_graph("conv2d_bias", [xe, we, b.c(bias)], out, (kh, kw, sh, sw, dh, dw, pt, pl, ho, wo), d)
     return g, [rand(xshape, d, -1, 1), wdata, rand((co,), d, -1, 1)], {}
 
 
@@ -204,7 +179,7 @@ def conv_1x1_strided_input():
     b = B()
     x = b.input((4, 5, 3))
     wt, bias = b.input((6, 3)), b.input((6,))
-    g = _kernel(b, "conv2d_bias", [(x, View((3, 4, 5), (1, 15, 3), 0, None)), b.c(wt), b.c(bias)], (6, 4, 5),
+    g = b.kernel_graph("conv2d_bias", [(x, View((3, 4, 5), (1, 15, 3), 0, None)), b.c(wt), b.c(bias)], (6, 4, 5),
                 (1, 1, 1, 1, 1, 1, 0, 0, 4, 5))
     return g, [rand((4, 5, 3)), rand((6, 3)), rand((6,))], {}
 
@@ -236,8 +211,8 @@ def linear_case(m, k, n, d=dt.float32, bias_const=None, rows=None, w_transposed=
         bias = b.input((n,), d)
         be, bd = b.c(bias), [rand((n,), d, -1, 1)]
     else:
-        be, bd = (_const(b, bias_const, d), View((n,), (0,), 0, None)), []
-    g = _kernel(b, "linear_bias", [b.c(x), we, be], (mm, n), (mm, n, k), d)
+        be, bd = (b.const(bias_const, d), View((n,), (0,), 0, None)), []
+    g = b.kernel_graph("linear_bias", [b.c(x), we, be], (mm, n), (mm, n, k), d)
     return g, [rand((m, k), d, -1, 1), wd] + bd, ({"s": m} if rows is not None else {})
 
 
@@ -266,7 +241,7 @@ def matmul_t_case(bt, m, n, k, d=dt.float32, a_strided=False):
         a = b.input((bt, m, k), d)
         ae, ad = b.c(a), rand((bt, m, k), d, -1, 1)
     c = b.input((bt, n, k), d)
-    g = _kernel(b, "matmul_t", [ae, b.c(c)], (bt, m, n), (bt, m, n, k), d)
+    g = b.kernel_graph("matmul_t", [ae, b.c(c)], (bt, m, n), (bt, m, n, k), d)
     return g, [ad, rand((bt, n, k), d, -1, 1)], {}
 
 
