@@ -7,8 +7,6 @@ without Metal, runs through MLX's own ops (backends/mlx/ops.py).
 """
 from __future__ import annotations
 
-import time
-
 import mlx.core as mx
 
 from ...ir.passes import last_readers
@@ -111,23 +109,8 @@ class MLXExecutable(Executable):
             if need > budget * 2**20:
                 raise MemoryBudgetError(f"MLX candidate needs {need / 2**20:.1f} MiB of buffers, over the "
                                         f"budget of {budget} MiB")
-        start = time.perf_counter()
-        self.run(inputs, dims)  # warm-up (compiles kernels)
-        self.synchronize()
-        if time.perf_counter() - start > timeout_s:
-            raise TimeoutError(f"MLX candidate took longer than {timeout_s} s (warm-up)")
-        times = []
-        for _ in range(trials):
-            t0 = time.perf_counter()
-            self.run(inputs, dims)
-            self.synchronize()
-            t1 = time.perf_counter()
-            times.append(t1 - t0)
-            if t1 - start > timeout_s:
-                raise TimeoutError(f"MLX candidate took longer than {timeout_s} s "
-                                   f"({len(times)} of {trials} trials done)")
-        times.sort()
-        return times[len(times) // 2]
+        # the warm-up compiles the kernels; the budget covers the whole candidate
+        return self.median_seconds(inputs, dims, trials, timeout_s, "MLX candidate", whole_budget=True)
 
     def describe(self) -> str:
         path = "metal" if self.metal is not None else "mlx ops"
