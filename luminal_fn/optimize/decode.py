@@ -57,15 +57,18 @@ class IntegerDecoder:
         hit = self._list_memo.get(cls)
         if hit is not None:
             return hit
+        self._list_memo[cls] = out = tuple(self.expr(c) for c in self.cons_items(cls))
+        return out
+
+    def cons_items(self, cls, cons: str = "ECons", nil: str = "ENil") -> list:
+        """The head classes of a cons list (EList by default; IList with "ICons", "INil")."""
         out, cur = [], cls
         while True:
-            node = next(n for n in self.eg.classes[cur] if n.op in ("ECons", "ENil"))
-            if node.op == "ENil":
-                break
-            out.append(self.expr(node.children[0]))
+            node = next(n for n in self.eg.classes[cur] if n.op in (cons, nil))
+            if node.op == nil:
+                return out
+            out.append(node.children[0])
             cur = node.children[1]
-        self._list_memo[cls] = out = tuple(out)
-        return out
 
     def mask(self, cls):
         node = self.eg.classes[cls][0]

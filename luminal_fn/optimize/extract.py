@@ -352,13 +352,7 @@ class _Extraction:
             return g.add("CustomOp", ins, shape, dtype, name="matmul", m=va.shape[-2],
                          n=vb.shape[-1], k=va.shape[-1])
         if op == "Kernel":
-            ins, cur = [], ch[1]
-            while True:
-                cell = next(x for x in self.eg.classes[cur] if x.op in ("ICons", "INil"))
-                if cell.op == "INil":
-                    break
-                ins.append(self.edge(cell.children[0]))
-                cur = cell.children[1]
+            ins = [self.edge(c) for c in ex.cons_items(ch[1], "ICons", "INil")]
             return g.add("CustomOp", tuple(ins), shape, dtype, name=lit(ch[0]),
                          params=ex.elist(ch[2]))
         raise ExtractionError(f"cannot extract e-node {op} of e-class {cls}")
