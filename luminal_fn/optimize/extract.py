@@ -398,7 +398,7 @@ class _Extraction:
         # stored yet (softmax's normalisation recomputing the scaled, masked scores).
         # Large trees stop inlining (leaves first).
         nested = shared and self.recomputing
-        allowed = 0 if producer in self.buf else 1  # the leaf's own read, unless already stored
+        allowed = (0 if producer in self.buf else 1) if nested else 0  # the leaf's own read
         if size[0] > MAX_TREE:
             opts = sorted(opts, key=lambda n: n.op != "FLeaf")
         mark = self._mark(edges, size)

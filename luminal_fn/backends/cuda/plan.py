@@ -21,7 +21,8 @@ import numpy as np
 from ...ir import dtypes as dt
 from ...ir.expr import Expr, as_expr, same
 from ...ir.view import View
-from ..render import CUDA, KernelInput, KernelSource, render_copy, render_node, renderable
+from ..render import (CUDA, KernelInput, KernelSource, render_copy, render_node, render_scatter,
+                      renderable)
 from ..render.index import max_value, numel
 
 ALIGN = 256
@@ -266,8 +267,6 @@ class Planner:
             return False
         buf = self.node_buf[dest]
         self.node_buf[node.id] = buf
-        from ..render.kernels import render_scatter
-
         _, idx, upd = (self.kernel_input(node, k) for k in range(3))
         sc = render_scatter(self.lang, node.shape, node.dtype, idx, upd, node.attrs.get("mode", "set"),
                             self.dims_max, self.symbols)
