@@ -7,11 +7,11 @@ from ...ir import dtypes as dt
 from ...ir.expr import compile_np
 from .executor import KERNELS, _compute_dtype, _fmod, _guarded, kernel
 from .tree_peephole import rewrite
-from .tree_program import compact_reader, compact_view, compile_program
+from .tree_program import UFUNC_NAMES, compact_reader, compact_view, compile_program
 
-_NP_UNARY = {"Exp2": np.exp2, "Log2": np.log2, "Sin": np.sin, "Sqrt": np.sqrt,
-             # whole functions recognised by tree_peephole.rewrite
-             "np.exp": np.exp, "np.log": np.log, "np.tanh": np.tanh}
+# the unary ufuncs of the tree programs' table (Recip keeps its integer case below)
+_NP_UNARY = {op: getattr(np, name) for op, name in UFUNC_NAMES.items()
+             if op not in ("Add", "Mul", "Recip")}
 
 
 def _recip(x, out=None):

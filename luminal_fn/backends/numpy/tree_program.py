@@ -24,7 +24,7 @@ import numpy as np
 
 from ...ir import dtypes as dt
 
-_UFUNCS = {"Add": "add", "Mul": "multiply", "Exp2": "exp2", "Log2": "log2", "Sin": "sin",
+UFUNC_NAMES = {"Add": "add", "Mul": "multiply", "Exp2": "exp2", "Log2": "log2", "Sin": "sin",
            "Sqrt": "sqrt", "Recip": "reciprocal",
            # whole functions recognised by tree_peephole.rewrite
            "np.exp": "exp", "np.log": "log", "np.tanh": "tanh"}
@@ -88,13 +88,13 @@ class _Builder:
                 raise _Unsupported
             name, shape = f"c{len(self.consts)}", ()
             self.consts[name] = np.dtype(self.dtype).type(tree[1])
-        elif tag in _UFUNCS and tree[1] == self.dtype:
+        elif tag in UFUNC_NAMES and tree[1] == self.dtype:
             kids = [self.slot(t) for t in tree[2:]]
             if len(kids) != (2 if tag in ("Add", "Mul") else 1):
                 raise _Unsupported
             name = f"t{len(self.ops)}"
             shape = np.broadcast_shapes(*(self.shapes[k] for k in kids))
-            self.ops.append((name, _UFUNCS[tag], kids))
+            self.ops.append((name, UFUNC_NAMES[tag], kids))
         else:
             raise _Unsupported
         self.slots[tree] = name
@@ -156,7 +156,7 @@ def _emit(b: _Builder, root: str, n_args: int, kept=()):
     params = ", ".join(f"a{k}" for k in range(n_args))
     ret = ", ".join((root, *kept)) if kept else root
     src = f"def program({params}):\n" + "\n".join(lines + [f"    return {ret}"]) + "\n"
-    namespace = {u: getattr(np, u) for u in set(_UFUNCS.values())}
+    namespace = {u: getattr(np, u) for u in set(UFUNC_NAMES.values())}
     namespace.update(b.consts)
     exec(compile(src, "<fused tree program>", "exec"), namespace)
     fn = namespace["program"]
