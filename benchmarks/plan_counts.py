@@ -1,6 +1,7 @@
 """How many kernels the CUDA backend would launch, counted on the CPU: the planned steps of a
 Llama decode step (16 layers, small dims, bfloat16 weights) and of the DLRM forward, for the
-cheapest genome without backend kernels (the search's reference) and the all-cheapest genome.
+cheapest genome without backend kernels (the search's reference), the all-cheapest genome and
+those that read a backend kernel the cheapest inlines (the genomes the search times first).
 No GPU needed: plans are pure Python. Launch counts are what the decode step's time tracks
 when its kernels are tiny (each costs ~1.3-2 us inside a CUDA graph on an H200).
 
@@ -26,7 +27,8 @@ from luminal_fn.optimize.extract import Extractor  # noqa: E402
 def counts(traced, dims, donated=()):
     ex = Extractor(build_egraph(traced.hlir), traced.hlir, kernel_kinds=KERNEL_KINDS)
     out = {}
-    for name, genome in (("reference", ex.generic_genome()), ("cheapest", None)):
+    kernels = [(f"kernels {k + 1}", g) for k, g in enumerate(ex.kernel_genomes())]
+    for name, genome in (("reference", ex.generic_genome()), ("cheapest", None), *kernels):
         plan = plan_graph(ex.extract(genome), dims, donated=donated)
         out[name] = (len(plan.steps), Counter(s.label for s in plan.steps).most_common(6))
     return out

@@ -176,6 +176,39 @@ class Extractor(IntegerDecoder):
             out.append(next((i for i, n in enumerate(opts) if n.op != "Kernel"), 0))
         return tuple(out)
 
+    def kernel_genomes(self) -> list:
+        """Genomes that READ a rule's backend ``Kernel`` where the cheapest genome recomputes
+        the kernel's primitive form inside a fused consumer (the cost order inlines elementwise
+        producers first, which bypasses e.g. dlrm_interact, a batched Gram matmul plus a gather
+        that the concatenation would read through a view). One genome per kernel kind, those
+        changing the fewest choices first (one hand kernel swapped in), then all kinds at once;
+        the search times them right after the cheapest, so no hand kernel is lost to the cost
+        order alone."""
+        base = (0,) * len(self.genes)
+        reads = {}  # kernel kind -> {gene index: option index of the plain read}
+        for gi, g in enumerate(self.genes):
+            opts = self.options[g.name]
+            read = next((i for i, n in enumerate(opts) if n.op == "FLeaf"), None)
+            if not read:
+                continue  # no plain read, or reading is already the first choice
+            target = opts[read].children[0]
+            v = self.views.get(target)
+            producer = v.children[0] if v is not None else target
+            for n in self.options.get(producer, ()):
+                if n.op == "Kernel":
+                    reads.setdefault(self.eg.literal(n.children[0]), {})[gi] = read
+        out, graphs = [], set()
+        if reads:
+            graphs.add(self.extract(base).structural_hash())
+        for changes in sorted(reads.values(), key=len) + ([{k: v for c in reads.values() for k, v in c.items()}]
+                                                          if len(reads) > 1 else []):
+            g = tuple(changes.get(i, x) for i, x in enumerate(base))
+            h = self.extract(g).structural_hash()  # a kernel already read, or repaired away
+            if h not in graphs:
+                graphs.add(h)
+                out.append(g)
+        return out
+
     def extract(self, genome=None) -> Graph:
         """The LLIR graph for ``genome`` (None: all zeros, the cheapest options)."""
         genome = tuple(genome) if genome is not None else (0,) * len(self.genes)

@@ -209,9 +209,11 @@ class Program:
                                       self._inputs_for(run_dims), compile_options)
         desc = f"search {self.fn_name}" + (f" [{bucket.describe(call_dims)}]" if self.symbols else "")
         with search_progress(opts.limit, opts.progress, desc=desc) as bar:
-            # the reference first (its outputs check every later candidate), then the cheapest
+            # the reference first (its outputs check every later candidate), then the cheapest,
+            # then those that read a rule's backend kernel where the cheapest inlines its form
             result = genetic_search(ex.space(), evaluate, opts, report=bar,
-                                    initial=[ex.generic_genome(), (0,) * len(ex.genes)])
+                                    initial=[ex.generic_genome(), (0,) * len(ex.genes),
+                                             *ex.kernel_genomes()])
         best_time, llir, exe = evaluate.final()
         genome = next(g for g, l in evaluate.graphs.items() if l is llir)
         result.best_genome, result.best_time = genome, best_time
