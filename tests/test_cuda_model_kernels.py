@@ -83,6 +83,10 @@ def dlrm_dlrm_shape():
     return dlrm_basic(64, 9, 64)  # num_cat 8 at D 64 (P = 36: several pairs per warp)
 
 
+def dlrm_many_pairs():
+    return dlrm_basic(3, 33, 64)  # num_cat 32: 528 pairs, one sample a block, 4+ pairs a thread
+
+
 def dlrm_strided_symbolic():
     """T read from a (F, s, D) buffer as (s, F, D), B = s."""
     b = B()
@@ -217,7 +221,7 @@ def matmul_t_gemv_f16():
 
 CASES = {f.__name__: f for f in [
     emb_basic, emb_stride_buffer_clamped, emb_symbolic_batch, emb_int32, emb_bf16,
-    dlrm_basic, dlrm_dlrm_shape, dlrm_strided_symbolic, dlrm_masked, dlrm_no_shared, dlrm_f16,
+    dlrm_basic, dlrm_dlrm_shape, dlrm_many_pairs, dlrm_strided_symbolic, dlrm_masked, dlrm_no_shared, dlrm_f16,
     conv_padded_3x3, conv_seed_2x3x3, conv_stride_dilation_asym_pad, conv_1x1_strided_input,
     conv_batched, conv_large_filter, conv_f16,
     linear_f32, linear_bf16, linear_gemv_f16, linear_scalar_bias, linear_symbolic_rows,
@@ -288,7 +292,7 @@ def test_shared_memory_only_where_it_fits():
     def model_src(name, kind):
         return next(s.source for s in _plan(name).steps if s.label == kind)
 
-    assert model_src("dlrm_basic", "dlrm_interact").shared_bytes == 5 * 6 * 4
+    assert model_src("dlrm_basic", "dlrm_interact").shared_bytes == 13 * 5 * 7 * 4  # 13 samples, rows padded to 7
     assert model_src("dlrm_no_shared", "dlrm_interact").shared_bytes == 0
     assert model_src("conv_padded_3x3", "conv2d_bias").shared_bytes == 2 * 9 * 4
     assert model_src("conv_large_filter", "conv2d_bias").shared_bytes == 0
@@ -304,7 +308,8 @@ def test_symbolic_params_come_from_the_dims_table():
         assert ks and all(k.dims == ["s"] for k in ks), name
     bp = _plan("dlrm_strided_symbolic")
     (k,) = bp.kernels()
-    assert launch_shape(k, {"s": 8}, 132)[0] == (8, 1, 1)  # one block per sample at the bucket max
+    # F = 4 (6 pairs a sample): 22 samples share a block of 128 threads, at the bucket's max s
+    assert launch_shape(k, {"s": 50}, 132)[0] == (3, 1, 1)
 
 
 def test_scalar_row_stride_is_a_literal_and_a_buffer_stride_is_read():

@@ -33,6 +33,7 @@ MODEL_KINDS = ("embedding_bag", "dlrm_interact", "conv2d_bias", "linear_bias", "
 MULTI_TABLE_KINDS = ("embedding_bag_multi",)  # K stacked bags in one launch
 SHARED_LIMIT = 48 * 1024  # dynamic shared memory usable without an opt-in attribute
 DLRM_THREADS = 128
+DLRM_MAX_SAMPLES = 32  # samples of T per block when F is small
 
 
 def _r(pl, e) -> str:
@@ -205,53 +206,94 @@ def lower_embedding_bag_multi(pl, node):
 
 
 # ---- dlrm_interact -----------------------------------------------------------------------------
+def _dlrm_tiling(F, D, pl, ct: str):
+    """(samples per block, shared row stride, vector dots) for T staged in shared memory, or None
+    when one sample's rows do not fit. Rows are padded so a warp's threads (consecutive pairs:
+    one row i, consecutive rows j) hit distinct banks: +4 floats for 16-byte reads, an odd
+    stride for scalar ones. Small F packs several samples per block to keep the threads busy."""
+    fmax, dmax = ix.max_value(F, pl.dims_max), ix.max_value(D, pl.dims_max)
+    if fmax is None or dmax is None:
+        return None
+    vec = ct == "float" and isinstance(D, int) and D % 4 == 0
+    ld = dmax + 4 if vec else (dmax if dmax % 2 else dmax + 1)
+    per_sample = max(fmax, 1) * ld * 4
+    if per_sample > SHARED_LIMIT:
+        return None
+    pairs = max(fmax * (fmax - 1) // 2, 1)
+    samples = max(1, min(DLRM_MAX_SAMPLES, -(-DLRM_THREADS // pairs), SHARED_LIMIT // per_sample))
+    return samples, ld, vec
+
+
 @lowerer("dlrm_interact")
 def lower_dlrm_interact(pl, node):
     """out[b, p] = dot(T[b, i_p], T[b, j_p]) over the strict lower triangle in tril_indices
-    order. One block per sample: T[b] is staged in shared memory (when it fits), each warp takes
-    pairs p = warp, warp + warps, ... and sums one dot product with a shuffle reduction."""
+    order. With T[b] staged in shared memory, each thread sums whole pairs (consecutive threads
+    take consecutive pairs, so row i is a broadcast and rows j are distinct banks), four partial
+    sums over 16-byte reads when D allows; several samples share a block when F is small.
+    Without room in shared memory, a warp per pair reads T from global memory."""
     B, F, D = _params(node, 3, "dlrm_interact")
     ct = compute_type(node.dtype)
     b_t, tv = _operand(pl, node, 0, lambda v: len(v.shape) == 3)
     tdt = _in_dtype(pl, node, 0)
     sb, sf, sd = tv.strides
     r = lambda e: _r(pl, e)  # noqa: E731
-    fmax, dmax = ix.max_value(F, pl.dims_max), ix.max_value(D, pl.dims_max)
-    shared = 0
-    if fmax is not None and dmax is not None and fmax * dmax * 4 <= SHARED_LIMIT:
-        shared = max(fmax * dmax * 4, 4)
+    tiling = _dlrm_tiling(F, D, pl, ct)
+    at = lambda b, f, d: (f"b0[({r(tv.offset)}) + (long long)({b}) * ({r(sb)}) + (long long)({f}) * ({r(sf)})"  # noqa: E731
+                          f" + (long long)({d}) * ({r(sd)})]")
+    decode = ["  int i = (int)((1.0f + sqrtf(1.0f + 8.0f * (float)p)) * 0.5f);",
+              # the row i with i(i-1)/2 <= p < i(i+1)/2 (the quadratic formula, then exact fix-ups)
+              "  while (i > 1 && i * (i - 1) / 2 > p) --i;",
+              "  while ((i + 1) * i / 2 <= p) ++i;",
+              "  const int j = p - i * (i - 1) / 2;"]
     body = [f"const int nb = {r(B)}, nf = {r(F)}, nd = {r(D)};",
-            "const int b = blockIdx.x;",
-            "if (b >= nb) return;",
-            f"const {pl.lang.storage[tdt.name]}* tb = b0 + ({r(tv.offset)}) + (long long)b * ({r(sb)});"]
-    at = lambda f, d: f"tb[(long long)({f}) * ({r(sf)}) + (long long)({d}) * ({r(sd)})]"  # noqa: E731
-    if shared:
-        body += [_smem_decl(ct, "rows"),
-                 "for (int e = threadIdx.x; e < nf * nd; e += blockDim.x) {",
-                 "  const int f = e / nd, d = e - f * nd;",
-                 f"  rows[e] = {_load(pl, tdt, at('f', 'd'), ct)};",
-                 "}",
-                 "__syncthreads();"]
-        xi, xj = "rows[i * nd + d]", "rows[j * nd + d]"
+            "const int np_ = nf * (nf - 1) / 2;"]
+    if tiling is None:
+        shared, grid = 0, (B,)
+        body += ["const int b = blockIdx.x;",
+                 "if (b >= nb) return;",
+                 "const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;",
+                 "for (int p = warp; p < np_; p += warps) {", *decode,
+                 f"  {ct} acc = {zero_of(ct)};",
+                 f"  for (int d = lane; d < nd; d += 32) acc = ({ct})(acc + "
+                 f"{_load(pl, tdt, at('b', 'i', 'd'), ct)} * {_load(pl, tdt, at('b', 'j', 'd'), ct)});",
+                 "  #pragma unroll",
+                 f"  for (int o = 16; o > 0; o >>= 1) acc = ({ct})(acc + lf_shfl(acc, o));",
+                 f"  if (lane == 0) out[(long long)b * np_ + p] = {store_expr(pl.lang, node.dtype, 'acc', ct)};",
+                 "}"]
     else:
-        xi, xj = _load(pl, tdt, at("i", "d"), ct), _load(pl, tdt, at("j", "d"), ct)
-    body += ["const int np_ = nf * (nf - 1) / 2;",
-             "const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;",
-             "for (int p = warp; p < np_; p += warps) {",
-             # the row i with i(i-1)/2 <= p < i(i+1)/2 (the quadratic formula, then exact fix-ups)
-             "  int i = (int)((1.0f + sqrtf(1.0f + 8.0f * (float)p)) * 0.5f);",
-             "  while (i > 1 && i * (i - 1) / 2 > p) --i;",
-             "  while ((i + 1) * i / 2 <= p) ++i;",
-             "  const int j = p - i * (i - 1) / 2;",
-             f"  {ct} acc = {zero_of(ct)};",
-             f"  for (int d = lane; d < nd; d += 32) acc = ({ct})(acc + {xi} * {xj});",
-             "  #pragma unroll",
-             f"  for (int o = 16; o > 0; o >>= 1) acc = ({ct})(acc + lf_shfl(acc, o));",
-             f"  if (lane == 0) out[(long long)b * np_ + p] = {store_expr(pl.lang, node.dtype, 'acc', ct)};",
-             "}"]
+        samples, ld, vec = tiling
+        shared = samples * ix.max_value(F, pl.dims_max) * ld * 4
+        grid = ((as_expr(B) + (samples - 1)) // samples,)
+        body += [_smem_decl(ct, "rows"),
+                 f"const int first = blockIdx.x * {samples};",
+                 "for (int e = threadIdx.x; e < " + f"{samples} * nf * nd; e += blockDim.x) {{",
+                 "  const int s = e / (nf * nd), f = (e / nd) - s * nf, d = e - (e / nd) * nd;",
+                 "  if (first + s < nb) "
+                 f"rows[(s * nf + f) * {ld} + d] = {_load(pl, tdt, at('first + s', 'f', 'd'), ct)};",
+                 "}",
+                 "__syncthreads();",
+                 f"for (int q = threadIdx.x; q < {samples} * np_; q += blockDim.x) {{",
+                 "  const int s = q / np_, p = q - s * np_;",
+                 "  if (first + s >= nb) break;", *decode,
+                 f"  const {ct}* ri = rows + (s * nf + i) * {ld};",
+                 f"  const {ct}* rj = rows + (s * nf + j) * {ld};"]
+        if vec:
+            body += ["  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;",
+                     "  for (int d = 0; d < nd; d += 4) {",
+                     "    float x[4], y[4];",
+                     "    lf_vld<4>(ri + d, x);",
+                     "    lf_vld<4>(rj + d, y);",
+                     "    a0 += x[0] * y[0]; a1 += x[1] * y[1]; a2 += x[2] * y[2]; a3 += x[3] * y[3];",
+                     "  }",
+                     "  const float acc = (a0 + a1) + (a2 + a3);"]
+        else:
+            body += [f"  {ct} acc = {zero_of(ct)};",
+                     f"  for (int d = 0; d < nd; ++d) acc = ({ct})(acc + ri[d] * rj[d]);"]
+        body += [f"  out[(long long)(first + s) * np_ + p] = {store_expr(pl.lang, node.dtype, 'acc', ct)};",
+                 "}"]
     bufs = [("in0", "b0", tdt, True), ("out", "out", node.dtype, False)]
     src = finish(pl.lang, "dlrm_interact", body, bufs, DLRM_THREADS, 1, 1,
-                 meta={"model": True, "grid3": (B,), "shared": bool(shared)}, shared_bytes=shared)
+                 meta={"model": True, "grid3": grid, "shared": bool(shared)}, shared_bytes=shared)
     pl.add_kernel(src, [b_t, pl.node_buf[node.id]], node.id, "dlrm_interact")
 
 
