@@ -1,5 +1,5 @@
 """Where a Llama-1B decode step (or a DLRM forward) spends its GPU time on the CUDA backend: the step's median wall
-time, whether it replays as one CUDA graph, and the slowest kernels timed one by one.
+time, whether it replays as one CUDA graph, and every step timed alone inside a CUDA graph (host cuBLAS steps included).
 
     python benchmarks/cuda_step_profile.py [--dtype bfloat16] [--context 40] [--top 12]
     python benchmarks/cuda_step_profile.py --model dlrm --num-cat 8
@@ -81,9 +81,59 @@ def dlrm_bucket(args, cp):
         f(*on_dev)
     print(f"DLRM forward (num_cat {args.num_cat}, batch 2048) median "
           f"{_median_ms(lambda: f(*on_dev), cp):.3f} ms over 20")
+    cp.cuda.runtime.deviceSynchronize()
+    t0 = time.perf_counter()
+    for _ in range(50):
+        f(*on_dev)
+    t1 = time.perf_counter()
+    cp.cuda.runtime.deviceSynchronize()
+    print(f"50 calls back to back: host {1e3 * (t1 - t0) / 50:.3f} ms/call, with the device "
+          f"{1e3 * (time.perf_counter() - t0) / 50:.3f} ms/call")
     (compiled,) = f.compiled()
     (plan,) = compiled.runner.plans.values()
     return plan.executable
+
+
+def _replay_ms(g, cp, stream, n=10) -> float:
+    g.launch(stream)
+    e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+    e0.record(stream)
+    for _ in range(n):
+        g.launch(stream)
+    e1.record(stream)
+    e1.synchronize()
+    return cp.cuda.get_elapsed_time(e0, e1) / n
+
+
+def _step_in_graph(b, st, it, cp, stream, host, dims) -> tuple:
+    """(ms, note) of one planned step captured alone as a CUDA graph and replayed (a launch
+    gap included, as inside the real step); a step that cannot be captured alone (a host step
+    allocating on first use) is timed once with events instead, noted " (events)"."""
+    def run():
+        if it[0] == "k":
+            _, fn, grid, block, kargs, shm = it
+            fn(grid, block, kargs, shared_mem=shm)
+        else:
+            st.run(lambda buf: int(host[b.nsym + buf]), dims)
+
+    run()  # first use (workspaces, module loads) outside the capture
+    stream.synchronize()
+    s = cp.cuda.Stream(non_blocking=True)
+    try:
+        with s:
+            s.begin_capture()
+            try:
+                run()
+            finally:
+                g = s.end_capture()
+        return _replay_ms(g, cp, stream), ""
+    except Exception:
+        e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+        e0.record(stream)
+        run()
+        e1.record(stream)
+        e1.synchronize()
+        return cp.cuda.get_elapsed_time(e0, e1), " (events)"
 
 
 def _in_graph_by_kind(b, cp, stream, top):
@@ -102,14 +152,7 @@ def _in_graph_by_kind(b, cp, stream, top):
             for _, fn, grid, block, kargs, shm in items:
                 fn(grid, block, kargs, shared_mem=shm)
             g = s.end_capture()
-        g.launch(stream)
-        e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-        e0.record(stream)
-        for _ in range(10):
-            g.launch(stream)
-        e1.record(stream)
-        e1.synchronize()
-        rows.append((cp.cuda.get_elapsed_time(e0, e1) / 10, len(items), label))
+        rows.append((_replay_ms(g, cp, stream), len(items), label))
     print("inside a CUDA graph, each kind alone (us per step):")
     for ms, n, label in sorted(rows, key=lambda r: -r[0])[:top + 1]:
         print(f"  {n:4d}  {ms * 1e3:9.1f} us  ({ms * 1e3 / n:6.2f} us each)  {label}")
@@ -133,24 +176,17 @@ def main():
     print(f"CUDA graphs: {len(b.graphs)} (capture error {exe.capture_error}); {len(b.launches)} launches, "
           f"{len(hosts)} host steps {[getattr(h, 'label', '?') for h in hosts[:4]]}")
     stream = cp.cuda.get_current_stream()
-    rows = []
     host = b.pinned[(b.slot - 1) % len(b.pinned)]  # the last call's parameter table
     dims = {sym: int(host[i]) for i, sym in b.sym_slots}
+    for key, g in list(b.graphs.items())[-1:]:
+        print(f"the captured step replayed alone: {_replay_ms(g, cp, stream) * 1e3:.1f} us")
+    rows = []
     for st, it in zip(b.plan.steps, b.launches):
-        e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-        e0.record(stream)
-        if it[0] == "k":
-            _, fn, grid, block, kargs, shm = it
-            fn(grid, block, kargs, shared_mem=shm)
-            name = st.source.name
-        else:
-            st.run(lambda buf: int(host[b.nsym + buf]), dims)
-            name, grid, block = "host", "-", "-"
-        e1.record(stream)
-        e1.synchronize()
-        rows.append((cp.cuda.get_elapsed_time(e0, e1), name, st.label, grid, block))
+        ms, how = _step_in_graph(b, st, it, cp, stream, host, dims)
+        name, grid, block = (st.source.name, it[2], it[3]) if it[0] == "k" else ("host", "-", "-")
+        rows.append((ms, name, st.label + how, grid, block))
     total = sum(r[0] for r in rows)
-    print(f"steps one by one: {total:.3f} ms in {len(rows)} steps")
+    print(f"steps each alone in a CUDA graph: {total * 1e3:.1f} us in {len(rows)} steps")
     by_label: dict = {}
     for ms, _, label, _, _ in rows:
         n, t = by_label.get(label, (0, 0.0))
@@ -160,7 +196,7 @@ def main():
         print(f"  {n:4d}  {t * 1e3:9.1f} us  {t / total:5.1%}  {label}")
     _in_graph_by_kind(b, cp, stream, args.top)
     rows.sort(key=lambda r: -r[0])
-    print("slowest launches:")
+    print("slowest steps:")
     for ms, name, label, grid, block in rows[:args.top]:
         print(f"  {ms * 1e3:9.1f} us  {name} ({label})  grid {grid} block {block}")
     if args.sources:  # one file (the device machine returns few files per call)

@@ -1,0 +1,97 @@
+"""Where the time between two generated tokens goes (Llama-1B, random weights, CUDA): the decode
+step alone, the device-side greedy pick alone, the pipelined loop's host time per token (queueing
+the step and the pick) and its device time per token (CUDA events around queued tokens), against
+the wall time per token that TPOT reports. A wall time above the device time means the host
+serialises something.
+
+    python benchmarks/decode_loop_profile.py [--dtype bfloat16] [--tokens 48]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+
+import luminal_fn as lf  # noqa: E402
+from llama import model  # noqa: E402
+from llama.checkpoint import random_weights  # noqa: E402
+from llama.config import llama_3_2_1b_config  # noqa: E402
+from llama.generation import LlamaSession, generate_ids_pipelined  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--tokens", type=int, default=48)
+    ap.add_argument("--search", type=int, default=3)
+    args = ap.parse_args()
+    import cupy as cp
+
+    cfg = llama_3_2_1b_config()
+    session = LlamaSession(cfg, random_weights(cfg, args.dtype, backend="cuda"), max_seq_len=512,
+                           buckets=model.dim_buckets(64, 512), search=lf.SearchOptions(limit=args.search),
+                           backend="cuda")
+    session.warm_up()
+    prompt = list(range(1, 33))
+    ids, _, profiles = generate_ids_pipelined(session, prompt, args.tokens)
+    dec = profiles[1:]
+    wall = 1e3 * np.mean([p.total for p in dec])
+    print(f"pipelined loop: {wall:.3f} ms/token wall (queue {1e3 * np.mean([p.execute for p in dec]):.3f} ms, "
+          f"wait {1e3 * np.mean([p.logits for p in dec]):.3f} ms)")
+
+    # device time per token: the same chain of steps and picks, events around it
+    stream = cp.cuda.get_current_stream()
+    session.reset()
+    token = session.launch(prompt)
+    cp.cuda.runtime.deviceSynchronize()
+    e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+    n = args.tokens
+    t0 = time.perf_counter()
+    e0.record(stream)
+    for _ in range(n):
+        token = session.launch(token)
+    e1.record(stream)
+    t1 = time.perf_counter()
+    e1.synchronize()
+    t2 = time.perf_counter()
+    print(f"{n} tokens queued back to back: host {1e3 * (t1 - t0) / n:.3f} ms/token, device "
+          f"{cp.cuda.get_elapsed_time(e0, e1) / n:.3f} ms/token, wall {1e3 * (t2 - t0) / n:.3f} ms/token")
+
+    # the parts alone, each queued n times between events
+    logits = session._logits(token)
+    session.length -= 1
+    for what, call in (("greedy pick", lambda: session.greedy(logits)),
+                       ("step inputs (host arrays)", lambda: model.step_inputs([0], 40))):
+        cp.cuda.runtime.deviceSynchronize()
+        e0.record(stream)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            call()
+        t1 = time.perf_counter()
+        e1.record(stream)
+        e1.synchronize()
+        print(f"{what}: host {1e3 * (t1 - t0) / n:.3f} ms, device {cp.cuda.get_elapsed_time(e0, e1) / n:.3f} ms")
+    args_ = model.step_inputs([0], 40)
+
+    def step():
+        _, session.cache = session.step(session.weights, *args_, session.cache)
+
+    cp.cuda.runtime.deviceSynchronize()
+    e0.record(stream)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        step()
+    t1 = time.perf_counter()
+    e1.record(stream)
+    e1.synchronize()
+    print(f"decode step, the same inputs: host {1e3 * (t1 - t0) / n:.3f} ms, device "
+          f"{cp.cuda.get_elapsed_time(e0, e1) / n:.3f} ms")
+
+
+if __name__ == "__main__":
+    main()
