@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..ir import dtypes as dt
+from .dlpack import host_from_dlpack
 
 
 class BackendUnavailable(RuntimeError):
@@ -90,8 +90,14 @@ class Backend:
     def from_dlpack(self, x):
         """A buffer of this backend for an object with ``__dlpack__`` (a PyTorch tensor, JAX or
         CuPy array, ...), sharing its memory where the device allows; the default reads it as a
-        NumPy array (host memory only) and moves that."""
+        NumPy array (the producer's memory when it is host memory, else a host copy) and moves
+        that."""
         return self.from_numpy(host_from_dlpack(x, self.name))
+
+    def dlpack_source(self, buf, dtype):
+        """The object whose ``__dlpack__`` exports ``buf`` as ``dtype`` (the buffer itself,
+        unless the backend stores that dtype as other bits)."""
+        return buf
 
     def to_numpy(self, buf) -> np.ndarray:
         raise NotImplementedError
@@ -154,31 +160,3 @@ def default_backend_name() -> str:
         except Exception:
             pass
     return "numpy"
-
-
-DLPACK_CPU = 1  # DLDeviceType kDLCPU
-
-
-def dlpack_device_type(x) -> int:
-    """The DLPack device type of ``x`` (kDLCPU when it does not say)."""
-    try:
-        return int(x.__dlpack_device__()[0])
-    except Exception:
-        return DLPACK_CPU
-
-
-def host_from_dlpack(x, backend: str) -> np.ndarray:
-    """``np.from_dlpack(x)`` with the errors a user can act on."""
-    dev = dlpack_device_type(x)
-    if dev != DLPACK_CPU:
-        raise ValueError(f"{backend} backend: a {type(x).__name__} on DLPack device type {dev} "
-                         "cannot be read from host memory; move it to the CPU first, or use the "
-                         "backend of its device")
-    try:
-        arr = np.from_dlpack(x)
-    except (RuntimeError, TypeError, BufferError) as e:
-        raise TypeError(f"{backend} backend: cannot import a {type(x).__name__} through DLPack "
-                        f"({e}); NumPy has no bfloat16, so convert bfloat16 tensors to float32 "
-                        "first (or view their bits as int16)") from None
-    return dt.narrow_array(arr, f"{backend} backend: DLPack import")
-

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backends import dlpack as _dlpack
 from ..backends import get_backend
 from ..ir import dtypes as dt
 from .errors import DonationError, TracingError, where
@@ -128,13 +129,21 @@ class Array:
     def is_deleted(self) -> bool:
         return bool(self._deleted)
 
-    def __dlpack__(self, *args, **kwargs):
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Export per the array-API standard: the buffer itself (no copy) on its own device;
+        ``dl_device=(kDLCPU, 0)`` from a GPU gives a host copy, ``copy=True`` always a copy,
+        ``copy=False`` never one (BufferError where one is needed)."""
         self._check()
-        return self._buf.__dlpack__(*args, **kwargs)
+        be, buf = self._backend, self._buf
+        src = be.dlpack_source(buf, self.dtype)
+        return _dlpack.export(
+            src, self.__dlpack_device__(), lambda: be.to_numpy(buf),
+            lambda: be.dlpack_source(_copy_buffer(be, buf), self.dtype),
+            stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __dlpack_device__(self):
         self._check()
-        return self._buf.__dlpack_device__()
+        return _dlpack.as_device(self._buf.__dlpack_device__())
 
     def astype(self, dtype):
         from . import numpy as lnp
@@ -199,13 +208,33 @@ def device_put(x, backend=None):
 def from_dlpack(x, backend=None) -> Array:
     """An Array sharing the memory of ``x`` (a PyTorch tensor, JAX or CuPy array, anything with
     ``__dlpack__``) where the backend's device holds it, as ``jax.dlpack.from_dlpack`` and
-    ``torch.from_dlpack`` do: writing into ``x`` later shows in the Array. Host data bound for
-    the GPU, and 64-bit dtypes (narrowed to 32 bits by the boundary rule), are copied."""
+    ``torch.from_dlpack`` do: writing into ``x`` later shows in the Array. An array on another
+    device (host data bound for the GPU, a GPU array for a host backend) and 64-bit dtypes
+    (narrowed to 32 bits by the boundary rule) are copied."""
     be = get_backend(backend)
     if not hasattr(x, "__dlpack__"):
         raise TypeError(f"from_dlpack: a {type(x).__name__} has no __dlpack__; use device_put "
                         "for NumPy data and Python values")
-    return _array_of(be.from_dlpack(x), be)
+    try:
+        buf = be.from_dlpack(x)
+    except (TypeError, ValueError, BufferError, OverflowError) as e:
+        raise _named(e, "from_dlpack") from None
+    return _array_of(buf, be)
+
+
+def _named(e: Exception, what: str) -> Exception:
+    """``e`` again with ``what`` (the function the user called) in front of its message."""
+    try:
+        return type(e)(f"{what}: {e}")
+    except Exception:  # an exception type that takes other arguments
+        return e
+
+
+def _copy_buffer(be, buf):
+    """A same-device copy of a backend buffer."""
+    if hasattr(buf, "copy"):  # NumPy and CuPy arrays
+        return buf.copy()
+    return be.from_numpy(np.array(be.to_numpy(buf), copy=True))
 
 
 def _array_of(buf, be) -> Array:
@@ -221,10 +250,17 @@ def _put_leaf(x, be) -> Array:
     if be.is_buffer(x) and not isinstance(x, np.ndarray):
         return _array_of(x, be)
     if not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__") and not np.isscalar(x):
-        buf = be.from_dlpack(x)
-        if hasattr(buf, "copy"):  # device_put copies: later writes to x must not change the Array
-            buf = buf.copy()
-        return _array_of(buf, be)
+        try:
+            buf = be.from_dlpack(x)
+        except TypeError as e:  # a dtype DLPack cannot carry here (bfloat16 into NumPy, ...)
+            if not hasattr(x, "__array__"):
+                raise _named(e, "device_put") from None
+        except (ValueError, BufferError, OverflowError) as e:
+            raise _named(e, "device_put") from None
+        else:
+            if hasattr(buf, "copy"):  # device_put copies: later writes to x must not change the Array
+                buf = buf.copy()
+            return _array_of(buf, be)
     src = np.asarray(x)
     arr = dt.narrow_array(src, "device_put")
     buf = be.from_numpy(arr)

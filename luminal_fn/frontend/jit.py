@@ -28,7 +28,7 @@ from ..backends.numpy.executor import evaluate_node
 from ..ir.passes import simplify
 from ..ir.view import View
 from . import pytree
-from .array import Array
+from .array import Array, _named
 from .errors import ArgumentError, LuminalError, ShapeError, TracingError, annotate, luminal_cause
 from .signature import (SCALARS, abstract, aval_of, check_dims, donated_error, fast_key, hashable,
                         Layout, Leaf, sig_text)
@@ -453,7 +453,7 @@ class Compiled:
                     x = dt.narrow_array(x, f"{self._name}: argument {self._paths[k]!r}")
                 add(be.from_numpy(x))
             elif hasattr(x, "__dlpack__") and not isinstance(x, (np.generic, Tracer)):
-                add(be.from_dlpack(x))  # a PyTorch/JAX/CuPy array: its memory, read, not copied
+                add(self._foreign_leaf(x, k))
             else:
                 add(be.from_numpy(self._other_leaf(x, k)))
         dims = self._read_dims(leaves) if self._dim_reads else {}
@@ -463,6 +463,14 @@ class Compiled:
             if type(x) is Array:
                 x.delete(self._name)
         return self._wrap([Array(b, be, tuple(b.shape), d) for b, d in zip(outs, self._out_dtypes)])
+
+    def _foreign_leaf(self, x, k):
+        """A PyTorch/JAX/CuPy array: its memory, read in place, where the backend's device holds
+        it; a copy from another device."""
+        try:
+            return self.backend.from_dlpack(x)
+        except (TypeError, ValueError, BufferError, OverflowError) as e:
+            raise _named(e, f"{self._name}: argument {self._paths[k]!r}") from None
 
     def _other_leaf(self, x, k) -> np.ndarray:
         """A Python or NumPy scalar, or a foreign array, as a NumPy array of the traced dtype."""

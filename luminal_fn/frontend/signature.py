@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backends.dlpack import foreign_shape_dtype
 from ..ir import dtypes as dt
 from ..ir.expr import var
 from ..ir.graph import type_str
@@ -55,8 +56,9 @@ def abstract(x, dyn: dict, path: str, fn_name: str):
         elif isinstance(x, Tracer):
             raise TracingError(f"{fn_name}: argument {path!r} is a traced value of another trace")
         elif hasattr(x, "__dlpack__") or hasattr(x, "__array__"):
-            arr = np.asarray(x)
-            shape, d = arr.shape, dt.canonicalize(arr.dtype)
+            # not np.asarray: CuPy arrays and GPU tensors refuse it, JAX would copy to the host
+            shape, npd = foreign_shape_dtype(x, f"{fn_name}: argument {path!r}")
+            d = dt.canonicalize(npd)
         else:
             raise ArgumentError(
                 f"{fn_name}: argument {path!r} is a {t.__name__}, which is not an array; pass "

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import dtypes as dt
-from ..base import DLPACK_CPU, Backend, dlpack_device_type, host_from_dlpack, register_backend
+from ..base import Backend, register_backend
+from ..dlpack import CUDA_READABLE, dlpack_device_type, host_from_dlpack
 from .device import INSTALL_HINT, cupy, cupy_dtype, dtype_of_storage, host_to_storage
 from .staging import STAGE_BYTES, HostStaging
 
@@ -18,6 +19,9 @@ from .staging import STAGE_BYTES, HostStaging
 # of handkernels.py (rms_norm, softmax, rope, attention) have no rules yet, so are not listed.
 KERNEL_KINDS = frozenset({"embedding_bag", "embedding_bag_multi", "dlrm_interact", "conv2d_bias",
                           "linear_bias", "matmul_t"})
+
+# DLPack imports of these dtypes are the backend's storage already (bfloat16 is viewed as uint16)
+_STORED_AS_IS = frozenset(np.dtype(t) for t in (np.float32, np.float16, np.int32, np.bool_))
 
 
 class CudaBackend(Backend):
@@ -49,18 +53,35 @@ class CudaBackend(Backend):
         return self.cp.asarray(host)
 
     def from_dlpack(self, x):
-        """CUDA memory is shared (``cupy.from_dlpack``, no copy); host memory is moved."""
-        if dlpack_device_type(x) == DLPACK_CPU:
+        """CUDA memory is shared (``cupy.from_dlpack``, no copy); memory elsewhere (host, other
+        devices) is read on the host and moved."""
+        if dlpack_device_type(x) not in CUDA_READABLE:
             return self.from_numpy(host_from_dlpack(x, self.name))
         try:
             buf = self.cp.from_dlpack(x)
         except Exception as e:
-            raise TypeError(f"cuda backend: cannot import a {type(x).__name__} through DLPack "
-                            f"({e}); CuPy has no bfloat16, so convert bfloat16 tensors to float32 "
-                            "first (or view their bits as int16)") from None
-        if buf.dtype.itemsize == 8:  # the boundary rule: 64-bit values become 32-bit (a copy)
-            return self.from_numpy(dt.narrow_array(self.cp.asnumpy(buf), "cuda backend: DLPack import"))
-        return buf
+            hint = ("CuPy before 14 has no bfloat16: use lf.device_put(x) (a copy) or convert "
+                    "it to float32 first" if "bfloat16" in str(getattr(x, "dtype", "")) else
+                    "convert it to a float32, float16, int32 or bool array first")
+            raise TypeError(f"cuda backend: cannot import {type(x).__name__} through DLPack "
+                            f"({e}); {hint}") from None
+        if buf.dtype == dt.to_numpy(dt.bfloat16):  # CuPy 14 reads bfloat16: keep its bits as uint16
+            return buf.view(self.cp.uint16)
+        if buf.dtype in _STORED_AS_IS:
+            return buf
+        # the boundary rule: float64, int64, uint16, int8, ... are converted (a copy); a uint16
+        # buffer here would otherwise read as bfloat16 bits
+        return self.from_numpy(dt.narrow_array(self.cp.asnumpy(buf), "cuda backend: DLPack import"))
+
+    def dlpack_source(self, buf, dtype):
+        """bfloat16 is stored as uint16 bits; it exports as bfloat16 where CuPy has the dtype."""
+        if dtype != dt.bfloat16:
+            return buf
+        try:
+            return buf.view(dt.to_numpy(dt.bfloat16))
+        except Exception as e:
+            raise BufferError(f"Array.__dlpack__: this CuPy cannot export bfloat16 ({e}); export "
+                              "a.astype(lf.float32), or read np.asarray(a)") from None
 
     @property
     def _staging(self):
