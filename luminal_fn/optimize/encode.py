@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..ir.expr import as_expr
 from ..ir.graph import Graph
 from ..ir.view import View
@@ -62,6 +64,19 @@ def is_plain(v: View, producer_shape) -> bool:
             and all(a == b for a, b in zip(v.shape, producer_shape)))
 
 
+def int_literal(node):
+    """The value of an int32 Constant holding one element (a scalar literal), else None."""
+    if node.dtype.name != "int32":
+        return None
+    try:
+        arr = np.asarray(node.attrs.get("value"))
+    except Exception:  # noqa: BLE001 - an attribute that is no array is simply not a literal
+        return None
+    if arr.size != 1 or not np.issubdtype(arr.dtype, np.integer):
+        return None
+    return int(arr.reshape(-1)[0])
+
+
 @dataclass
 class Encoded:
     """The egglog commands of a graph; (Const id) and (Custom id) name HLIR node ids, whose
@@ -83,6 +98,9 @@ def encode(g: Graph) -> Encoded:
             term = f"(Inp {node.attrs['index']})"
         elif op == "Constant":
             term = f"(Const {node.id})"
+            value = int_literal(node)
+            if value is not None:
+                enc.commands.append(f"(ConstInt {node.id} {value})")
         elif op == "Iota":
             term = f"(Iota {expr_term(node.attrs['expr'])} {expr_term(node.shape[0])})"
         elif op == "Cast":

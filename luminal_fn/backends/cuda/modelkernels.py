@@ -84,27 +84,52 @@ def _smem_decl(ct: str, name: str) -> str:
     return f"extern __shared__ __align__(16) unsigned char lf_smem[]; {ct}* {name} = ({ct}*)lf_smem;"
 
 
-# ---- embedding_bag -----------------------------------------------------------------------------
+# ---- embedding_bag and embedding_bag_multi -------------------------------------------------------
+VEC = 4  # elements per thread of a bag row: one 16-byte load/store for float32
+_VEC_STORAGE = ("float32", "int32", "float16", "bfloat16")  # the prelude's lf_vld/lf_vst types
+
+
+def _bag_params(node, fixed: int, tables: int, kind: str) -> tuple:
+    """(the ``fixed`` leading params, the row count R_k per table: 0 = rows used as given,
+    R > 0 = raw lnp.take indices the kernel normalises into R rows)."""
+    p = tuple(node.attrs.get("params") or ())
+    if len(p) not in (fixed, fixed + tables):
+        raise ValueError(f"CUDA {kind} kernel (node %{node.id}): expected {fixed} params, or {fixed} "
+                         f"and one row count per table ({tables}), got {p!r}")
+    nrs = p[fixed:] or (0,) * tables
+    if not all(isinstance(n, int) for n in nrs):
+        raise ValueError(f"CUDA {kind} kernel (node %{node.id}): row counts {nrs!r} must be concrete")
+    return p[:fixed], nrs
+
+
 @lowerer("embedding_bag")
 def lower_embedding_bag(pl, node):
-    """out[b, d] = sum_l table.flat[clip(rows[b*L + l] * stride + d)] (the Gather clamp)."""
-    B, L, D = _params(node, 3, "embedding_bag")
-    ct = compute_type(node.dtype)
-    ins = _Inputs(pl, node)
-    bag = _bag_sum(pl, node, ins, 0, L, ct)
-    r = lambda e: _r(pl, e)  # noqa: E731
-    g, gstride = gtid(pl.lang, "long long")
-    body = [f"const long long n = (long long)({r(B)}) * ({r(D)});",
-            f"for (long long i = {g}; i < n; i += {gstride}) {{",
-            f"  const long long b = i / ({r(D)});",
-            f"  const long long d = i - b * ({r(D)});",
-            f"  {ct} acc = {zero_of(ct)};"]
-    body += ["  " + ln for ln in bag]
-    body += [f"  out[i] = {store_expr(pl.lang, node.dtype, 'acc', ct)};", "}"]
-    ins.output()
-    src = finish(pl.lang, "embedding_bag", body, ins.bufs, BLOCK, ix.numel([B, D]), BLOCK,
-                 meta={"model": True})
-    pl.add_kernel(src, ins.ids, node.id, "embedding_bag")
+    """out[b, d] = sum_l table.flat[clip(rows[b*L + l] * stride + d)] (the Gather clamp), rows
+    normalised first when the node carries a row count R: the one-table case of the multi kernel."""
+    (B, L, D), nrs = _bag_params(node, 3, 1, "embedding_bag")
+    _render_bags(pl, node, "embedding_bag", B, 0, 1, L, D, nrs)
+
+
+@lowerer("embedding_bag_multi")
+def lower_embedding_bag_multi(pl, node):
+    """K stacked bags in one launch (the rule in specialize_models.egg): out (B, P+K, D) with
+    out[:, :P] = prefix and out[:, P+k, d] = sum_l table_k.flat[clip(rows_k[b*L + l] * stride_k
+    + d)]. Every table, index array and (non-literal) stride is its own buffer, so its own
+    pointer in the P table."""
+    p = tuple(node.attrs.get("params") or ())
+    K = p[2] if len(p) >= 5 else None
+    if not isinstance(K, int):
+        raise ValueError(f"CUDA embedding_bag_multi kernel (node %{node.id}): params {p!r} need a "
+                         "concrete K (it counts the kernel's inputs)")
+    (B, P, K, L, D), nrs = _bag_params(node, 5, K, "embedding_bag_multi")
+    if not isinstance(P, int):
+        raise ValueError(f"CUDA embedding_bag_multi kernel (node %{node.id}): P={P!r} must be "
+                         "concrete (it counts the kernel's inputs)")
+    first = 1 if P else 0
+    if len(node.inputs) != first + 3 * K:
+        raise ValueError(f"CUDA embedding_bag_multi kernel (node %{node.id}): P={P}, K={K} needs "
+                         f"{first + 3 * K} inputs, got {len(node.inputs)}")
+    _render_bags(pl, node, "embedding_bag_multi", B, P, K, L, D, nrs)
 
 
 class _Inputs:
@@ -127,10 +152,88 @@ class _Inputs:
         self.ids.append(self.pl.node_buf[self.node.id])
 
 
-def _bag_sum(pl, node, ins: _Inputs, k: int, L, ct) -> list:
-    """Lines adding one table's bag for (b, d) into ``acc``: inputs k (the table), k+1 (the row
-    indices) and k+2 (the row stride: a literal when lnp.take's scalar Constant, else a buffer),
-    each flat index clamped into the table as the Gather primitive clamps."""
+def _render_bags(pl, node, kind: str, B, P: int, K: int, L, D, nrs):
+    """out (B, P+K, D) row-major. Threads are numbered (f, b, d / V) with d fastest, so the 32
+    threads of a warp share one slot f (the switch over tables is warp-uniform) and read
+    consecutive 16-byte pieces of the same table rows; each thread sums V = 4 elements when D %
+    4 == 0 (vector loads where the table's layout allows, else 4 scalar loads), otherwise one.
+    The L row indices of a (b, f) are the same address for all D / V threads of the bag (one
+    broadcast read per warp)."""
+    ct = compute_type(node.dtype)
+    r = lambda e: _r(pl, e)  # noqa: E731
+    V = VEC if isinstance(D, int) and D % VEC == 0 and node.dtype.name in _VEC_STORAGE else 1
+    ins = _Inputs(pl, node)
+    g, gstride = gtid(pl.lang, "long long")
+    per = f"(long long)({r(D)})" if V == 1 else f"(long long)({D // V})"
+    body = [f"const long long nb = {r(B)}, nf = {P + K}, nv = {per};",
+            "const long long n = nf * nb * nv;",
+            f"for (long long i = {g}; i < n; i += {gstride}) {{",
+            "  const long long f = i / (nb * nv);",
+            "  const long long rem = i - f * (nb * nv);",
+            "  const long long b = rem / nv;",
+            f"  const long long d = (rem - b * nv) * {V};",
+            f"  {ct} acc[{V}];",
+            "  #pragma unroll",
+            f"  for (int q = 0; q < {V}; ++q) acc[q] = {zero_of(ct)};"]
+    if P:
+        body += ["  " + ln for ln in _prefix_lines(pl, ins, V, ct, P)]
+        body.append(f"  else switch ((int)f - {P}) {{")
+    else:
+        body.append("  switch ((int)f) {")
+    first = 1 if P else 0
+    for k in range(K):
+        body.append(f"    case {k}: {{")
+        body += ["      " + ln for ln in _bag_lines(pl, node, ins, first + 3 * k, L, V, ct, nrs[k])]
+        body += ["      break;", "    }"]
+    body += ["    default: break;", "  }",
+             f"  const long long o = (b * nf + f) * (long long)({r(D)}) + d;"]
+    if V > 1:
+        body.append(f"  lf_vst<{V}>(out + o, acc);")
+    else:
+        body.append(f"  out[o] = {store_expr(pl.lang, node.dtype, 'acc[0]', ct)};")
+    body.append("}")
+    ins.output()
+    work = ix.numel([B, P + K, D if V == 1 else D // V])
+    src = finish(pl.lang, kind, body, ins.bufs, BLOCK, work, BLOCK, meta={"model": True})
+    pl.add_kernel(src, ins.ids, node.id, kind)
+
+
+def _int(e):
+    """A concrete int, or None for a symbolic Expr."""
+    if isinstance(e, int):
+        return e
+    c = as_expr(e)
+    return c.args[0] if c.op == "const" else None
+
+
+def _vector_ok(pl, d: dt.DType, ct: str, *aligned) -> bool:
+    """Whether V consecutive elements of dtype ``d`` at an offset made of ``aligned`` (ints or
+    Exprs, all multiples of V) are one aligned vector load returning ``ct``."""
+    return (d.name in _VEC_STORAGE and compute_type(d) == ct
+            and all(_int(a) is not None and _int(a) % VEC == 0 for a in aligned))
+
+
+def _prefix_lines(pl, ins, V: int, ct: str, P: int) -> list:
+    """``if (f < P) acc = prefix[b, f, d:d+V]`` (an aligned vector load when the view allows)."""
+    r = lambda e: _r(pl, e)  # noqa: E731
+    var, pv, pdt = ins.add(0, lambda v: len(v.shape) == 3)
+    sb, sf, sd = pv.strides
+    base = (f"{r(pv.offset)} + b * (long long)({r(sb)}) + f * (long long)({r(sf)})"
+            f" + d * (long long)({r(sd)})")
+    if V > 1 and _int(sd) == 1 and _vector_ok(pl, pdt, ct, pv.offset, sb, sf):
+        return [f"if (f < {P}) lf_vld<{V}>({var} + ({base}), acc);"]
+    at = f"{var}[{base} + q * (long long)({r(sd)})]"
+    return [f"if (f < {P}) {{",
+            "  #pragma unroll",
+            f"  for (int q = 0; q < {V}; ++q) acc[q] = {_load(pl, pdt, at, ct)};",
+            "}"]
+
+
+def _bag_lines(pl, node, ins, k: int, L, V: int, ct: str, n_rows: int) -> list:
+    """Lines adding one table's bag for (b, d .. d+V) into ``acc``: inputs k (the table), k+1
+    (the row indices, normalised as lnp.take does when ``n_rows`` > 0) and k+2 (the row stride: a
+    literal when lnp.take's scalar Constant, else a buffer), each flat index clamped into the
+    table as the Gather primitive clamps."""
     r = lambda e: _r(pl, e)  # noqa: E731
     linear = lambda v: _linear(v) is not None  # noqa: E731
     tvar, tv, tdt = ins.add(k, linear)
@@ -139,70 +242,42 @@ def _bag_sum(pl, node, ins: _Inputs, k: int, L, ct) -> list:
     r_off, r_step = _linear(rv)
     sk = pl.kernel_input(node, k + 2)
     if sk.inlined:
+        stride_val = int(sk.scalar)
         stride = literal(pl.lang, sk.scalar, "int32")[0]
     else:
+        stride_val = None
         svar, sv, sdt = ins.add(k + 2)
         stride = _load(pl, sdt, f"{svar}[{r(sv.offset)}]", "int")
     row = _load(pl, rdt, f"{rvar}[{r(r_off)} + (b * {r(L)} + l) * (long long)({r(r_step)})]", "int")
-    val = _load(pl, tdt, f"{tvar}[{r(t_off)} + j * (long long)({r(t_step)})]", ct)
-    return [f"const long long tsize = (long long)({r(ix.numel(tv.shape))}), "
-            f"rstride = (long long)({stride});",
-            "if (tsize > 0) {",
-            f"  for (int l = 0; l < {r(L)}; ++l) {{",
-            f"    long long j = (long long)({row}) * rstride + d;",
-            "    j = j < 0 ? 0 : (j >= tsize ? tsize - 1 : j);",
-            f"    acc = ({ct})(acc + {val});",
-            "  }",
-            "}"]
-
-
-# ---- embedding_bag_multi -----------------------------------------------------------------------
-@lowerer("embedding_bag_multi")
-def lower_embedding_bag_multi(pl, node):
-    """K stacked bags in one launch (the rule in specialize_models.egg): out (B, P+K, D) with
-    out[:, :P] = prefix and out[:, P+k, d] = sum_l table_k.flat[clip(rows_k[b*L + l] * stride_k
-    + d)]. Every table, index array and (non-literal) stride is its own buffer, so its own
-    pointer in the P table. One thread per output element; the table a thread reads is chosen by
-    a switch over k (the tables' layouts and sizes differ), so each warp of a D >= 32 row takes
-    one branch; neighbouring threads read neighbouring floats of one table row."""
-    B, P, K, L, D = _params(node, 5, "embedding_bag_multi")
-    if not (isinstance(P, int) and isinstance(K, int)):
-        raise ValueError(f"CUDA embedding_bag_multi kernel (node %{node.id}): P={P!r} and K={K!r} "
-                         "must be concrete (they count the kernel's inputs)")
-    first = 1 if P else 0
-    if len(node.inputs) != first + 3 * K:
-        raise ValueError(f"CUDA embedding_bag_multi kernel (node %{node.id}): P={P}, K={K} needs "
-                         f"{first + 3 * K} inputs, got {len(node.inputs)}")
-    ct = compute_type(node.dtype)
-    r = lambda e: _r(pl, e)  # noqa: E731
-    ins = _Inputs(pl, node)
-    g, gstride = gtid(pl.lang, "long long")
-    body = [f"const long long nd = {r(D)}, nf = {P + K};",
-            f"const long long n = (long long)({r(B)}) * nf * nd;",
-            f"for (long long i = {g}; i < n; i += {gstride}) {{",
-            "  const long long b = i / (nf * nd);",
-            "  const long long f = (i / nd) - b * nf;",
-            "  const long long d = i - (i / nd) * nd;",
-            f"  {ct} acc = {zero_of(ct)};"]
-    if P:
-        var, pv, pdt = ins.add(0, lambda v: len(v.shape) == 3)
-        sb, sf, sd = pv.strides
-        at = (f"{var}[{r(pv.offset)} + b * (long long)({r(sb)}) + f * (long long)({r(sf)}) "
-              f"+ d * (long long)({r(sd)})]")
-        body.append(f"  if (f < {P}) acc = {_load(pl, pdt, at, ct)};")
-    body.append(f"  switch ((int)f - {P}) {{")
-    for k in range(K):
-        body.append(f"    case {k}: {{")
-        body += ["      " + ln for ln in _bag_sum(pl, node, ins, first + 3 * k, L, ct)]
-        body += ["      break;", "    }"]
-    body += ["    default: break;",
-             "  }",
-             f"  out[i] = {store_expr(pl.lang, node.dtype, 'acc', ct)};",
-             "}"]
-    ins.output()
-    work = ix.numel([B, P + K, D])
-    src = finish(pl.lang, "embedding_bag_multi", body, ins.bufs, BLOCK, work, BLOCK, meta={"model": True})
-    pl.add_kernel(src, ins.ids, node.id, "embedding_bag_multi")
+    at = lambda j: _load(pl, tdt, f"{tvar}[{r(t_off)} + ({j}) * (long long)({r(t_step)})]", ct)  # noqa: E731
+    unroll = ["  #pragma unroll"] if isinstance(L, int) and L <= 16 else []
+    lines = [f"const long long tsize = (long long)({r(ix.numel(tv.shape))}), "
+             f"rstride = (long long)({stride});",
+             "if (tsize > 0) {", *unroll,
+             f"  for (int l = 0; l < {r(L)}; ++l) {{",
+             f"    long long row = (long long)({row});"]
+    if n_rows > 0:  # lnp.take's normalisation: negatives count from the end, then clamp
+        lines += [f"    row += row < 0 ? {n_rows}LL : 0LL;",
+                  f"    row = row < 0 ? 0LL : (row > {n_rows - 1}LL ? {n_rows - 1}LL : row);"]
+    lines.append("    const long long j = row * rstride + d;")
+    clamped = ["      #pragma unroll",
+               f"      for (int q = 0; q < {V}; ++q) {{",
+               "        long long jq = j + q;",
+               "        jq = jq < 0 ? 0 : (jq >= tsize ? tsize - 1 : jq);",
+               f"        acc[q] = ({ct})(acc[q] + {at('jq')});",
+               "      }"]
+    if V > 1 and _int(t_step) == 1 and stride_val is not None and stride_val % VEC == 0 \
+            and _vector_ok(pl, tdt, ct, t_off):
+        lines += ["    if (j >= 0 && j + " + f"{V} <= tsize) {{",
+                  f"      {ct} x[{V}];",
+                  f"      lf_vld<{V}>({tvar} + ({r(t_off)}) + j, x);",
+                  "      #pragma unroll",
+                  f"      for (int q = 0; q < {V}; ++q) acc[q] = ({ct})(acc[q] + x[q]);",
+                  "    } else {", *["  " + ln for ln in clamped], "    }"]
+    else:
+        lines += ["    {", *clamped, "    }"]
+    lines += ["  }", "}"]
+    return lines
 
 
 # ---- dlrm_interact -----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 
 from ..render.files import kernel_file
-from .model_kernels import multi_inputs, params_of
+from .model_kernels import bag_params, multi_inputs, params_of
 from .ops import cast
 
 F32, I32 = mx.float32, mx.int32
@@ -77,15 +77,16 @@ def _nonempty(x):
     return x if x.size else mx.zeros((1,), x.dtype)
 
 
-def launch_bag(kernel, table, rows, stride, b: int, l: int, d: int):
-    """(B, D) float32 bag sums of one table through embedding_bag.metal."""
+def launch_bag(kernel, table, rows, stride, b: int, l: int, d: int, n_rows: int = 0):
+    """(B, D) float32 bag sums of one table through embedding_bag.metal (``n_rows`` > 0: the
+    rows are raw lnp.take indices the kernel normalises into that many rows)."""
     table = table.reshape(-1).astype(F32)
     n = table.size
     if b * d == 0 or n == 0:  # an empty table sums to zeros (the NumPy kernel's rule)
         return mx.zeros((b, d), F32)
     rows = _nonempty(rows.reshape(-1)[: b * l].astype(I32))
     stride = stride.reshape(-1)[:1].astype(I32)
-    (out,) = kernel(inputs=[table, rows, stride, _ints((b, l, d, n))], output_shapes=[(b * d,)],
+    (out,) = kernel(inputs=[table, rows, stride, _ints((b, l, d, n, n_rows))], output_shapes=[(b * d,)],
                     output_dtypes=[F32], grid=(d, b, 1), threadgroup=(min(d, 256), 1, 1))
     return out.reshape(b, d)
 
@@ -128,17 +129,18 @@ def hand_step(node, name: str, readers: list, compiled):
             r_table, r_rows, r_stride = readers
 
             def step(vals, dims):
-                b, l, dd = params_of(node, dims)
+                (b, l, dd), (nr,) = bag_params(node, dims, "embedding_bag", 3, 1)
                 return cast(launch_bag(kernel, r_table(vals, dims), r_rows(vals, dims),
-                                       r_stride(vals, dims), b, l, dd), d)
+                                       r_stride(vals, dims), b, l, dd, nr), d)
         else:
             def step(vals, dims):
-                b, p, k, l, dd = params_of(node, dims)
+                b, p, k, l, dd = params_of(node, dims)[:5]
+                _, nrs = bag_params(node, dims, "embedding_bag_multi", 5, k)
                 prefix, tables = multi_inputs(node, readers, p, k)
                 parts = [] if prefix is None else [prefix(vals, dims).astype(F32)]
-                for r_table, r_rows, r_stride in tables:
+                for (r_table, r_rows, r_stride), nr in zip(tables, nrs):
                     bags = launch_bag(kernel, r_table(vals, dims), r_rows(vals, dims),
-                                      r_stride(vals, dims), b, l, dd)
+                                      r_stride(vals, dims), b, l, dd, nr)
                     parts.append(mx.expand_dims(bags, 1))
                 return cast(mx.concatenate(parts, axis=1), d)
         return step, hk

@@ -1,10 +1,11 @@
 """The MLX backend's model kernels (optimize/rules/specialize_models.egg) as MLX ops.
 
 name                 inputs (read through their views)              params
-embedding_bag        table (any shape), rows (N,), stride (1,)      B L D
+embedding_bag        table (any shape), rows (N,), stride (1,)      B L D [R]
                      out[b, d] = sum_l table.flat[clip(rows[b*L + l] * stride + d)]
+                     (R > 0: rows are raw indices, first clip(i + (i < 0) * R, 0, R - 1))
 embedding_bag_multi  [prefix (B, P, D) if P > 0], then K triples table_k, rows_k, stride_k
-                                                                    B P K L D
+                                                                    B P K L D [R_0 .. R_K-1]
                      out (B, P+K, D): out[:, :P] = prefix, out[:, P+k] = embedding_bag of table k
 dlrm_interact        T (B, F, D)                                    B F D
                      out[b, p] = dot(T[b, i_p], T[b, j_p]), (i_p, j_p) in tril_indices(F, -1)
@@ -52,9 +53,28 @@ def product(a, b, acc):
     return mx.sum(mx.expand_dims(a, -1) * mx.expand_dims(b, -3), axis=-2)
 
 
-def bag_sums(table, rows, stride, b: int, l: int, d: int, acc):
-    """(B, D) sums of fixed-size bags over the table's row-major elements (Gather clamps)."""
-    rows = rows.reshape(-1)[: b * l].astype(mx.int32)
+def bag_params(node, dims, kind: str, fixed: int, tables: int) -> tuple:
+    """(the ``fixed`` leading params, the row count R_k of each table; 0 where the rows are
+    used as given): the R list is absent or holds one R per table."""
+    prm = params_of(node, dims)
+    if len(prm) not in (fixed, fixed + tables):
+        raise ValueError(f"MLX {kind} (node %{node.id}): expected {fixed} params, or {fixed} and "
+                         f"one row count per table ({tables}), got {prm!r}")
+    return prm[:fixed], (prm[fixed:] or [0] * tables)
+
+
+def normalise_rows(rows, n: int):
+    """Raw lnp.take indices into n > 0 rows as lnp.take normalises them: negatives count from
+    the end, then clipped into [0, n - 1]; n <= 0: the rows as given."""
+    if n <= 0:
+        return rows
+    return mx.clip(mx.where(rows < 0, rows + n, rows), 0, n - 1)
+
+
+def bag_sums(table, rows, stride, b: int, l: int, d: int, acc, n_rows: int = 0):
+    """(B, D) sums of fixed-size bags over the table's row-major elements (Gather clamps);
+    rows normalised first when ``n_rows`` > 0."""
+    rows = normalise_rows(rows.reshape(-1)[: b * l].astype(mx.int32), n_rows)
     stride = stride.reshape(-1)[:1].astype(mx.int32)
     idx = rows.reshape(b, l, 1) * stride + mx.arange(d, dtype=mx.int32)  # (B, L, D) flat indices
     return mx.sum(gather_flat(table, idx).astype(acc), axis=1)
@@ -65,9 +85,9 @@ def _embedding_bag(node, readers):
     r_table, r_rows, r_stride = readers
 
     def step(vals, dims):
-        b, l, d = params_of(node, dims)
+        (b, l, d), (nr,) = bag_params(node, dims, "embedding_bag", 3, 1)
         acc = acc_dtype(node.dtype)
-        out = bag_sums(r_table(vals, dims), r_rows(vals, dims), r_stride(vals, dims), b, l, d, acc)
+        out = bag_sums(r_table(vals, dims), r_rows(vals, dims), r_stride(vals, dims), b, l, d, acc, nr)
         return _store(out, node.dtype)
 
     return step
@@ -85,12 +105,13 @@ def multi_inputs(node, readers, p: int, k: int) -> tuple:
 @op("embedding_bag_multi")
 def _embedding_bag_multi(node, readers):
     def step(vals, dims):
-        b, p, k, l, d = params_of(node, dims)
+        b, p, k, l, d = params_of(node, dims)[:5]
+        _, nrs = bag_params(node, dims, "embedding_bag_multi", 5, k)
         prefix, tables = multi_inputs(node, readers, p, k)
         acc = acc_dtype(node.dtype)
         parts = [] if prefix is None else [prefix(vals, dims).astype(acc)]
-        for r_table, r_rows, r_stride in tables:
-            bags = bag_sums(r_table(vals, dims), r_rows(vals, dims), r_stride(vals, dims), b, l, d, acc)
+        for (r_table, r_rows, r_stride), nr in zip(tables, nrs):
+            bags = bag_sums(r_table(vals, dims), r_rows(vals, dims), r_stride(vals, dims), b, l, d, acc, nr)
             parts.append(mx.expand_dims(bags, 1))
         return _store(mx.concatenate(parts, axis=1), node.dtype)
 
@@ -180,5 +201,6 @@ def _matmul_t(node, readers):
     return step
 
 
-__all__ = ["MODEL_KINDS", "MULTI_TABLE_KINDS", "params_of", "acc_dtype", "bag_sums", "tril_pairs",
+__all__ = ["MODEL_KINDS", "MULTI_TABLE_KINDS", "params_of", "acc_dtype", "bag_params", "bag_sums",
+           "normalise_rows", "tril_pairs",
            "conv2d_bias", "multi_inputs"]

@@ -4,11 +4,14 @@ terms that optimize/rules/specialize_models.egg adds. Each builder receives an L
 their views (logical arrays, in the rule's IList order) and returns a step(vals, dims).
 
 name            inputs                                      params
-embedding_bag   table (any shape), rows (N,), stride (1,)   B L D
+embedding_bag   table (any shape), rows (N,), stride (1,)   B L D [R]
                 out[b, d] = sum_l table.flat[clip(rows[b*L + l] * stride + d)]  (Gather clamps)
+                with R > 0 the rows are raw lnp.take indices, first normalised as lnp.take
+                does: clip(i + (i < 0) * R, 0, R - 1)  (normalise_rows)
 embedding_bag_multi  [prefix (B, P, D) if P > 0], then K triples table_k, rows_k, stride_k
-                                                            B P K L D
+                                                            B P K L D [R_0 .. R_K-1]
                 out (B, P+K, D): out[:, :P] = prefix; out[:, P+k] = embedding_bag of table k
+                (rows_k normalised with R_k when the R list is there and R_k > 0)
 dlrm_interact   T (B, F, D)                                 B F D
                 out[b, p] = dot(T[b, i_p], T[b, j_p]) for (i_p, j_p) in tril_indices(F, -1)
 conv2d_bias     x (C, H, W) or (N, C, H, W), w (C_out, C*kh*kw), b (C_out,)
@@ -53,14 +56,32 @@ def _store(node, out):
     return np.ascontiguousarray(out, dtype=dt.to_numpy(node.dtype))
 
 
+def normalise_rows(rows, n: int):
+    """Raw lnp.take indices into n rows as lnp.take normalises them (n > 0): negatives count
+    from the end, then clipped into [0, n - 1] (JAX's clamp); n <= 0: the rows as given."""
+    if n <= 0:
+        return rows
+    return np.clip(np.where(rows < 0, rows + n, rows), 0, n - 1)
+
+
+def bag_params(node, dims, kind: str, fixed: int, tables: int):
+    """(the ``fixed`` leading params, the row count R_k of each table): the R list is absent
+    (all 0: rows used as given) or one R per table."""
+    prm = _params(node, dims)
+    if len(prm) not in (fixed, fixed + tables):
+        raise ValueError(f"{kind} (node %{getattr(node, 'id', '?')}): expected {fixed} params, or "
+                         f"{fixed} and one row count per table ({tables}), got {prm!r}")
+    return prm[:fixed], (prm[fixed:] or [0] * tables)
+
+
 @kernel("embedding_bag")
 def _embedding_bag(node, readers):
     r_table, r_rows, r_stride = readers
 
     def step(vals, dims):
-        b, l, d = _params(node, dims)
+        (b, l, d), (nr,) = bag_params(node, dims, "embedding_bag", 3, 1)
         flat = np.ascontiguousarray(r_table(vals, dims)).reshape(-1)
-        rows = np.asarray(r_rows(vals, dims)).reshape(-1)[: b * l].astype(np.int64)
+        rows = normalise_rows(np.asarray(r_rows(vals, dims)).reshape(-1)[: b * l].astype(np.int64), nr)
         stride = int(np.asarray(r_stride(vals, dims)).reshape(-1)[0])
         return _store(node, bag_sums(flat, rows, stride, b, l, d, _acc(node)))
 
@@ -78,7 +99,8 @@ def bag_sums(flat, rows, stride: int, b: int, l: int, d: int, acc):
 @kernel("embedding_bag_multi")
 def _embedding_bag_multi(node, readers):
     def step(vals, dims):
-        b, p, k, l, d = _params(node, dims)
+        b, p, k, l, d = _params(node, dims)[:5]
+        _, nrs = bag_params(node, dims, "embedding_bag_multi", 5, k)
         if len(readers) != (1 if p else 0) + 3 * k:
             raise ValueError(f"embedding_bag_multi (node %{getattr(node, 'id', '?')}): P={p}, K={k} "
                              f"needs {(1 if p else 0) + 3 * k} inputs, got {len(readers)}")
@@ -90,6 +112,7 @@ def _embedding_bag_multi(node, readers):
             r_table, r_rows, r_stride = readers[(1 if p else 0) + 3 * j: (1 if p else 0) + 3 * j + 3]
             flat = np.ascontiguousarray(r_table(vals, dims)).reshape(-1)
             rows = np.asarray(r_rows(vals, dims)).reshape(-1)[: b * l].astype(np.int64)
+            rows = normalise_rows(rows, nrs[j])
             stride = int(np.asarray(r_stride(vals, dims)).reshape(-1)[0])
             out[:, p + j] = bag_sums(flat, rows, stride, b, l, d, acc)
         return _store(node, out)
@@ -168,4 +191,4 @@ def _matmul_t(node, readers):
     return step
 
 
-__all__ = ["MODEL_KERNELS", "MULTI_TABLE_KERNELS", "bag_sums", "tril_pairs"]
+__all__ = ["MODEL_KERNELS", "MULTI_TABLE_KERNELS", "bag_params", "bag_sums", "normalise_rows", "tril_pairs"]
