@@ -428,3 +428,58 @@ def test_a_new_dynamic_length_takes_the_fast_dispatch_path(monkeypatch):
     p6 = {"w": np.arange(6, dtype=np.float32), "b": 0.0}
     np.testing.assert_allclose(np.asarray(jf(p6, x)), x @ p6["w"])
     assert slow
+
+
+def test_the_generated_argument_matcher_takes_exactly_the_same_structure():
+    """The last structure's generated matcher (frontend/fast_match.py) answers only for equal
+    containers, keys, leaf types, dtypes and static shapes; anything else goes the general way
+    and still computes the right values. Arrays already on the backend hand over their buffers."""
+    from luminal_fn.frontend.fast_match import matcher_for
+
+    def f(p, xs):
+        return p["w"] * xs[0] + p["b"] + xs[1]
+
+    jf = lf.jit(f)
+    w = np.arange(3, dtype=np.float32)
+    p = {"w": w, "b": 2.0}
+    xs = [np.ones(3, np.float32), np.full(3, 5.0, np.float32)]
+    ref = lambda p, xs: np.asarray(p["w"]) * np.asarray(xs[0]) + p["b"] + np.asarray(xs[1])  # noqa: E731
+    np.testing.assert_allclose(np.asarray(jf(p, xs)), ref(p, xs))
+    m = jf._matcher
+    assert m is not None
+    leaves, bufs = m.match((p, xs))
+    assert [id(v) for v in leaves] == [id(v) for v in lf.tree_leaves((p, xs))] and bufs is None
+    for other in ({"w": w, "b": 2.0, "c": 1.0},        # another key
+                  {"w": w.astype(np.float64), "b": 2.0},  # another dtype
+                  {"w": np.arange(4, dtype=np.float32), "b": 2.0},  # another shape
+                  {"w": w, "b": 2}):                   # an int where a float was
+        assert m.match((other, xs)) is None
+    assert m.match((p, tuple(xs))) is None and m.match((p, xs[:1])) is None
+    # each of those still runs correctly through the general path
+    p4 = {"w": np.arange(4, dtype=np.float32), "b": 1.0}
+    xs4 = [np.ones(4, np.float32), np.zeros(4, np.float32)]
+    np.testing.assert_allclose(np.asarray(jf(p4, xs4)), ref(p4, xs4))
+    np.testing.assert_allclose(np.asarray(jf({"w": w, "b": 3}, xs)), ref({"w": w, "b": 3}, xs))
+    # device Arrays give their buffers; a deleted (donated) one does not
+    dev = lf.tree_map(lf.device_put, (p, xs))
+    np.testing.assert_allclose(np.asarray(jf(*dev)), ref(p, xs))
+    m = jf._matcher
+    leaves, bufs = m.match(dev)
+    assert bufs is not None and all(b is a._buf for a, b in zip(lf.tree_leaves(dev), bufs[:2]))
+    built = matcher_for(dev, None, m.compiled, m.compiled.backend)
+    dev[1][0].delete("test")
+    assert built.match(dev)[1] is None
+    assert matcher_for((object(),), None, m.compiled, m.compiled.backend) is None
+
+
+def test_the_matcher_leaves_dynamic_axes_out():
+    jf = lf.jit(lambda x, y: x.sum(axis=0) + y, dynamic_axes={"x": {0: "s"}})
+    y = np.arange(4, dtype=np.float32)
+    for s in (3, 3, 7, 2):
+        x = np.arange(s * 4, dtype=np.float32).reshape(s, 4)
+        np.testing.assert_allclose(np.asarray(jf(x, y)), x.sum(axis=0) + y)
+    m = jf._matcher
+    assert m.match((np.ones((11, 4), np.float32), y)) is not None
+    assert m.match((np.ones((11, 5), np.float32), y)) is None  # a static axis
+    assert m.match((np.ones((11, 4, 1), np.float32), y)) is None  # another rank
+    assert jf.trace_count == 1

@@ -30,6 +30,7 @@ from ..ir.view import View
 from . import pytree
 from .array import Array, _named
 from .errors import ArgumentError, LuminalError, ShapeError, TracingError, annotate, luminal_cause
+from .fast_match import matcher_for
 from .signature import (SCALARS, abstract, aval_of, check_dims, donated_error, fast_key, hashable,
                         Layout, Leaf, sig_text)
 from .tracer import TraceContext, Tracer, current, lift
@@ -89,6 +90,7 @@ class Jitted:
         self._entries: dict = {}  # abstract signature -> Compiled
         self._fast: dict = {}  # concrete signature of a plain positional call -> Compiled
         self._fast_dynamic = None  # {leaf: dynamic axes} the keys in _fast leave out
+        self._matcher = None  # fast_match.ArgumentMatcher of the last fast-path structure
         # The dispatch cache needs every parameter given positionally (no defaults to fill in).
         self._fast_ok = self._sig is not None and not self._has_kwonly
         self._n_params = n
@@ -189,6 +191,14 @@ class Jitted:
 
     # ---- the call path ----------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        m = self._matcher
+        if m is not None and not kwargs:
+            hit = m.match(args)
+            if hit is not None:
+                leaves, bufs = hit
+                if bufs is not None:  # every leaf an Array already on the backend
+                    return m.compiled.call_buffers(leaves, bufs)
+                return m.compiled.call_leaves(leaves)
         if not kwargs and self._fast:
             fk = fast_key(args, self.static_argnums, self._fast_dynamic)
             if fk is not None:
@@ -222,6 +232,8 @@ class Jitted:
                     self._fast.clear()  # keys made with another structure's mask would miss
                 self._fast_dynamic = dynamic
                 self._fast[fk[0]] = compiled
+                if not self.static_argnums:  # the last structure, matched without a key
+                    self._matcher = matcher_for(args, dynamic, compiled, compiled.backend)
         return compiled.call_leaves(leaves)
 
     # ---- stages -----------------------------------------------------------------------------
@@ -297,6 +309,7 @@ class Jitted:
         self._layouts.clear()
         self._fast.clear()
         self._fast_dynamic = None
+        self._matcher = None
 
     def __repr__(self):
         return f"<luminal_fn.jit of {self.name}>"
@@ -456,12 +469,17 @@ class Compiled:
                 add(self._foreign_leaf(x, k))
             else:
                 add(be.from_numpy(self._other_leaf(x, k)))
+        return self.call_buffers(leaves, bufs)
+
+    def call_buffers(self, leaves: Sequence[Any], bufs: list):
+        """Run on the backend buffers ``bufs`` of ``leaves`` (already converted)."""
         dims = self._read_dims(leaves) if self._dim_reads else {}
         outs = self._run(bufs, dims)
         for k in self._donated:
             x = leaves[k]
             if type(x) is Array:
                 x.delete(self._name)
+        be = self.backend
         return self._wrap([Array(b, be, tuple(b.shape), d) for b, d in zip(outs, self._out_dtypes)])
 
     def _foreign_leaf(self, x, k):
