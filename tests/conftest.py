@@ -13,6 +13,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # Most tests check values, not speed: a short search per compile keeps the suite fast (the search
 # itself, and every genome's correctness, are tested in test_optimizer.py and test_search.py).
 os.environ.setdefault("LUMINAL_SEARCH_LIMIT", "4")
+# JAX (a DLPack peer in test_dlpack.py) would take 75% of the GPU per process at import; with
+# several pytest workers on one GPU the others then run out of memory.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # Search results go to a throwaway cache, never the user's (tests of the cache pass their own).
 if "LUMINAL_CACHE_DIR" not in os.environ:
     import tempfile

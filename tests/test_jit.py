@@ -327,21 +327,21 @@ def test_clear_cache_retraces(x4):
 # ---- lf.Array and device_put --------------------------------------------------------------------
 def test_device_put_round_trip_and_copy_semantics(x4):
     src = x4.copy()
-    a = lf.device_put(src)
+    a = lf.device_put(src, "numpy")  # (the default backend is CUDA on a GPU machine)
     assert isinstance(a, lf.Array) and a.backend == "numpy"
     src[0] = 99.0  # changing the source later does not change the Array
     np.testing.assert_array_equal(np.asarray(a), x4)
     assert lf.device_put(a) is a and lf.device_put(a, "numpy") is a
-    d = lf.device_put(np.arange(3, dtype=np.float64))
+    d = lf.device_put(np.arange(3, dtype=np.float64), "numpy")
     assert d.dtype == lf.float32 and np.asarray(d).dtype == np.float32
     with pytest.raises(OverflowError, match="device_put"):
-        lf.device_put(np.array([2**40]))
-    scalar = lf.device_put(3.5)
+        lf.device_put(np.array([2**40]), "numpy")
+    scalar = lf.device_put(3.5, "numpy")
     assert scalar.shape == () and scalar.item() == 3.5
 
 
 def test_array_surface(x4):
-    a = lf.device_put(x4.reshape(2, 2))
+    a = lf.device_put(x4.reshape(2, 2), "numpy")
     assert a.shape == (2, 2) and a.ndim == 2 and a.size == 4 and a.nbytes == 16
     assert a.dtype == lf.float32 and len(a) == 2
     assert repr(a) == "Array([[ 0.5, -1. ],\n       [ 2. ,  3.5]], dtype=float32, backend=numpy)"
