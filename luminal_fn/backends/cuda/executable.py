@@ -148,13 +148,14 @@ class _Bucket:
             out_ptrs.append(arr.data.ptr)
         dim_values = [dims[s] for _, s in self.sym_slots]
         last = self.last_table
-        if (last is not None and last[0] is stream and last[1] == out_ptrs and last[2] == dim_values
-                and len(last[3]) == len(inputs) and all(map(operator.is_, inputs, last[3]))):
+        same = (last is not None and last[2] == dim_values and len(last[3]) == len(inputs)
+                and all(map(operator.is_, inputs, last[3])))
+        if same and last[0] is stream and last[1] == out_ptrs:
             # the same arrays, dims and output pointers as the call before on this stream: the
             # parameter table on the device already says all of it (a model called in a loop)
             host, graph = last[4], self.last_graph
-        else:
-            host, graph = self._write_table(inputs, dims, out_ptrs, stream), None
+        else:  # (the same arrays and dims: the last table with new output pointers)
+            host, graph = self._write_table(inputs, dims, out_ptrs, stream, last[4] if same else None), None
             self.last_table = (stream, out_ptrs, dim_values, list(inputs), host)
         if graph is None and self.graphs_ok and self.exe.use_graphs:
             graph = self._graph_for(host, dims)
@@ -165,8 +166,9 @@ class _Bucket:
             self._launch_all(dims, host)
         return outs
 
-    def _write_table(self, inputs, dims, out_ptrs, stream):
-        """Fill the next pinned slot with this call's dims and pointers and queue its copy to P."""
+    def _write_table(self, inputs, dims, out_ptrs, stream, like=None):
+        """Fill the next pinned slot with this call's dims and pointers (``like``: a slot already
+        holding its dims and input pointers) and queue its copy to P."""
         slot = self.slot
         self.slot = slot + 1 if slot + 1 < PINNED_SLOTS else 0
         ev = self.events[slot]
@@ -175,10 +177,13 @@ class _Bucket:
         else:
             ev.synchronize()  # this slot's last copy ran long ago unless PINNED_SLOTS calls are queued
         host = self.pinned[slot]
-        for i, s in self.sym_slots:
-            host[i] = dims[s]
-        for k, j in self.in_slots:
-            host[j] = inputs[k].data.ptr
+        if like is not None:
+            host[:] = like
+        else:
+            for i, s in self.sym_slots:
+                host[i] = dims[s]
+            for k, j in self.in_slots:
+                host[j] = inputs[k].data.ptr
         for j, ptr in zip(self.out_slots, out_ptrs):
             host[j] = ptr
         self.P.data.copy_from_host_async(self.pinned_ptrs[slot], self.nbytes_P, stream)
