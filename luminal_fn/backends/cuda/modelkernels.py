@@ -340,13 +340,24 @@ def lower_dlrm_interact(pl, node):
         shared = samples * ix.max_value(F, pl.dims_max) * ld * 4
         grid = ((as_expr(B) + (samples - 1)) // samples,)
         body += [_smem_decl(ct, "rows"),
-                 f"const int first = blockIdx.x * {samples};",
-                 "for (int e = threadIdx.x; e < " + f"{samples} * nf * nd; e += blockDim.x) {{",
-                 "  const int s = e / (nf * nd), f = (e / nd) - s * nf, d = e - (e / nd) * nd;",
-                 "  if (first + s < nb) "
-                 f"rows[(s * nf + f) * {ld} + d] = {_load(pl, tdt, at('first + s', 'f', 'd'), ct)};",
-                 "}",
-                 "__syncthreads();",
+                 f"const int first = blockIdx.x * {samples};"]
+        if vec and tdt == dt.float32 and all(isinstance(x, int) and x % 4 == 0 for x in (sb, sf, tv.offset)) \
+                and sd == 1:  # 16-byte copies of contiguous float rows
+            body += ["const int nd4 = nd / 4;",
+                     f"for (int e = threadIdx.x; e < {samples} * nf * nd4; e += blockDim.x) {{",
+                     "  const int s = e / (nf * nd4), f = (e / nd4) - s * nf, d = (e - (e / nd4) * nd4) * 4;",
+                     "  if (first + s >= nb) break;",
+                     "  float x[4];",
+                     f"  lf_vld<4>(b0 + {tv.offset} + (long long)(first + s) * {sb} + f * {sf} + d, x);",
+                     f"  lf_vst<4>(rows + (s * nf + f) * {ld} + d, x);",
+                     "}"]
+        else:
+            body += ["for (int e = threadIdx.x; e < " + f"{samples} * nf * nd; e += blockDim.x) {{",
+                     "  const int s = e / (nf * nd), f = (e / nd) - s * nf, d = e - (e / nd) * nd;",
+                     "  if (first + s < nb) "
+                     f"rows[(s * nf + f) * {ld} + d] = {_load(pl, tdt, at('first + s', 'f', 'd'), ct)};",
+                     "}"]
+        body += ["__syncthreads();",
                  f"for (int q = threadIdx.x; q < {samples} * np_; q += blockDim.x) {{",
                  "  const int s = q / np_, p = q - s * np_;",
                  "  if (first + s >= nb) break;", *decode,
