@@ -72,8 +72,8 @@ def dlrm_bucket(args, cp):
     """The DLRM forward's executable (weights and batch on the device, as examples/dlrm.py times it)."""
     import dlrm
 
-    params = dlrm.init_params(args.num_cat)
-    dense, idx = dlrm.make_batch(args.num_cat, 2048)
+    params = dlrm.init_params(args.num_cat, args.rows)
+    dense, idx = dlrm.make_batch(args.num_cat, 2048, args.rows)
     f = lf.jit(dlrm.forward, backend="cuda", search=lf.SearchOptions(limit=args.search))
     be = lf.get_backend("cuda")
     on_dev = lf.tree_map(lambda a: lf.device_put(a, be), (params, dense, idx))
@@ -164,6 +164,7 @@ def main():
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--context", type=int, default=40)
     ap.add_argument("--num-cat", type=int, default=8)
+    ap.add_argument("--rows", type=int, default=100_000, help="rows per DLRM table (the anchor's)")
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--search", type=int, default=2)
     ap.add_argument("--sources", default="", help="file for the slowest kernels' sources")
