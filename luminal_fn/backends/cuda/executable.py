@@ -110,6 +110,8 @@ class _Bucket:
         self.last_graph = None  # the graph the last call launched
         self.out_slots = [j for j, _, _, _ in self.out_specs if j is not None]
         self.hosts = [s for s in bp.steps if isinstance(s, HostStep)]
+        out_bufs = set(bp.outputs)
+        self.hosts_skip_outputs = not any(b in out_bufs for h in self.hosts for b in h.bufs)
         self.has_host = bool(self.hosts)
         self.pool = None  # the private memory pool of host steps' temporaries while captured
         self.cp = cp
@@ -154,8 +156,10 @@ class _Bucket:
             # the same arrays, dims and output pointers as the call before on this stream: the
             # parameter table on the device already says all of it (a model called in a loop)
             host, graph = last[4], self.last_graph
-        else:  # (the same arrays and dims: the last table with new output pointers)
-            host, graph = self._write_table(inputs, dims, out_ptrs, stream, last[4] if same else None), None
+        else:  # (the same arrays and dims: the last table with new output pointers, and the last
+            # graph when no cuBLAS step writes an output: its key only holds the other pointers)
+            host = self._write_table(inputs, dims, out_ptrs, stream, last[4] if same else None)
+            graph = self.last_graph if same and self.hosts_skip_outputs else None
             self.last_table = (stream, out_ptrs, dim_values, list(inputs), host)
         if graph is None and self.graphs_ok and self.exe.use_graphs:
             graph = self._graph_for(host, dims)
