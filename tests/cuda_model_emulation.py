@@ -158,7 +158,7 @@ extern "C" int lf_take_misaligned() { return lf_misaligned.exchange(0); }
 
 C_TYPES = {"float32": "float", "int32": "int", "bool": "bool", "float16": "__half"}
 NP_TYPES = {"float32": np.float32, "int32": np.int32, "bool": np.bool_, "float16": np.float16}
-MODEL_KINDS = ("embedding_bag", "embedding_bag_multi", "dlrm_interact", "conv2d_bias")
+MODEL_KINDS = ("embedding_bag", "embedding_bag_multi", "embedding_bag_multi_raw", "dlrm_interact", "conv2d_bias")
 GENERIC_KINDS = ("ew", "red", "red2", "scatter")  # render/kernels.py, render/reduce.py
 ALIGN = 256  # cudaMalloc's alignment; the planner aligns arena offsets to the same
 GUARD = 64  # bytes after each output that no kernel may write

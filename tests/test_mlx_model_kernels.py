@@ -42,7 +42,8 @@ S = var("s")
 R = np.random.default_rng(17)
 HAVE_METAL = bool(mx.metal.is_available())
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed on this machine")
-KINDS = ("embedding_bag", "embedding_bag_multi", "dlrm_interact", "conv2d_bias", "linear_bias", "matmul_t")
+KINDS = ("embedding_bag", "embedding_bag_multi", "embedding_bag_multi_raw", "dlrm_interact", "conv2d_bias",
+         "linear_bias", "matmul_t")
 
 
 def _scalar(b, value):
@@ -87,9 +88,11 @@ def emb_f16():
     return emb_basic(dt.float16, bsz=3, bag=2, dim=16, rows=11)
 
 
-def multi_case(p=1, k=3, bsz=4, bag=3, dim=5, d=dt.float32, symbolic=False):
+def multi_case(p=1, k=3, bsz=4, bag=3, dim=5, d=dt.float32, symbolic=False, raw=False):
     """[prefix (B, P, D) read with a stride-0 column view as DLRM's x], then K tables of different
-    row counts (table 1 read transposed), scalar strides, rows as (B, L) buffers."""
+    row counts (table 1 read transposed), scalar strides, rows as (B, L) buffers. raw: the
+    embedding_bag_multi_raw kernel, raw indices (negative, past the end) and each table's row
+    count a fourth input (a scalar literal; table 2's a (1,) buffer)."""
     b = B()
     bb = S if symbolic else bsz
     ins, data = [], []
@@ -109,13 +112,28 @@ def multi_case(p=1, k=3, bsz=4, bag=3, dim=5, d=dt.float32, symbolic=False):
             data.append(rand((n, dim), d))
         r = b.input((bb, bag), dt.int32)
         ins += [(r, View((bb * bag,), (1,), 0, None)), _scalar(b, dim)]
-        data.append(R.integers(-1, n + 1, (bsz, bag)).astype(np.int32))
-    g = b.kernel_graph("embedding_bag_multi", ins, (bb, p + k, dim), (bb, p, k, bag, dim), d)
+        lo, hi = (-n - 3, n + 4) if raw else (-1, n + 1)
+        data.append(R.integers(lo, hi, (bsz, bag)).astype(np.int32))
+        if raw and j == 2:
+            ins.append(b.c(b.input((1,), dt.int32)))
+            data.append(np.array([n], np.int32))
+        elif raw:
+            ins.append(_scalar(b, n))
+    kind = "embedding_bag_multi_raw" if raw else "embedding_bag_multi"
+    g = b.kernel_graph(kind, ins, (bb, p + k, dim), (bb, p, k, bag, dim), d)
     return g, data, ({"s": bsz} if symbolic else {})
 
 
 def multi_prefix_k3():
     return multi_case()
+
+
+def rawmulti_prefix_k3():
+    return multi_case(raw=True)
+
+
+def rawmulti_no_prefix_symbolic():
+    return multi_case(p=0, k=3, bsz=6, symbolic=True, raw=True)
 
 
 def multi_no_prefix_symbolic():
@@ -259,13 +277,14 @@ def matmul_t_bf16():
 
 CASES = {f.__name__: f for f in [
     emb_basic, emb_transposed_table_symbolic_batch, emb_stride_buffer_clamped, emb_int32, emb_f16,
-    multi_prefix_k3, multi_no_prefix_symbolic, multi_int32,
+    multi_prefix_k3, multi_no_prefix_symbolic, multi_int32, rawmulti_prefix_k3, rawmulti_no_prefix_symbolic,
     dlrm_basic, dlrm_strided_symbolic, dlrm_masked, dlrm_many_pairs, dlrm_int32,
     conv_padded_3x3, conv_seed_2x3x3, conv_stride_dilation_asym_pad_wt, conv_1x1_strided_input,
     conv_batched_cropped, conv_int32, conv_f16,
     linear_wt_f32, linear_symbolic_rows_scalar_bias, linear_int32, linear_bf16,
     matmul_t_strided_f32, matmul_t_int32, matmul_t_bf16]}
-PREFIX = {"emb": "embedding_bag", "multi": "embedding_bag_multi", "dlrm": "dlrm_interact",
+PREFIX = {"emb": "embedding_bag", "multi": "embedding_bag_multi", "rawmulti": "embedding_bag_multi_raw",
+          "dlrm": "dlrm_interact",
           "conv": "conv2d_bias", "linear": "linear_bias", "matmul_t": "matmul_t"}
 
 
@@ -338,7 +357,7 @@ E2E = {
                             lambda: [_f32(2, 2, 5, 6), _f32(3, 2, 3, 3), _f32(3)]),
     "linear_bias": (lf.nn.linear, lambda: [_f32(5, 3), _f32(3, 4), _f32(4)]),
     "matmul_t": (lambda a, c: a @ lnp.transpose(c, (0, 2, 1)), lambda: [_f32(2, 5, 3), _f32(2, 4, 3)]),
-    "embedding_bag_multi/dlrm": (lambda *a: _dlrm_like()[0](*a), lambda: _dlrm_like()[1]),
+    "embedding_bag_multi_raw/dlrm": (lambda *a: _dlrm_like()[0](*a), lambda: _dlrm_like()[1]),
 }
 _GENOMES: dict = {}
 
@@ -420,7 +439,7 @@ def test_dlrm_example_genomes_on_mlx_ops_match_float64():
         used |= _names(ll)
         got = mlx.to_numpy(mlx.compile(ll, {"metal": False}).run([mlx.from_numpy(a) for a in leaves], {})[0])
         assert np.abs(got.astype(np.float64) - want).max() <= 1e-5, f"DLRM genome {j}"
-    assert {"embedding_bag_multi", "dlrm_interact", "linear_bias"} <= used, used
+    assert {"embedding_bag_multi_raw", "dlrm_interact", "linear_bias"} <= used, used
 
 
 def test_jitted_dlrm_example_on_mlx_matches_float64():
@@ -477,7 +496,7 @@ def test_metal_hand_kernel_on_cpu_emulation_matches_numpy(name, fake_metal):
         assert f"{kind}:metal" in exe.describe()
         src = {"conv2d_bias": "conv2d_bias", "dlrm_interact": "dlrm_interact"}.get(kind, "embedding_bag")
         launches = [c for c in fake_metal.calls if c[0] == f"lf_hand_{src}"]
-        want = node.attrs["params"][2] if kind == "embedding_bag_multi" else 1
+        want = node.attrs["params"][2] if kind.startswith("embedding_bag_multi") else 1
         assert len(launches) == want, (name, fake_metal.calls)
     else:
         assert f"{kind}:mlx" in exe.describe() and not fake_metal.calls

@@ -34,6 +34,7 @@ from test_models import holds, ml, result_id, saturate  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 KIND = "embedding_bag_multi"
+KIND_RAW = "embedding_bag_multi_raw"  # per table (table, raw rows, stride, row count)
 R = np.random.default_rng(17)
 
 
@@ -247,9 +248,11 @@ def test_mlx_kernel_matches_reference(case):
 
 
 # ---- CUDA: planned kernels, run on the CPU emulation and (marked gpu) on the device ---------------
-def cuda_case(p, k, symbolic=False):
+def cuda_case(p, k, symbolic=False, raw=None):
     """The lowering's usual inputs: a prefix read through a stride-0 view of (B, D) (DLRM's x),
-    tables, index arrays, and the row stride as a scalar Constant (a literal in the kernel)."""
+    tables, index arrays, and the row stride as a scalar Constant (a literal in the kernel).
+    raw "literal" / "buffer": the embedding_bag_multi_raw kernel over raw indices (negative and
+    past the end), each table's row count a scalar Constant or a (1,) input buffer."""
     from luminal_fn.ir.expr import var
 
     bsz, bag, dim = 6, 3, 40
@@ -265,14 +268,44 @@ def cuda_case(p, k, symbolic=False):
         rows = 5 + 7 * j
         t, r = b.input((rows, dim)), b.input((n * bag,), dt.int32)
         ins += [b.c(t), b.c(r), (c, View((1,), (0,), 0, None))]
-        data += [f32(rows, dim), R.integers(-1, rows + 1, bsz * bag).astype(np.int32)]
-    y = b.custom(KIND, ins, (n, p + k, dim), dt.float32, params=(n, p, k, bag, dim))
+        data.append(f32(rows, dim))
+        if raw is None:
+            data.append(R.integers(-1, rows + 1, bsz * bag).astype(np.int32))
+            continue
+        data.append(R.integers(-rows - 3, rows + 4, bsz * bag).astype(np.int32))
+        if raw == "literal":
+            nc = b.node("Constant", [], (), dt.int32, value=np.array(rows, np.int32))
+            ins.append((nc, View((1,), (0,), 0, None)))
+        else:
+            ins.append(b.c(b.input((1,), dt.int32)))
+            data.append(np.array([rows], np.int32))
+    y = b.custom(KIND if raw is None else KIND_RAW, ins, (n, p + k, dim), dt.float32,
+                 params=(n, p, k, bag, dim))
     b.output(y)
     return b.g, data, ({"s": bsz} if symbolic else {})
 
 
+def raw_reference(p, k, data):
+    """float64 reference of a raw cuda_case: indices normalised as lnp.take does."""
+    out, at = [], 0
+    if p:
+        out.append(data[0].astype(np.float64)[:, None, :])
+        at = 1
+    while len(out) < (1 if p else 0) + k:
+        table, idx = data[at].astype(np.float64), data[at + 1]
+        at += 2
+        if at < len(data) and data[at].shape == (1,) and data[at].dtype == np.int32:
+            at += 1  # a row-count buffer
+        n = len(table)
+        rows = np.clip(np.where(idx < 0, idx + n, idx), 0, n - 1).reshape(-1, 3)
+        out.append(table[rows].sum(axis=1)[:, None, :])
+    return np.concatenate(out, axis=1)
+
+
 CUDA_CASES = {"prefix_k3": (1, 3), "no_prefix_k2": (0, 2), "prefix_k8": (1, 8),
-              "symbolic_batch": (1, 2, True)}
+              "symbolic_batch": (1, 2, True), "raw_prefix_k3": (1, 3, False, "literal"),
+              "raw_no_prefix_k2_counts_in_buffers": (0, 2, False, "buffer"),
+              "raw_symbolic_batch": (1, 4, True, "literal")}
 
 
 def _bucket(dims):
@@ -286,10 +319,12 @@ def test_cuda_kernel_plans_one_launch_with_a_pointer_per_table(name):
     p, k, *sym = CUDA_CASES[name]
     g, _, dims = cuda_case(p, k, *sym)
     bp = plan_graph(g, _bucket(dims))
-    assert [s.label for s in bp.steps] == [KIND]
+    raw = sym[1] if len(sym) > 1 else None
+    assert [s.label for s in bp.steps] == [KIND if raw is None else KIND_RAW]
     (src,) = bp.kernels()
-    # prefix + one table and one index buffer per table (the strides are literals) + out
-    assert len(src.buffers) == (1 if p else 0) + 2 * k + 1
+    # prefix + one table and one index buffer per table (the strides, and literal row counts,
+    # are literals) + out
+    assert len(src.buffers) == (1 if p else 0) + (3 if raw == "buffer" else 2) * k + 1
     assert src.text.count("case ") == k and src.text.count("{") == src.text.count("}")
 
 
@@ -313,6 +348,9 @@ def test_cuda_kernel_computes_the_reference_on_a_cpu_emulation(tmp_path):
         want = NumpyBackend().compile(g).run(data, dims)[0]
         got = emu.run(lib, bp, data, dims)[0]
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"emulated CUDA {KIND} {name}")
+        p, k, *sym = CUDA_CASES[name]
+        if len(sym) > 1:  # raw indices: NumPy's kernel against an independent float64 reference
+            np.testing.assert_allclose(want, raw_reference(p, k, data), rtol=1e-5, atol=1e-5, err_msg=name)
 
 
 @pytest.mark.gpu
@@ -375,7 +413,7 @@ def _genomes(fn, args, kinds, tries=30, seed=0):
 
 
 def _uses(llir) -> bool:
-    return any(n.op == "CustomOp" and n.attrs.get("name") == KIND for n in llir.live_nodes())
+    return any(n.op == "CustomOp" and n.attrs.get("name") in (KIND, KIND_RAW) for n in llir.live_nodes())
 
 
 @pytest.mark.parametrize("name", sorted(FUZZ))
@@ -419,7 +457,8 @@ def test_extracted_multi_kernel_runs_on_the_cuda_emulation(tmp_path):
     _need_gxx()
     fn, _, args = dlrm_like(3)
     ll = next(ll for _, ll in _genomes(fn, args, KERNEL_KINDS) if _uses(ll))
-    node = next(n for n in ll.live_nodes() if n.op == "CustomOp" and n.attrs.get("name") == KIND)
+    node = next(n for n in ll.live_nodes() if n.op == "CustomOp" and n.attrs.get("name") in (KIND, KIND_RAW))
+    kind = node.attrs["name"]  # the raw kernel (row counts as literal inputs) once the rule offers it
     b = GraphBuilder()
     ins, data = [], []
     for src, view in node.inputs:
@@ -430,10 +469,10 @@ def test_extracted_multi_kernel_runs_on_the_cuda_emulation(tmp_path):
             ins.append((b.input(p.shape, p.dtype), view))
             data.append(rand(p.shape, p.dtype) if p.dtype is not dt.int32
                         else R.integers(-3, 30, p.shape).astype(np.int32))
-    y = b.custom(KIND, ins, node.shape, node.dtype, params=node.attrs["params"])
+    y = b.custom(kind, ins, node.shape, node.dtype, params=node.attrs["params"])
     b.output(y)
     bp = plan_graph(b.g, {})
-    assert [s.label for s in bp.steps] == [KIND]
+    assert [s.label for s in bp.steps] == [kind]
     lib = emu.build([bp], str(tmp_path))
     want = NumpyBackend().compile(b.g).run(data, {})[0]
     np.testing.assert_allclose(emu.run(lib, bp, data, {})[0], want, rtol=1e-5, atol=1e-5,

@@ -17,8 +17,8 @@ from .staging import STAGE_BYTES, HostStaging
 # CustomOp kernel names the optimizer may offer beyond fused/fused_reduce/matmul: the model
 # kernels of optimize/rules/specialize_models.egg (lowered in modelkernels.py). The hand kernels
 # of handkernels.py (rms_norm, softmax, rope, attention) have no rules yet, so are not listed.
-KERNEL_KINDS = frozenset({"embedding_bag", "embedding_bag_multi", "dlrm_interact", "conv2d_bias",
-                          "linear_bias", "matmul_t"})
+KERNEL_KINDS = frozenset({"embedding_bag", "embedding_bag_multi", "embedding_bag_multi_raw",
+                          "dlrm_interact", "conv2d_bias", "linear_bias", "matmul_t"})
 
 # DLPack imports of these dtypes are the backend's storage already (bfloat16 is viewed as uint16)
 _STORED_AS_IS = frozenset(np.dtype(t) for t in (np.float32, np.float16, np.int32, np.bool_))

@@ -1,5 +1,5 @@
 """The model kernels of optimize/rules/specialize_models.egg on CUDA: embedding_bag,
-embedding_bag_multi, dlrm_interact, conv2d_bias, linear_bias, matmul_t.
+embedding_bag_multi(_raw), dlrm_interact, conv2d_bias, linear_bias, matmul_t.
 
 Each ``CustomOp`` carries its inputs as views (in the rule's IList order) and its integer
 parameters in ``attrs["params"]`` (ints or Exprs, rendered as C so symbolic dims are read from the
@@ -30,7 +30,7 @@ from .matmul import lower_matmul
 from .plan import lowerer
 
 MODEL_KINDS = ("embedding_bag", "dlrm_interact", "conv2d_bias", "linear_bias", "matmul_t")
-MULTI_TABLE_KINDS = ("embedding_bag_multi",)  # K stacked bags in one launch
+MULTI_TABLE_KINDS = ("embedding_bag_multi", "embedding_bag_multi_raw")  # K stacked bags in one launch
 SHARED_LIMIT = 48 * 1024  # dynamic shared memory usable without an opt-in attribute
 DLRM_THREADS = 128
 DLRM_MAX_SAMPLES = 32  # samples of T per block when F is small
@@ -132,6 +132,23 @@ def lower_embedding_bag_multi(pl, node):
     _render_bags(pl, node, "embedding_bag_multi", B, P, K, L, D, nrs)
 
 
+@lowerer("embedding_bag_multi_raw")
+def lower_embedding_bag_multi_raw(pl, node):
+    """embedding_bag_multi over raw lnp.take indices: per table (table, rows, stride, row
+    count), the row count a 1-element input (a literal when lnp.take's scalar Constant, as the
+    stride) that the kernel normalises rows_k with; params B P K L D."""
+    p = tuple(node.attrs.get("params") or ())
+    if len(p) != 5 or not all(isinstance(v, int) for v in p[1:3]):
+        raise ValueError(f"CUDA embedding_bag_multi_raw kernel (node %{node.id}): params {p!r} must "
+                         "be B P K L D with concrete P and K (they count the kernel's inputs)")
+    B, P, K, L, D = p
+    first = 1 if P else 0
+    if len(node.inputs) != first + 4 * K:
+        raise ValueError(f"CUDA embedding_bag_multi_raw kernel (node %{node.id}): P={P}, K={K} needs "
+                         f"{first + 4 * K} inputs, got {len(node.inputs)}")
+    _render_bags(pl, node, "embedding_bag_multi_raw", B, P, K, L, D, None)
+
+
 class _Inputs:
     """The kernel's buffers in argument order (b0, b1, ... then out) and their buffer ids."""
 
@@ -158,7 +175,8 @@ def _render_bags(pl, node, kind: str, B, P: int, K: int, L, D, nrs):
     consecutive 16-byte pieces of the same table rows; each thread sums V = 4 elements when D %
     4 == 0 (vector loads where the table's layout allows, else 4 scalar loads), otherwise one.
     The L row indices of a (b, f) are the same address for all D / V threads of the bag (one
-    broadcast read per warp)."""
+    broadcast read per warp). ``nrs`` None: 4 inputs per table, the fourth its row count
+    (embedding_bag_multi_raw)."""
     ct = compute_type(node.dtype)
     r = lambda e: _r(pl, e)  # noqa: E731
     V = VEC if isinstance(D, int) and D % VEC == 0 and node.dtype.name in _VEC_STORAGE else 1
@@ -181,9 +199,11 @@ def _render_bags(pl, node, kind: str, B, P: int, K: int, L, D, nrs):
     else:
         body.append("  switch ((int)f) {")
     first = 1 if P else 0
+    per = 4 if nrs is None else 3
     for k in range(K):
         body.append(f"    case {k}: {{")
-        body += ["      " + ln for ln in _bag_lines(pl, node, ins, first + 3 * k, L, V, ct, nrs[k])]
+        n_rows = _row_count(pl, node, ins, first + 4 * k + 3) if nrs is None else nrs[k]
+        body += ["      " + ln for ln in _bag_lines(pl, node, ins, first + per * k, L, V, ct, n_rows)]
         body += ["      break;", "    }"]
     body += ["    default: break;", "  }",
              f"  const long long o = (b * nf + f) * (long long)({r(D)}) + d;"]
@@ -229,7 +249,17 @@ def _prefix_lines(pl, ins, V: int, ct: str, P: int) -> list:
             "}"]
 
 
-def _bag_lines(pl, node, ins, k: int, L, V: int, ct: str, n_rows: int) -> list:
+def _row_count(pl, node, ins, k: int):
+    """Input k, a table's row count: its int when lnp.take's scalar Constant (inlined), else the
+    C expression loading it (the kernel checks it is > 0 at run time)."""
+    ki = pl.kernel_input(node, k)
+    if ki.inlined:
+        return int(ki.scalar)
+    var, view, d = ins.add(k)
+    return f"(long long)({_load(pl, d, f'{var}[{_r(pl, view.offset)}]', 'int')})"
+
+
+def _bag_lines(pl, node, ins, k: int, L, V: int, ct: str, n_rows) -> list:
     """Lines adding one table's bag for (b, d .. d+V) into ``acc``: inputs k (the table), k+1
     (the row indices, normalised as lnp.take does when ``n_rows`` > 0) and k+2 (the row stride: a
     literal when lnp.take's scalar Constant, else a buffer), each flat index clamped into the
@@ -256,7 +286,13 @@ def _bag_lines(pl, node, ins, k: int, L, V: int, ct: str, n_rows: int) -> list:
              "if (tsize > 0) {", *unroll,
              f"  for (int l = 0; l < {r(L)}; ++l) {{",
              f"    long long row = (long long)({row});"]
-    if n_rows > 0:  # lnp.take's normalisation: negatives count from the end, then clamp
+    if isinstance(n_rows, str):  # a row count read from its buffer: normalise when > 0
+        lines += [f"    const long long nr = {n_rows};",
+                  "    if (nr > 0) {",
+                  "      row += row < 0 ? nr : 0LL;",
+                  "      row = row < 0 ? 0LL : (row > nr - 1 ? nr - 1 : row);",
+                  "    }"]
+    elif n_rows > 0:  # lnp.take's normalisation: negatives count from the end, then clamp
         lines += [f"    row += row < 0 ? {n_rows}LL : 0LL;",
                   f"    row = row < 0 ? 0LL : (row > {n_rows - 1}LL ? {n_rows - 1}LL : row);"]
     lines.append("    const long long j = row * rstride + d;")

@@ -5,6 +5,8 @@ kind                  source                   one launch per
 embedding_bag         embedding_bag.metal      node; grid (D, B, 1) threads
 embedding_bag_multi   embedding_bag.metal      table (K launches), then the prefix and the K (B, D)
                                                results concatenated by MLX
+embedding_bag_multi_raw  as embedding_bag_multi, each table's raw rows normalised by MLX ops with
+                                               its row-count input first (no host read)
 dlrm_interact         dlrm_interact.metal      node; grid (P, B, 1) threads, P = F(F-1)/2
 conv2d_bias           conv2d.metal             node; grid (W_out, H_out, N*C_out) threads
 
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 
 from ..render.files import kernel_file
-from .model_kernels import bag_params, multi_inputs, params_of
+from .model_kernels import bag_params, multi_inputs, params_of, raw_tables
 from .ops import cast
 
 F32, I32 = mx.float32, mx.int32
@@ -54,7 +56,7 @@ _SPECS = {  # kernel source -> input names, in the order the body reads them
     "dlrm_interact": ("dlrm_interact.metal", ["t", "params"]),
     "conv2d_bias": ("conv2d.metal", ["x", "w", "bias", "params"]),
 }
-HAND_KINDS = ("embedding_bag", "embedding_bag_multi", "dlrm_interact", "conv2d_bias")
+HAND_KINDS = ("embedding_bag", "embedding_bag_multi", "embedding_bag_multi_raw", "dlrm_interact", "conv2d_bias")
 _CACHE: dict = {}
 
 
@@ -122,7 +124,7 @@ def hand_step(node, name: str, readers: list, compiled):
     if name not in HAND_KINDS or not node.dtype.is_float:
         return None
     d = node.dtype
-    if name in ("embedding_bag", "embedding_bag_multi"):
+    if name in ("embedding_bag", "embedding_bag_multi", "embedding_bag_multi_raw"):
         hk = hand_kernel("embedding_bag")
         kernel = compiled(hk)
         if name == "embedding_bag":
@@ -132,6 +134,14 @@ def hand_step(node, name: str, readers: list, compiled):
                 (b, l, dd), (nr,) = bag_params(node, dims, "embedding_bag", 3, 1)
                 return cast(launch_bag(kernel, r_table(vals, dims), r_rows(vals, dims),
                                        r_stride(vals, dims), b, l, dd, nr), d)
+        elif name == "embedding_bag_multi_raw":
+            def step(vals, dims):
+                b, p, k, l, dd = params_of(node, dims)[:5]
+                prefix, tables = raw_tables(node, readers, vals, dims, p, k)
+                parts = [] if prefix is None else [prefix(vals, dims).astype(F32)]
+                for table, rows, stride in tables:
+                    parts.append(mx.expand_dims(launch_bag(kernel, table, rows, stride, b, l, dd), 1))
+                return cast(mx.concatenate(parts, axis=1), d)
         else:
             def step(vals, dims):
                 b, p, k, l, dd = params_of(node, dims)[:5]

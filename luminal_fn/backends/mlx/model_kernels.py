@@ -7,6 +7,9 @@ embedding_bag        table (any shape), rows (N,), stride (1,)      B L D [R]
 embedding_bag_multi  [prefix (B, P, D) if P > 0], then K triples table_k, rows_k, stride_k
                                                                     B P K L D [R_0 .. R_K-1]
                      out (B, P+K, D): out[:, :P] = prefix, out[:, P+k] = embedding_bag of table k
+embedding_bag_multi_raw  [prefix], then K quadruples table_k, raw rows_k, stride_k (1,), n_k (1,)
+                                                                    B P K L D
+                     the same, rows_k normalised with n_k (read on the device; n_k <= 0: as given)
 dlrm_interact        T (B, F, D)                                    B F D
                      out[b, p] = dot(T[b, i_p], T[b, j_p]), (i_p, j_p) in tril_indices(F, -1)
 conv2d_bias          x (C, H, W) or (N, C, H, W), w (C_out, C*kh*kw), b (C_out,)
@@ -28,7 +31,7 @@ from ...ir import dtypes as dt
 from .ops import cast, gather_flat, op
 
 MODEL_KINDS = ("embedding_bag", "dlrm_interact", "conv2d_bias", "linear_bias", "matmul_t")
-MULTI_TABLE_KINDS = ("embedding_bag_multi",)
+MULTI_TABLE_KINDS = ("embedding_bag_multi", "embedding_bag_multi_raw")
 
 
 def params_of(node, dims) -> list:
@@ -93,13 +96,33 @@ def _embedding_bag(node, readers):
     return step
 
 
-def multi_inputs(node, readers, p: int, k: int) -> tuple:
-    """(prefix reader or None, [(table, rows, stride) readers] per table), checked."""
+def multi_inputs(node, readers, p: int, k: int, per: int = 3) -> tuple:
+    """(prefix reader or None, [(table, rows, stride[, row count]) readers] per table), checked;
+    ``per`` = 4 for embedding_bag_multi_raw."""
     first = 1 if p else 0
-    if len(readers) != first + 3 * k:
-        raise ValueError(f"MLX embedding_bag_multi (node %{node.id}): P={p}, K={k} needs "
-                         f"{first + 3 * k} inputs, got {len(readers)}")
-    return (readers[0] if p else None), [readers[first + 3 * j: first + 3 * j + 3] for j in range(k)]
+    if len(readers) != first + per * k:
+        kind = "embedding_bag_multi_raw" if per == 4 else "embedding_bag_multi"
+        raise ValueError(f"MLX {kind} (node %{node.id}): P={p}, K={k} needs "
+                         f"{first + per * k} inputs, got {len(readers)}")
+    return (readers[0] if p else None), [readers[first + per * j: first + per * j + per] for j in range(k)]
+
+
+def normalise_rows_by(rows, n):
+    """normalise_rows with the row count a (1,) array on the device (n <= 0: rows as given)."""
+    n = n.reshape(-1)[:1].astype(mx.int32)
+    fixed = mx.maximum(mx.minimum(mx.where(rows < 0, rows + n, rows), n - 1), 0)
+    return mx.where(n > 0, fixed, rows)
+
+
+def raw_tables(node, readers, vals, dims, p: int, k: int) -> tuple:
+    """(prefix reader or None, [(table, normalised rows, stride)] arrays) of an
+    embedding_bag_multi_raw node: the rows normalised here with each table's row-count input."""
+    prefix, tables = multi_inputs(node, readers, p, k, 4)
+    out = []
+    for r_table, r_rows, r_stride, r_n in tables:
+        rows = normalise_rows_by(r_rows(vals, dims).reshape(-1).astype(mx.int32), r_n(vals, dims))
+        out.append((r_table(vals, dims), rows, r_stride(vals, dims)))
+    return prefix, out
 
 
 @op("embedding_bag_multi")
@@ -113,6 +136,20 @@ def _embedding_bag_multi(node, readers):
         for (r_table, r_rows, r_stride), nr in zip(tables, nrs):
             bags = bag_sums(r_table(vals, dims), r_rows(vals, dims), r_stride(vals, dims), b, l, d, acc, nr)
             parts.append(mx.expand_dims(bags, 1))
+        return _store(mx.concatenate(parts, axis=1), node.dtype)
+
+    return step
+
+
+@op("embedding_bag_multi_raw")
+def _embedding_bag_multi_raw(node, readers):
+    def step(vals, dims):
+        b, p, k, l, d = params_of(node, dims)[:5]
+        prefix, tables = raw_tables(node, readers, vals, dims, p, k)
+        acc = acc_dtype(node.dtype)
+        parts = [] if prefix is None else [prefix(vals, dims).astype(acc)]
+        for table, rows, stride in tables:
+            parts.append(mx.expand_dims(bag_sums(table, rows, stride, b, l, d, acc), 1))
         return _store(mx.concatenate(parts, axis=1), node.dtype)
 
     return step
@@ -201,6 +238,6 @@ def _matmul_t(node, readers):
     return step
 
 
-__all__ = ["MODEL_KINDS", "MULTI_TABLE_KINDS", "params_of", "acc_dtype", "bag_params", "bag_sums",
+__all__ = ["MODEL_KINDS", "MULTI_TABLE_KINDS", "normalise_rows_by", "raw_tables", "params_of", "acc_dtype", "bag_params", "bag_sums",
            "normalise_rows", "tril_pairs",
            "conv2d_bias", "multi_inputs"]

@@ -12,6 +12,9 @@ embedding_bag_multi  [prefix (B, P, D) if P > 0], then K triples table_k, rows_k
                                                             B P K L D [R_0 .. R_K-1]
                 out (B, P+K, D): out[:, :P] = prefix; out[:, P+k] = embedding_bag of table k
                 (rows_k normalised with R_k when the R list is there and R_k > 0)
+embedding_bag_multi_raw  [prefix], then K quadruples table_k, rows_k (raw), stride_k (1,), n_k (1,)
+                                                            B P K L D
+                the same with every rows_k raw lnp.take indices normalised with n_k (n_k <= 0: as given)
 dlrm_interact   T (B, F, D)                                 B F D
                 out[b, p] = dot(T[b, i_p], T[b, j_p]) for (i_p, j_p) in tril_indices(F, -1)
 conv2d_bias     x (C, H, W) or (N, C, H, W), w (C_out, C*kh*kw), b (C_out,)
@@ -34,7 +37,7 @@ from .executor import kernel
 MODEL_KERNELS = ("embedding_bag", "dlrm_interact", "conv2d_bias", "linear_bias", "matmul_t")
 # the multi-table embedding-bag (K stacked bags, one launch); listed apart so MODEL_KERNELS keeps
 # naming the kernels every backend with model kernels has
-MULTI_TABLE_KERNELS = ("embedding_bag_multi",)
+MULTI_TABLE_KERNELS = ("embedding_bag_multi", "embedding_bag_multi_raw")
 
 
 def _params(node, dims) -> list:
@@ -98,21 +101,34 @@ def bag_sums(flat, rows, stride: int, b: int, l: int, d: int, acc):
 
 @kernel("embedding_bag_multi")
 def _embedding_bag_multi(node, readers):
+    return _multi_step(node, readers, "embedding_bag_multi", 3)
+
+
+@kernel("embedding_bag_multi_raw")
+def _embedding_bag_multi_raw(node, readers):
+    return _multi_step(node, readers, "embedding_bag_multi_raw", 4)
+
+
+def _multi_step(node, readers, kind: str, per: int):
+    """K stacked bags; ``per`` inputs per table: (table, rows, stride) with the row counts as
+    params (or none), or (table, raw rows, stride, row count) for the raw kernel."""
     def step(vals, dims):
         b, p, k, l, d = _params(node, dims)[:5]
-        _, nrs = bag_params(node, dims, "embedding_bag_multi", 5, k)
-        if len(readers) != (1 if p else 0) + 3 * k:
-            raise ValueError(f"embedding_bag_multi (node %{getattr(node, 'id', '?')}): P={p}, K={k} "
-                             f"needs {(1 if p else 0) + 3 * k} inputs, got {len(readers)}")
+        _, nrs = bag_params(node, dims, kind, 5, 0 if per == 4 else k)
+        if len(readers) != (1 if p else 0) + per * k:
+            raise ValueError(f"{kind} (node %{getattr(node, 'id', '?')}): P={p}, K={k} "
+                             f"needs {(1 if p else 0) + per * k} inputs, got {len(readers)}")
         acc = _acc(node)
         out = np.zeros((b, p + k, d), acc)
         if p:
             out[:, :p] = readers[0](vals, dims)
         for j in range(k):
-            r_table, r_rows, r_stride = readers[(1 if p else 0) + 3 * j: (1 if p else 0) + 3 * j + 3]
+            first = (1 if p else 0) + per * j
+            r_table, r_rows, r_stride = readers[first: first + 3]
             flat = np.ascontiguousarray(r_table(vals, dims)).reshape(-1)
             rows = np.asarray(r_rows(vals, dims)).reshape(-1)[: b * l].astype(np.int64)
-            rows = normalise_rows(rows, nrs[j])
+            nr = int(np.asarray(readers[first + 3](vals, dims)).reshape(-1)[0]) if per == 4 else nrs[j]
+            rows = normalise_rows(rows, nr)
             stride = int(np.asarray(r_stride(vals, dims)).reshape(-1)[0])
             out[:, p + j] = bag_sums(flat, rows, stride, b, l, d, acc)
         return _store(node, out)
