@@ -193,20 +193,35 @@ def _render_bags(pl, node, kind: str, B, P: int, K: int, L, D, nrs):
             f"  {ct} acc[{V}];",
             "  #pragma unroll",
             f"  for (int q = 0; q < {V}; ++q) acc[q] = {zero_of(ct)};"]
+    first = 1 if P else 0
+    per = 4 if nrs is None else 3
+    uniform = V > 1 and K > 1 and _uniform_tables(pl, node, first, per, K, ct)
+    if uniform:  # the tables' pointers and sizes from shared memory: one code path for all
+        prologue = _table_prologue(pl, node, ins, first, per, K, nrs)
     if P:
         body += ["  " + ln for ln in _prefix_lines(pl, ins, V, ct, P)]
+    if uniform:
+        body[0:0] = prologue
+        body += [f"  {'else ' if P else ''}{{",
+                 *["    " + ln for ln in _uniform_bag_lines(pl, node, first, per, L, V, ct, P)],
+                 "  }"]
+        return _finish_bags(pl, node, ins, kind, body, B, P, K, D, V, ct)
+    if P:
         body.append(f"  else switch ((int)f - {P}) {{")
     else:
         body.append("  switch ((int)f) {")
-    first = 1 if P else 0
-    per = 4 if nrs is None else 3
     for k in range(K):
         body.append(f"    case {k}: {{")
         n_rows = _row_count(pl, node, ins, first + 4 * k + 3) if nrs is None else nrs[k]
         body += ["      " + ln for ln in _bag_lines(pl, node, ins, first + per * k, L, V, ct, n_rows)]
         body += ["      break;", "    }"]
-    body += ["    default: break;", "  }",
-             f"  const long long o = (b * nf + f) * (long long)({r(D)}) + d;"]
+    body += ["    default: break;", "  }"]
+    _finish_bags(pl, node, ins, kind, body, B, P, K, D, V, ct)
+
+
+def _finish_bags(pl, node, ins, kind, body, B, P, K, D, V, ct):
+    r = lambda e: _r(pl, e)  # noqa: E731
+    body.append(f"  const long long o = (b * nf + f) * (long long)({r(D)}) + d;")
     if V > 1:
         body.append(f"  lf_vst<{V}>(out + o, acc);")
     else:
@@ -216,6 +231,91 @@ def _render_bags(pl, node, kind: str, B, P: int, K: int, L, D, nrs):
     work = ix.numel([B, P + K, D if V == 1 else D // V])
     src = finish(pl.lang, kind, body, ins.bufs, BLOCK, work, BLOCK, meta={"model": True})
     pl.add_kernel(src, ins.ids, node.id, kind)
+
+
+def _uniform_tables(pl, node, first: int, per: int, K: int, ct: str) -> bool:
+    """Whether every table is read alike (unmasked, unit element step, the same literal row
+    stride and dtype, 16-byte aligned rows) and every index array alike (unit step, the same
+    dtype): then one code path serves all tables, their pointers taken from shared memory,
+    instead of a switch with one case per table (a large kernel at 32 tables)."""
+    seen = set()
+    for k in range(K):
+        t, rows, st = (first + per * k + j for j in range(3))
+        tv, rv = node.inputs[t][1], node.inputs[rows][1]
+        sk = pl.kernel_input(node, st)
+        if not (_unmasked(tv) and _unmasked(rv) and sk.inlined and _linear(tv) and _linear(rv)):
+            return False
+        (t_off, t_step), (_, r_step) = _linear(tv), _linear(rv)
+        stride = int(sk.scalar)
+        tdt, rdt = _in_dtype(pl, node, t), _in_dtype(pl, node, rows)
+        if _int(t_step) != 1 or _int(r_step) != 1 or stride % VEC or not _vector_ok(pl, tdt, ct, t_off):
+            return False
+        if pl.kernel_input(node, t).scalar is not None or pl.kernel_input(node, rows).scalar is not None:
+            return False
+        seen.add((stride, tdt.name, rdt.name))
+    return len(seen) == 1
+
+
+def _table_prologue(pl, node, ins, first: int, per: int, K: int, nrs) -> list:
+    """Thread 0 writes each table's base pointer, index pointer, element count and row count
+    (0: indices used as given) into shared memory, before the grid-stride loop."""
+    r = lambda e: _r(pl, e)  # noqa: E731
+    tdt = _in_dtype(pl, node, first)
+    rdt = _in_dtype(pl, node, first + 1)
+    lines = [f"__shared__ const {pl.lang.storage[tdt.name]}* lf_tab[{K}];",
+             f"__shared__ const {pl.lang.storage[rdt.name]}* lf_idx[{K}];",
+             f"__shared__ long long lf_tsize[{K}], lf_nrows[{K}];",
+             "if (threadIdx.x == 0) {"]
+    fills = []
+    for k in range(K):
+        t, rows = first + per * k, first + per * k + 1
+        tvar, tv, _ = ins.add(t)
+        rvar, rv, _ = ins.add(rows)
+        n_rows = _row_count(pl, node, ins, first + 4 * k + 3) if nrs is None else nrs[k]
+        fills += [f"  lf_tab[{k}] = {tvar} + ({r(_linear(tv)[0])});",
+                  f"  lf_idx[{k}] = {rvar} + ({r(_linear(rv)[0])});",
+                  f"  lf_tsize[{k}] = (long long)({r(ix.numel(tv.shape))});",
+                  f"  lf_nrows[{k}] = {n_rows};"]
+    return lines + fills + ["}", "__syncthreads();"]
+
+
+def _uniform_bag_lines(pl, node, first: int, per: int, L, V: int, ct: str, P: int) -> list:
+    """One table's bag for (b, d .. d+V), the table chosen by f through the shared arrays: raw
+    indices normalised as lnp.take does where a row count is known, each row read as one vector
+    when in the table, else element by element clamped (the Gather clamp)."""
+    r = lambda e: _r(pl, e)  # noqa: E731
+    tdt = _in_dtype(pl, node, first)
+    rdt = _in_dtype(pl, node, first + 1)
+    stride = int(pl.kernel_input(node, first + 2).scalar)
+    row = _load(pl, rdt, "idx[(b * " + r(L) + " + l)]", "int")
+    at = _load(pl, tdt, "tab[jq]", ct)
+    unroll = ["#pragma unroll"] if isinstance(L, int) and L <= 16 else []
+    return [f"const int k = (int)f - {P};",
+            f"const {pl.lang.storage[tdt.name]}* tab = lf_tab[k];",
+            f"const {pl.lang.storage[rdt.name]}* idx = lf_idx[k];",
+            "const long long tsize = lf_tsize[k], nr = lf_nrows[k];",
+            *unroll,
+            f"for (int l = 0; l < {r(L)}; ++l) {{",
+            f"  long long row = (long long)({row});",
+            "  if (nr > 0) {",
+            "    row += row < 0 ? nr : 0LL;",
+            "    row = row < 0 ? 0LL : (row > nr - 1 ? nr - 1 : row);",
+            "  }",
+            f"  const long long j = row * {stride}LL + d;",
+            f"  if (j >= 0 && j + {V} <= tsize) {{",
+            f"    {ct} x[{V}];",
+            f"    lf_vld<{V}>(tab + j, x);",
+            "    #pragma unroll",
+            f"    for (int q = 0; q < {V}; ++q) acc[q] = ({ct})(acc[q] + x[q]);",
+            "  } else {",
+            "    #pragma unroll",
+            f"    for (int q = 0; q < {V}; ++q) {{",
+            "      long long jq = j + q;",
+            "      jq = jq < 0 ? 0 : (jq >= tsize ? tsize - 1 : jq);",
+            f"      acc[q] = ({ct})(acc[q] + {at});",
+            "    }",
+            "  }",
+            "}"]
 
 
 def _int(e):
