@@ -22,7 +22,8 @@ egglog_bindings = pytest.importorskip("egglog.bindings")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RULES = ROOT / "luminal_fn" / "optimize" / "rules"
-MODEL_RULES = RULES / "specialize_models.egg"
+MODEL_RULES = RULES / "specialize_models.egg"  # and the embedding-bag rules after it:
+MODEL_RULE_FILES = sorted(RULES.glob("specialize_models*.egg"))
 R = np.random.default_rng(7)
 
 
@@ -75,7 +76,7 @@ def saturate(fn, *args, iterations=2):
     graph = lf.jit(fn).trace(*args).hlir
     eg = egglog_bindings.EGraph()
     for text in (RULES / "base.egg").read_text(), (RULES / "expr.egg").read_text(), \
-            (RULES / "fuse.egg").read_text(), MODEL_RULES.read_text():
+            (RULES / "fuse.egg").read_text(), *(f.read_text() for f in MODEL_RULE_FILES):
         eg.run_program(*eg.parse_program(text))
     eg.run_program(*eg.parse_program("\n".join(encode(graph).commands)))
     eg.run_program(*eg.parse_program(
