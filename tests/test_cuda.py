@@ -301,6 +301,26 @@ def test_repeated_calls_reuse_the_table_and_graph_only_while_that_is_right(cuda)
             np.testing.assert_allclose(cp.asnumpy(o), k * xs @ w0, rtol=1e-4, atol=1e-4)
 
 
+def test_copy_to_host_async_waits_only_for_work_queued_before_it(cuda):
+    """A host copy started right after a result is made holds that result's values even when
+    the same buffer's producer queues more work afterwards, and bfloat16 reads as bfloat16."""
+    import cupy as cp
+
+    f = lf.jit(lambda a: a + 1.0, backend="cuda")
+    x = lf.device_put(np.arange(8, dtype=np.float32), "cuda")
+    y = f(x).copy_to_host_async()
+    z = y
+    for _ in range(20):  # later work on the stream, some of it reading y
+        z = f(z)
+    np.testing.assert_array_equal(np.asarray(y), np.arange(8) + 1.0)
+    np.testing.assert_array_equal(np.asarray(z), np.arange(8) + 21.0)
+    b = lf.jit(lambda a: (a * 2.0).astype(lf.bfloat16), backend="cuda")(x).copy_to_host_async()
+    got = np.asarray(b)
+    assert got.dtype == lf.bfloat16.np
+    np.testing.assert_array_equal(got.astype(np.float32), np.arange(8) * 2.0)
+    cp.cuda.get_current_stream().synchronize()
+
+
 def test_a_donated_cache_is_written_in_place_and_returned(cuda):
     """A KV-cache style update with the cache donated: the result is the caller's buffer itself,
     each call writes only its rows, and chained calls (replayed from the CUDA graph) agree with

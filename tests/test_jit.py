@@ -484,3 +484,14 @@ def test_the_matcher_leaves_dynamic_axes_out():
     assert m.match((np.ones((11, 5), np.float32), y)) is None  # a static axis
     assert m.match((np.ones((11, 4, 1), np.float32), y)) is None  # another rank
     assert jf.trace_count == 1
+
+
+def test_copy_to_host_async_gives_the_same_values_on_every_backend():
+    """copy_to_host_async returns the Array itself and np.asarray reads the same values after it
+    (on the NumPy backend nothing is pending; the GPU test covers the pinned copy)."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y = lf.jit(lambda a: a * 2.0 + 1.0, backend="numpy")(x)
+    assert y.copy_to_host_async() is y
+    np.testing.assert_array_equal(np.asarray(y), x * 2 + 1)
+    assert y.copy_to_host_async() is y  # a second call keeps the first copy
+    np.testing.assert_array_equal(np.asarray(y), x * 2 + 1)

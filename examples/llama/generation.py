@@ -111,8 +111,9 @@ class LlamaSession:
 
     def launch(self, tokens):
         """Queue one step and its greedy next token; returns that token as a device array
-        without waiting for it."""
-        return self.greedy(self._logits(tokens))
+        without waiting for it, its copy to the host already queued behind the pick (so reading
+        it waits for this step only, not for a step queued after it)."""
+        return self.greedy(self._logits(tokens)).copy_to_host_async()
 
     def run(self, tokens) -> tuple:
         """Append ``tokens`` at the end of the context; returns (last logits row, StepProfile)."""

@@ -102,6 +102,11 @@ class Backend:
     def to_numpy(self, buf) -> np.ndarray:
         raise NotImplementedError
 
+    def copy_to_host_async(self, buf):
+        """A pending host copy of ``buf`` (an object whose ``result()`` is the NumPy array) that
+        waits only for work queued so far, or None where reading is already immediate."""
+        return None
+
     def is_buffer(self, x) -> bool:
         return False
 

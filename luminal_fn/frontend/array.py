@@ -13,7 +13,7 @@ class Array:
     """An immutable array living on a backend's device. Results of jitted functions are Arrays;
     ``lf.device_put`` makes one from NumPy data so weights stay on the device between calls."""
 
-    __slots__ = ("_buf", "_backend", "shape", "dtype", "_deleted", "__weakref__")
+    __slots__ = ("_buf", "_backend", "shape", "dtype", "_deleted", "_host", "__weakref__")
     __array_priority__ = 100.0
 
     def __init__(self, buf, backend, shape: tuple, dtype: dt.DType):
@@ -22,6 +22,7 @@ class Array:
         self.shape = shape
         self.dtype = dtype
         self._deleted = False
+        self._host = None  # a pending host copy (copy_to_host_async), read by np.asarray
 
     # ---- access ----------------------------------------------------------------------------
     def _check(self):
@@ -58,7 +59,8 @@ class Array:
 
     def __array__(self, dtype=None, copy=None):
         self._check()
-        out = self._backend.to_numpy(self._buf)
+        pending = self._host
+        out = pending.result() if pending is not None else self._backend.to_numpy(self._buf)
         if dtype is not None and np.dtype(dtype) != out.dtype:
             if copy is False:
                 raise ValueError(f"np.asarray(Array, dtype={dtype}, copy=False) would need a copy")
@@ -74,6 +76,16 @@ class Array:
 
     def __luminal_array__(self):
         return self.__array__()
+
+    def copy_to_host_async(self):
+        """Start copying this Array to the host without waiting (as ``jax.Array.
+        copy_to_host_async``): a later ``np.asarray`` waits only for the work queued before
+        this call, not for work queued after it (a decode loop reads step t's token while step
+        t+1 runs). Backends whose arrays live on the host do nothing."""
+        self._check()
+        if self._host is None:
+            self._host = self._backend.copy_to_host_async(self._buf)
+        return self
 
     def block_until_ready(self):
         self._check()

@@ -98,6 +98,12 @@ class CudaBackend(Backend):
             return host.view(dt.to_numpy(dt.bfloat16))
         return host
 
+    def copy_to_host_async(self, buf):
+        """An async copy into pinned host memory on the current stream, then an event: the
+        result waits for that event only (``cupy.asnumpy`` would wait for everything queued on
+        the stream by then, including steps queued after this array was made)."""
+        return PendingHostCopy(self, buf)
+
     def is_buffer(self, x) -> bool:
         return isinstance(x, self.cp.ndarray)
 
@@ -120,3 +126,28 @@ class CudaBackend(Backend):
 register_backend("cuda", CudaBackend)
 
 __all__ = ["CudaBackend", "KERNEL_KINDS", "INSTALL_HINT", "cupy_dtype"]
+
+
+class PendingHostCopy:
+    """A device-to-host copy in flight (see CudaBackend.copy_to_host_async)."""
+
+    def __init__(self, backend, buf):
+        import cupyx
+
+        cp = backend.cp
+        self.backend = backend
+        self.host = cupyx.empty_pinned(buf.shape, dtype=buf.dtype)
+        stream = cp.cuda.get_current_stream()
+        buf.get(stream=stream, out=self.host)
+        self.event = cp.cuda.Event(block=False, disable_timing=True)
+        self.event.record(stream)
+        self.value = None
+
+    def result(self) -> np.ndarray:
+        if self.value is None:
+            self.event.synchronize()
+            host = np.array(self.host)  # pinned memory goes back to CuPy's pool with self.host
+            if host.dtype == np.uint16:  # bfloat16's storage, as to_numpy reads it
+                host = host.view(dt.to_numpy(dt.bfloat16))
+            self.value = host
+        return self.value
