@@ -12,7 +12,7 @@ from ...ir import dtypes as dt
 from ..base import Backend, register_backend
 from ..dlpack import CUDA_READABLE, dlpack_device_type, host_from_dlpack
 from .device import INSTALL_HINT, cupy, cupy_dtype, dtype_of_storage, host_to_storage
-from .staging import STAGE_BYTES, HostStaging
+from .staging import STAGE_BYTES, HostReadback, HostStaging
 
 # CustomOp kernel names the optimizer may offer beyond fused/fused_reduce/matmul: the model
 # kernels of optimize/rules/specialize_models.egg (lowered in modelkernels.py). The hand kernels
@@ -90,6 +90,13 @@ class CudaBackend(Backend):
             st = self.__dict__["_stage"] = HostStaging(self.cp)
         return st
 
+    @property
+    def _readback(self):
+        rb = self.__dict__.get("_read")
+        if rb is None:
+            rb = self.__dict__["_read"] = HostReadback(self.cp)
+        return rb
+
     def to_numpy(self, buf) -> np.ndarray:
         host = self.cp.asnumpy(buf)
         if host.dtype == np.uint16:
@@ -99,10 +106,12 @@ class CudaBackend(Backend):
         return host
 
     def copy_to_host_async(self, buf):
-        """An async copy into pinned host memory on the current stream, then an event: the
-        result waits for that event only (``cupy.asnumpy`` would wait for everything queued on
-        the stream by then, including steps queued after this array was made)."""
-        return PendingHostCopy(self, buf)
+        """An async copy into a pinned slot on the current stream, then an event: the result
+        waits for that event only (``cupy.asnumpy`` would wait for everything queued on the
+        stream by then, including steps queued after this array was made). Arrays over the
+        slot size are read the ordinary way."""
+        pending = self._readback.start(buf)
+        return None if pending is None else _Bf16View(pending) if buf.dtype == np.uint16 else pending
 
     def is_buffer(self, x) -> bool:
         return isinstance(x, self.cp.ndarray)
@@ -128,26 +137,13 @@ register_backend("cuda", CudaBackend)
 __all__ = ["CudaBackend", "KERNEL_KINDS", "INSTALL_HINT", "cupy_dtype"]
 
 
-class PendingHostCopy:
-    """A device-to-host copy in flight (see CudaBackend.copy_to_host_async)."""
+class _Bf16View:
+    """A pending read of bfloat16 storage (uint16 on the device), read as bfloat16."""
 
-    def __init__(self, backend, buf):
-        import cupyx
+    __slots__ = ("pending",)
 
-        cp = backend.cp
-        self.backend = backend
-        self.host = cupyx.empty_pinned(buf.shape, dtype=buf.dtype)
-        stream = cp.cuda.get_current_stream()
-        buf.get(stream=stream, out=self.host)
-        self.event = cp.cuda.Event(block=False, disable_timing=True)
-        self.event.record(stream)
-        self.value = None
+    def __init__(self, pending):
+        self.pending = pending
 
     def result(self) -> np.ndarray:
-        if self.value is None:
-            self.event.synchronize()
-            host = np.array(self.host)  # pinned memory goes back to CuPy's pool with self.host
-            if host.dtype == np.uint16:  # bfloat16's storage, as to_numpy reads it
-                host = host.view(dt.to_numpy(dt.bfloat16))
-            self.value = host
-        return self.value
+        return self.pending.result().view(dt.to_numpy(dt.bfloat16))

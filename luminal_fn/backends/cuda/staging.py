@@ -1,10 +1,15 @@
-"""Small host arrays moved to the device without waiting for it.
+"""Small arrays moved between host and device without waiting for the device.
 
 ``cupy.asarray`` of a NumPy array copies from pageable memory, which orders the copy after all
 work already queued on the stream and blocks the host until it ran: a decode step's token,
 positions and mask made the host wait for the previous step. Small arrays are instead copied
 (on the host) into a ring of pinned slots and sent with an asynchronous copy; a slot is reused
 only after the event recorded behind its last copy says that copy is done.
+
+The other way (``HostReadback``): a small device array is copied asynchronously into a pinned
+slot with an event behind it, so reading it later waits for that event only, not for work queued
+on the stream after it (``cupy.asnumpy`` waits for everything queued so far). Slots are fixed
+(no pinned allocation per read: allocating or freeing pinned memory synchronises the device).
 """
 from __future__ import annotations
 
@@ -51,4 +56,60 @@ class HostStaging:
         return out
 
 
-__all__ = ["HostStaging", "STAGE_BYTES"]
+class PendingRead:
+    """A device-to-host copy in flight: ``result()`` waits for its event and returns the values
+    (copied out of the pinned slot, which is then free for another read)."""
+
+    __slots__ = ("ring", "slot", "event", "shape", "dtype", "value")
+
+    def __init__(self, ring, slot, event, shape, dtype):
+        self.ring, self.slot, self.event, self.shape, self.dtype = ring, slot, event, shape, dtype
+        self.value = None
+
+    def result(self) -> np.ndarray:
+        if self.value is None:
+            with self.ring.lock:
+                if self.value is None:
+                    self.event.synchronize()
+                    n = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+                    raw = self.ring.block[self.slot * STAGE_BYTES:self.slot * STAGE_BYTES + n]
+                    self.value = raw.view(self.dtype).reshape(self.shape).copy()
+                    if self.ring.owner[self.slot] is self:
+                        self.ring.owner[self.slot] = None
+        return self.value
+
+
+class HostReadback:
+    def __init__(self, cp):
+        import cupyx
+
+        self.cp = cp
+        self.block = cupyx.empty_pinned((SLOTS * STAGE_BYTES,), dtype=np.uint8)
+        self.base = self.block.ctypes.data
+        self.owner = [None] * SLOTS  # the PendingRead whose values a slot still holds
+        self.next = 0
+        self.lock = threading.RLock()
+
+    def start(self, buf):
+        """A PendingRead of the contiguous CuPy array ``buf`` (at most STAGE_BYTES), or None for
+        larger or non-contiguous arrays (read them the ordinary way)."""
+        n = buf.nbytes
+        if n > STAGE_BYTES or not buf.flags.c_contiguous:
+            return None
+        cp = self.cp
+        with self.lock:
+            k = self.next
+            self.next = (k + 1) % SLOTS
+            prev = self.owner[k]
+            if prev is not None:
+                prev.result()  # its values move out of the slot first (done long ago, normally)
+            stream = cp.cuda.get_current_stream()
+            if n:
+                buf.data.copy_to_host_async(ctypes.c_void_p(self.base + k * STAGE_BYTES), n, stream)
+            ev = cp.cuda.Event(block=False, disable_timing=True)
+            ev.record(stream)
+            pending = self.owner[k] = PendingRead(self, k, ev, tuple(buf.shape), np.dtype(buf.dtype))
+        return pending
+
+
+__all__ = ["HostStaging", "HostReadback", "PendingRead", "STAGE_BYTES"]

@@ -1,0 +1,68 @@
+"""The CUDA backend's pinned read-back ring (backends/cuda/staging.py, HostReadback) on the CPU:
+a stand-in for CuPy whose "device" arrays are NumPy arrays and whose copies are memmoves, so the
+slot bookkeeping is checked without a GPU: every pending read keeps its own values after its slot
+has been reused many times over, and arrays over the slot size take the ordinary path (None)."""
+import ctypes
+import sys
+import types
+
+import numpy as np
+import pytest
+
+
+class _Event:
+    def __init__(self, **_):
+        pass
+
+    def record(self, stream):
+        pass
+
+    def synchronize(self):
+        pass
+
+
+class _Pointer:
+    def __init__(self, arr):
+        self.arr = arr
+
+    def copy_to_host_async(self, dst, n, stream):
+        ctypes.memmove(dst.value, self.arr.ctypes.data, n)
+
+
+class _DeviceArray:
+    def __init__(self, a):
+        self.a = np.array(a, copy=True, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
+        self.data, self.nbytes, self.shape, self.dtype, self.flags = (
+            _Pointer(self.a), self.a.nbytes, self.a.shape, self.a.dtype, self.a.flags)
+
+
+@pytest.fixture
+def ring(monkeypatch):
+    fake_cupyx = types.ModuleType("cupyx")
+    fake_cupyx.empty_pinned = lambda shape, dtype: np.empty(shape, dtype)
+    monkeypatch.setitem(sys.modules, "cupyx", fake_cupyx)
+    from luminal_fn.backends.cuda.staging import HostReadback
+
+    cp = types.SimpleNamespace(cuda=types.SimpleNamespace(Event=_Event, get_current_stream=lambda: None))
+    return HostReadback(cp)
+
+
+def test_pending_reads_keep_their_values_across_slot_reuse(ring):
+    from luminal_fn.backends.cuda.staging import SLOTS
+
+    n = 2 * SLOTS + 5
+    pending = [ring.start(_DeviceArray(np.full((2, 3), k, np.int32))) for k in range(n)]
+    for k, p in enumerate(pending):
+        got = p.result()
+        assert got.shape == (2, 3) and got.dtype == np.int32 and (got == k).all(), k
+    scalar = ring.start(_DeviceArray(np.float32(2.5).reshape(())))
+    assert scalar.result().shape == () and float(scalar.result()) == 2.5
+
+
+def test_large_or_strided_arrays_take_the_ordinary_path(ring):
+    from luminal_fn.backends.cuda.staging import STAGE_BYTES
+
+    assert ring.start(_DeviceArray(np.zeros(STAGE_BYTES // 4 + 1, np.float32))) is None
+    strided = _DeviceArray(np.zeros((4, 4), np.float32))
+    strided.flags = np.zeros((4, 4), np.float32)[:, ::2].flags
+    assert ring.start(strided) is None
