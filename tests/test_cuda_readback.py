@@ -55,6 +55,7 @@ def test_pending_reads_keep_their_values_across_slot_reuse(ring):
     for k, p in enumerate(pending):
         got = p.result()
         assert got.shape == (2, 3) and got.dtype == np.int32 and (got == k).all(), k
+        assert not got.flags.writeable  # the same array comes back for every read of the Array
     scalar = ring.start(_DeviceArray(np.float32(2.5).reshape(())))
     assert scalar.result().shape == () and float(scalar.result()) == 2.5
 

@@ -73,7 +73,9 @@ class PendingRead:
                     self.event.synchronize()
                     n = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
                     raw = self.ring.block[self.slot * STAGE_BYTES:self.slot * STAGE_BYTES + n]
-                    self.value = raw.view(self.dtype).reshape(self.shape).copy()
+                    value = raw.view(self.dtype).reshape(self.shape).copy()
+                    value.flags.writeable = False  # handed out by every np.asarray of the Array
+                    self.value = value
                     if self.ring.owner[self.slot] is self:
                         self.ring.owner[self.slot] = None
         return self.value
