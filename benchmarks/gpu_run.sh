@@ -1,47 +1,55 @@
 #!/usr/bin/env bash
-# One device-machine call that checks the CUDA path end to end and measures the models:
-# GPU tests, the Llama-1B random-weight TTFT/TPOT (bf16, fp32) and the DLRM sweep, each under a
-# time cap, logs and JSON under $OUT. Usage (device machine, repo root, egglog installed):
-#   bash benchmarks/gpu_run.sh [tests-s] [llama-s] [dlrm-s] [search-graphs] [anchors-s] [profile-s]
-# With the peers' anchor scripts copied into .anchors/ (from ../shared/anchors), they run last in
-# the same call, so the ratios compare figures of one run.
+# One device-machine call that checks the CUDA path end to end and measures the models beside the
+# peers: GPU tests, the DLRM sweep at the anchor's 100,000-row tables and its anchor, Llama-1B
+# (random weights) TTFT/TPOT in bf16 and fp32 and its anchor, then the decode-loop profile. Each
+# part runs under a time cap; logs go to $OUT (at most 8 files: the device returns no more).
+#
+# Usage, on the device machine from the repository root (egglog installed, e.g. from .whl/; the
+# peers' anchor scripts copied from ../shared/anchors into .anchors/):
+#   bash benchmarks/gpu_run.sh [tests-s] [dlrm-s] [llama-s] [anchors-s] [profile-s] [search-graphs]
+# A cap of 0 skips that part. The whole call must stay under the device's 10 minutes a command.
 set -u
 OUT=${OUT:-/tmp/lf_out}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 LUMINAL_CACHE_DIR=/tmp/lf_cache
-T_TESTS=${1:-120}
-T_LLAMA=${2:-200}
-T_DLRM=${3:-90}
-GRAPHS=${4:-3}
-T_ANCH=${5:-0}
-T_PROF=${6:-0}
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv;
+export PYTHONUNBUFFERED=1 LUMINAL_CACHE_DIR=${LUMINAL_CACHE_DIR:-/tmp/lf_cache}
+T_TESTS=${1:-110}
+T_DLRM=${2:-100}
+T_LLAMA=${3:-150}
+T_ANCH=${4:-170}
+T_PROF=${5:-60}
+GRAPHS=${6:-3}
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader;
+  git rev-parse --short HEAD 2>/dev/null || cat COMMIT 2>/dev/null;
   python3 -c "import sys, cupy, egglog; print(sys.version.split()[0], 'cupy', cupy.__version__)"; } 2>&1 | tee "$OUT/env.txt"
 if [ "$T_TESTS" != 0 ]; then
-  timeout -s INT -k 15 "$T_TESTS" python3 -m pytest -q -n 8 -p no:cacheprovider -p no:benchmark -rf --tb=short \
-    tests/test_cuda.py tests/test_cuda_render.py $(ls tests/test_cuda_model_kernels.py 2>/dev/null) > "$OUT/pytest_cuda.log" 2>&1
-  echo "cuda tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cuda.log" | tail -n 25
-fi
-if [ "$T_LLAMA" != 0 ]; then
-  timeout -s INT -k 15 "$T_LLAMA" python3 benchmarks/llama_bench.py --backend cuda --dtype bfloat16,float32 \
-    --prompt-tokens 32 --max-new-tokens 64 --max-seq-len 512 --search-graphs "$GRAPHS" \
-    --json "$OUT/llama.json" > "$OUT/llama.log" 2>&1
-  echo "llama rc=$?"; tail -n 14 "$OUT/llama.log"
+  XD=$(python3 -c "import xdist" 2>/dev/null && printf -- "-n 8")
+  timeout -s INT -k 10 "$T_TESTS" python3 -m pytest -q $XD -p no:cacheprovider -p no:benchmark -rf --tb=line \
+    tests/test_cuda.py tests/test_cuda_render.py tests/test_cuda_cublas.py tests/test_cuda_model_kernels.py \
+    tests/test_cuda_readback.py tests/test_jit.py tests/test_dlpack.py tests/test_multi_embedding_bag.py \
+    tests/test_raw_index_bag.py > "$OUT/pytest_cuda.log" 2>&1
+  echo "tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cuda.log" | tail -n 12
 fi
 if [ "$T_DLRM" != 0 ]; then
-  timeout -s INT -k 15 "$T_DLRM" python3 examples/dlrm.py --backend cuda --num-cat 1,4,16,32 \
+  timeout -s INT -k 10 "$T_DLRM" python3 examples/dlrm.py --backend cuda --num-cat 1,4,16,32 --rows 100000 \
     --search-limit "$GRAPHS" > "$OUT/dlrm.log" 2>&1
-  echo "dlrm rc=$?"; tail -n 14 "$OUT/dlrm.log"
+  echo "dlrm rc=$?"; tail -n 5 "$OUT/dlrm.log"
+  if [ "$T_ANCH" != 0 ] && [ -d .anchors ]; then
+    timeout -s INT -k 10 "$T_ANCH" python3 .anchors/dlrm_anchor.py 1 4 16 32 > "$OUT/dlrm_anchor.log" 2>&1
+    echo "dlrm anchor rc=$?"; grep '^{"nc' "$OUT/dlrm_anchor.log" | cut -c1-400
+  fi
 fi
-if [ "$T_ANCH" != 0 ] && [ -d .anchors ]; then
-  timeout -s INT -k 10 "$T_ANCH" python3 .anchors/llama_anchor.py bf16 32 > "$OUT/llama_anchor.log" 2>&1
-  echo "llama anchor rc=$?"; tail -n 12 "$OUT/llama_anchor.log"
-  timeout -s INT -k 10 "$T_ANCH" python3 .anchors/dlrm_anchor.py 1 4 16 32 > "$OUT/dlrm_anchor.log" 2>&1
-  echo "dlrm anchor rc=$?"; tail -n 12 "$OUT/dlrm_anchor.log"
+if [ "$T_LLAMA" != 0 ]; then
+  timeout -s INT -k 10 "$T_LLAMA" python3 benchmarks/llama_bench.py --backend cuda --dtype bfloat16,float32 \
+    --prompt-tokens 32 --max-new-tokens 64 --max-seq-len 512 --search-graphs "$GRAPHS" \
+    --json "$OUT/llama.json" > "$OUT/llama.log" 2>&1
+  echo "llama rc=$?"; tail -n 5 "$OUT/llama.log"
+  if [ "$T_ANCH" != 0 ] && [ -d .anchors ]; then
+    timeout -s INT -k 10 "$T_ANCH" python3 .anchors/llama_anchor.py bf16 32 > "$OUT/llama_anchor.log" 2>&1
+    echo "llama anchor rc=$?"; grep '^RESULT' "$OUT/llama_anchor.log" | cut -c1-1500
+  fi
 fi
-if [ "$T_PROF" != 0 ]; then  # where the time goes: each kind of kernel inside a CUDA graph
-  timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 14 > "$OUT/profile_llama.txt" 2>&1
-  echo "llama profile rc=$?"; head -n 24 "$OUT/profile_llama.txt"
-  timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --model dlrm --num-cat 32 --top 14 > "$OUT/profile_dlrm.txt" 2>&1
-  echo "dlrm profile rc=$?"; head -n 24 "$OUT/profile_dlrm.txt"
+if [ "$T_PROF" != 0 ]; then  # where a generated token's time goes (step, pick, host queueing)
+  timeout -s INT -k 10 "$T_PROF" python3 benchmarks/decode_loop_profile.py --tokens 32 > "$OUT/decode_loop.txt" 2>&1
+  echo "decode loop rc=$?"; tail -n 9 "$OUT/decode_loop.txt"
 fi
+date -u
