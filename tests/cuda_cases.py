@@ -65,6 +65,30 @@ class B:
         return self.g
 
 
+def isolated_kernels(ll, names, data=rand):
+    """Each kernel node of an extracted LLIR named in ``names`` alone, as (graph, inputs): its
+    producers become Inputs (``data(shape, dtype)`` for their values) or copied Constants, read
+    through the views the rules made."""
+    names = (names,) if isinstance(names, str) else tuple(names)
+    out = []
+    for n in ll.live_nodes():
+        if n.op != "CustomOp" or n.attrs.get("name") not in names:
+            continue
+        b = B()
+        ins, values = [], []
+        for src, view in n.inputs:
+            p = ll.nodes[src]
+            if p.op == "Constant":
+                ins.append((b.node("Constant", [], p.shape, p.dtype, **p.attrs), view))
+            else:
+                ins.append((b.input(p.shape, p.dtype), view))
+                values.append(data(p.shape, p.dtype))
+        b.output(b.custom(n.attrs["name"], ins, n.shape, n.dtype,
+                          **{k: v for k, v in n.attrs.items() if k != "name"}))
+        out.append((b.g, values))
+    return out
+
+
 def _bcast_row(n_rows, n):
     return View((n_rows, n), (0, 1), 0, None)
 

@@ -25,7 +25,7 @@ from luminal_fn.ir import dtypes as dt
 from luminal_fn.ir.expr import var
 from luminal_fn.ir.view import View
 
-from cuda_cases import TOLERANCE, B, rand
+from cuda_cases import TOLERANCE, B, isolated_kernels, rand
 
 S = var("s")
 R = np.random.default_rng(5)
@@ -516,28 +516,6 @@ def test_model_kernels_compute_the_reference_on_a_cpu_emulation(tmp_path):
             _close(o, w, g.nodes[nid].dtype, f"emulated CUDA {_kind(name)} case {name}, output {k}")
 
 
-def _isolated(ll, name):
-    """Each ``name`` kernel node of an extracted LLIR alone: its producers become Inputs (random
-    data of the producer's shape) or copied Constants, read through the views the rules made."""
-    out = []
-    for n in ll.live_nodes():
-        if n.op != "CustomOp" or n.attrs.get("name") != name:
-            continue
-        b = B()
-        ins, data = [], []
-        for src, view in n.inputs:
-            p = ll.nodes[src]
-            if p.op == "Constant":
-                ins.append((b.node("Constant", [], p.shape, p.dtype, **p.attrs), view))
-            else:
-                ins.append((b.input(p.shape, p.dtype), view))
-                data.append(rand(p.shape, p.dtype))
-        y = b.custom(name, ins, n.shape, n.dtype, **{k: v for k, v in n.attrs.items() if k != "name"})
-        b.output(y)
-        out.append((b.g, data))
-    return out
-
-
 def test_extracted_model_kernels_compute_the_reference_on_a_cpu_emulation(tmp_path):
     """The views and params the rules produce (unfold views, the scalar row stride, stacked
     features), each kernel alone on random buffers, emulated vs the NumPy backend."""
@@ -559,7 +537,7 @@ def test_extracted_model_kernels_compute_the_reference_on_a_cpu_emulation(tmp_pa
             found += _genomes_using(key, 12, kind="embedding_bag_multi_raw")
         for _, _, ll in found:
             for name in rendered:  # the DLRM model's genomes hold embedding bags too
-                for g, data in _isolated(ll, name):
+                for g, data in isolated_kernels(ll, name):
                     bp = plan_graph(g, {})
                     if emu.emulable(bp):
                         cases.append((name, key, g, data, bp))

@@ -456,29 +456,20 @@ def test_extracted_multi_kernel_runs_on_the_cuda_emulation(tmp_path):
     from luminal_fn.backends.cuda.executable import plan_graph
 
     import cuda_model_emulation as emu
-    from cuda_cases import rand
+    from cuda_cases import isolated_kernels, rand
 
     _need_gxx()
     fn, _, args = dlrm_like(3)
     ll = next(ll for _, ll in _genomes(fn, args, KERNEL_KINDS) if _uses(ll))
-    node = next(n for n in ll.live_nodes() if n.op == "CustomOp" and n.attrs.get("name") in (KIND, KIND_RAW))
-    kind = node.attrs["name"]  # the raw kernel (row counts as literal inputs) once the rule offers it
-    b = GraphBuilder()
-    ins, data = [], []
-    for src, view in node.inputs:
-        p = ll.nodes[src]
-        if p.op == "Constant":
-            ins.append((b.node("Constant", [], p.shape, p.dtype, **p.attrs), view))
-        else:
-            ins.append((b.input(p.shape, p.dtype), view))
-            data.append(rand(p.shape, p.dtype) if p.dtype is not dt.int32
-                        else R.integers(-3, 30, p.shape).astype(np.int32))
-    y = b.custom(kind, ins, node.shape, node.dtype, params=node.attrs["params"])
-    b.output(y)
-    bp = plan_graph(b.g, {})
+    # the raw kernel (row counts as literal inputs) once the rule offers it; indices out of range too
+    (g, data), *_ = isolated_kernels(ll, (KIND, KIND_RAW), data=lambda shape, d: (
+        R.integers(-3, 30, shape).astype(np.int32) if d is dt.int32 else rand(shape, d)))
+    node = next(n for n in g.nodes if n.op == "CustomOp")
+    kind = node.attrs["name"]
+    bp = plan_graph(g, {})
     assert [s.label for s in bp.steps] == [kind]
     lib = emu.build([bp], str(tmp_path))
-    want = NumpyBackend().compile(b.g).run(data, {})[0]
+    want = NumpyBackend().compile(g).run(data, {})[0]
     np.testing.assert_allclose(emu.run(lib, bp, data, {})[0], want, rtol=1e-5, atol=1e-5,
                                err_msg=f"views {[str(v) for _, v in node.inputs]}")
 
