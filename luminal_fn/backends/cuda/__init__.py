@@ -6,6 +6,8 @@ without it gets :class:`~luminal_fn.backends.base.BackendUnavailable` naming the
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...ir import dtypes as dt
@@ -83,19 +85,13 @@ class CudaBackend(Backend):
             raise BufferError(f"Array.__dlpack__: this CuPy cannot export bfloat16 ({e}); export "
                               "a.astype(lf.float32), or read np.asarray(a)") from None
 
-    @property
-    def _staging(self):
-        st = self.__dict__.get("_stage")
-        if st is None:
-            st = self.__dict__["_stage"] = HostStaging(self.cp)
-        return st
+    @functools.cached_property
+    def _staging(self):  # pinned rings made on first use (CuPy loads only then)
+        return HostStaging(self.cp)
 
-    @property
+    @functools.cached_property
     def _readback(self):
-        rb = self.__dict__.get("_read")
-        if rb is None:
-            rb = self.__dict__["_read"] = HostReadback(self.cp)
-        return rb
+        return HostReadback(self.cp)
 
     def to_numpy(self, buf) -> np.ndarray:
         host = self.cp.asnumpy(buf)
