@@ -220,35 +220,12 @@ def _uniform_bag_lines(pl, node, first: int, per: int, L, V: int, ct: str, P: in
     rdt = _in_dtype(pl, node, first + 1)
     stride = int(pl.kernel_input(node, first + 2).scalar)
     row = _load(pl, rdt, "idx[(b * " + r(L) + " + l)]", "int")
-    at = _load(pl, tdt, "tab[jq]", ct)
-    unroll = ["#pragma unroll"] if isinstance(L, int) and L <= 16 else []
+    at = lambda j: _load(pl, tdt, f"tab[{j}]", ct)  # noqa: E731
     return [f"const int k = (int)f - {P};",
             f"const {pl.lang.storage[tdt.name]}* tab = lf_tab[k];",
             f"const {pl.lang.storage[rdt.name]}* idx = lf_idx[k];",
-            "const long long tsize = lf_tsize[k], nr = lf_nrows[k];",
-            *unroll,
-            f"for (int l = 0; l < {r(L)}; ++l) {{",
-            f"  long long row = (long long)({row});",
-            "  if (nr > 0) {",
-            "    row += row < 0 ? nr : 0LL;",
-            "    row = row < 0 ? 0LL : (row > nr - 1 ? nr - 1 : row);",
-            "  }",
-            f"  const long long j = row * {stride}LL + d;",
-            f"  if (j >= 0 && j + {V} <= tsize) {{",
-            f"    {ct} x[{V}];",
-            f"    lf_vld<{V}>(tab + j, x);",
-            "    #pragma unroll",
-            f"    for (int q = 0; q < {V}; ++q) acc[q] = ({ct})(acc[q] + x[q]);",
-            "  } else {",
-            "    #pragma unroll",
-            f"    for (int q = 0; q < {V}; ++q) {{",
-            "      long long jq = j + q;",
-            "      jq = jq < 0 ? 0 : (jq >= tsize ? tsize - 1 : jq);",
-            f"      acc[q] = ({ct})(acc[q] + {at});",
-            "    }",
-            "  }",
-            "}"]
-
+            "const long long tsize = lf_tsize[k];",
+            *_row_loop(row, "lf_nrows[k]", f"{stride}LL", at, "tab", r(L), L, V, ct)]
 
 def _int(e):
     """A concrete int, or None for a symbolic Expr."""
@@ -312,37 +289,48 @@ def _bag_lines(pl, node, ins, k: int, L, V: int, ct: str, n_rows) -> list:
         stride = _load(pl, sdt, f"{svar}[{r(sv.offset)}]", "int")
     row = _load(pl, rdt, f"{rvar}[{r(r_off)} + (b * {r(L)} + l) * (long long)({r(r_step)})]", "int")
     at = lambda j: _load(pl, tdt, f"{tvar}[{r(t_off)} + ({j}) * (long long)({r(t_step)})]", ct)  # noqa: E731
-    unroll = ["  #pragma unroll"] if isinstance(L, int) and L <= 16 else []
-    lines = [f"const long long tsize = (long long)({r(ix.numel(tv.shape))}), "
-             f"rstride = (long long)({stride});",
-             "if (tsize > 0) {", *unroll,
-             f"  for (int l = 0; l < {r(L)}; ++l) {{",
-             f"    long long row = (long long)({row});"]
-    if isinstance(n_rows, str):  # a row count read from its buffer: normalise when > 0
-        lines += [f"    const long long nr = {n_rows};",
-                  "    if (nr > 0) {",
-                  "      row += row < 0 ? nr : 0LL;",
-                  "      row = row < 0 ? 0LL : (row > nr - 1 ? nr - 1 : row);",
-                  "    }"]
-    elif n_rows > 0:  # lnp.take's normalisation: negatives count from the end, then clamp
-        lines += [f"    row += row < 0 ? {n_rows}LL : 0LL;",
-                  f"    row = row < 0 ? 0LL : (row > {n_rows - 1}LL ? {n_rows - 1}LL : row);"]
-    lines.append("    const long long j = row * rstride + d;")
-    clamped = ["      #pragma unroll",
-               f"      for (int q = 0; q < {V}; ++q) {{",
-               "        long long jq = j + q;",
-               "        jq = jq < 0 ? 0 : (jq >= tsize ? tsize - 1 : jq);",
-               f"        acc[q] = ({ct})(acc[q] + {at('jq')});",
-               "      }"]
-    if V > 1 and _int(t_step) == 1 and stride_val is not None and stride_val % VEC == 0 \
-            and _vector_ok(pl, tdt, ct, t_off):
-        lines += ["    if (j >= 0 && j + " + f"{V} <= tsize) {{",
-                  f"      {ct} x[{V}];",
-                  f"      lf_vld<{V}>({tvar} + ({r(t_off)}) + j, x);",
-                  "      #pragma unroll",
-                  f"      for (int q = 0; q < {V}; ++q) acc[q] = ({ct})(acc[q] + x[q]);",
-                  "    } else {", *["  " + ln for ln in clamped], "    }"]
+    vec = (V > 1 and _int(t_step) == 1 and stride_val is not None and stride_val % VEC == 0
+           and _vector_ok(pl, tdt, ct, t_off))
+    return [f"const long long tsize = (long long)({r(ix.numel(tv.shape))}), "
+            f"rstride = (long long)({stride});",
+            "if (tsize > 0) {",
+            *["  " + ln for ln in _row_loop(row, n_rows, "rstride", at, f"{tvar} + ({r(t_off)})" if vec else None,
+                                            r(L), L, V, ct)],
+            "}"]
+
+
+def _row_loop(row: str, n_rows, stride: str, at, vec_base, L_text: str, L, V: int, ct: str) -> list:
+    """The L rows of one bag added into ``acc`` (``tsize`` declared by the caller): each row index
+    ``row`` (C, of ``l``) normalised as lnp.take does with ``n_rows`` (an int: 0 = as given; a C
+    expression: checked > 0 at run time), then its V elements at ``row * stride + d`` read as one
+    vector from ``vec_base`` when inside the table, else one by one through ``at(j)`` with the
+    Gather primitive's clamp."""
+    lines = (["#pragma unroll"] if isinstance(L, int) and L <= 16 else []) + [
+        f"for (int l = 0; l < {L_text}; ++l) {{",
+        f"  long long row = (long long)({row});"]
+    if isinstance(n_rows, str):
+        lines += [f"  const long long nr = {n_rows};",
+                  "  if (nr > 0) {",
+                  "    row += row < 0 ? nr : 0LL;",
+                  "    row = row < 0 ? 0LL : (row > nr - 1 ? nr - 1 : row);",
+                  "  }"]
+    elif n_rows > 0:  # negatives count from the end, then clamp
+        lines += [f"  row += row < 0 ? {n_rows}LL : 0LL;",
+                  f"  row = row < 0 ? 0LL : (row > {n_rows - 1}LL ? {n_rows - 1}LL : row);"]
+    lines.append(f"  const long long j = row * {stride} + d;")
+    clamped = ["    #pragma unroll",
+               f"    for (int q = 0; q < {V}; ++q) {{",
+               "      long long jq = j + q;",
+               "      jq = jq < 0 ? 0 : (jq >= tsize ? tsize - 1 : jq);",
+               f"      acc[q] = ({ct})(acc[q] + {at('jq')});",
+               "    }"]
+    if vec_base is not None:
+        lines += [f"  if (j >= 0 && j + {V} <= tsize) {{",
+                  f"    {ct} x[{V}];",
+                  f"    lf_vld<{V}>({vec_base} + j, x);",
+                  "    #pragma unroll",
+                  f"    for (int q = 0; q < {V}; ++q) acc[q] = ({ct})(acc[q] + x[q]);",
+                  "  } else {", *clamped, "  }"]
     else:
-        lines += ["    {", *clamped, "    }"]
-    lines += ["  }", "}"]
-    return lines
+        lines += ["  {", *clamped, "  }"]
+    return lines + ["}"]
