@@ -22,36 +22,53 @@ STAGE_BYTES = 64 * 1024  # larger arrays take CuPy's own (blocking) path
 SLOTS = 64
 
 
-class HostStaging:
-    def __init__(self, cp):
+class _PinnedRing:
+    """SLOTS pinned slots of STAGE_BYTES handed out in turn; one backend serves every thread,
+    so a slot is claimed under the lock."""
+
+    def __init__(self, cp, lock):
         import cupyx
 
         self.cp = cp
         self.block = cupyx.empty_pinned((SLOTS * STAGE_BYTES,), dtype=np.uint8)
         self.base = self.block.ctypes.data
-        self.events = [None] * SLOTS
         self.next = 0
-        self.lock = threading.Lock()  # one backend serves every thread: a slot is one caller's
+        self.lock = lock
+
+    def _claim(self) -> int:
+        """The next slot's index (call with the lock held)."""
+        k = self.next
+        self.next = (k + 1) % SLOTS
+        return k
+
+    def _slot(self, k: int, n: int = STAGE_BYTES):
+        """(the first n bytes of slot k as a NumPy view, its address for CUDA copies)."""
+        return self.block[k * STAGE_BYTES:k * STAGE_BYTES + n], ctypes.c_void_p(self.base + k * STAGE_BYTES)
+
+
+class HostStaging(_PinnedRing):
+    def __init__(self, cp):
+        super().__init__(cp, threading.Lock())
+        self.events = [None] * SLOTS
 
     def upload(self, host: np.ndarray):
         """A new device array holding ``host`` (contiguous, storage dtype); the host array may be
         changed as soon as this returns."""
         cp = self.cp
         with self.lock:
-            k = self.next
-            self.next = (k + 1) % SLOTS
+            k = self._claim()
             ev = self.events[k]
             if ev is None:
                 ev = self.events[k] = cp.cuda.Event(block=False, disable_timing=True)
             else:
                 ev.synchronize()  # done long ago unless SLOTS uploads are still queued
             n = host.nbytes
-            slot = self.block[k * STAGE_BYTES:k * STAGE_BYTES + n]
+            slot, ptr = self._slot(k, n)
             slot[...] = host.reshape(-1).view(np.uint8)
             out = cp.empty(host.shape, dtype=host.dtype)
             if n:
                 stream = cp.cuda.get_current_stream()
-                out.data.copy_from_host_async(ctypes.c_void_p(self.base + k * STAGE_BYTES), n, stream)
+                out.data.copy_from_host_async(ptr, n, stream)
                 ev.record(stream)
         return out
 
@@ -72,7 +89,7 @@ class PendingRead:
                 if self.value is None:
                     self.event.synchronize()
                     n = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-                    raw = self.ring.block[self.slot * STAGE_BYTES:self.slot * STAGE_BYTES + n]
+                    raw, _ = self.ring._slot(self.slot, n)
                     value = raw.view(self.dtype).reshape(self.shape).copy()
                     value.flags.writeable = False  # handed out by every np.asarray of the Array
                     self.value = value
@@ -81,16 +98,10 @@ class PendingRead:
         return self.value
 
 
-class HostReadback:
+class HostReadback(_PinnedRing):
     def __init__(self, cp):
-        import cupyx
-
-        self.cp = cp
-        self.block = cupyx.empty_pinned((SLOTS * STAGE_BYTES,), dtype=np.uint8)
-        self.base = self.block.ctypes.data
+        super().__init__(cp, threading.RLock())  # re-entered: a slot's old read resolves first
         self.owner = [None] * SLOTS  # the PendingRead whose values a slot still holds
-        self.next = 0
-        self.lock = threading.RLock()
 
     def start(self, buf):
         """A PendingRead of the contiguous CuPy array ``buf`` (at most STAGE_BYTES), or None for
@@ -100,14 +111,13 @@ class HostReadback:
             return None
         cp = self.cp
         with self.lock:
-            k = self.next
-            self.next = (k + 1) % SLOTS
+            k = self._claim()
             prev = self.owner[k]
             if prev is not None:
                 prev.result()  # its values move out of the slot first (done long ago, normally)
             stream = cp.cuda.get_current_stream()
             if n:
-                buf.data.copy_to_host_async(ctypes.c_void_p(self.base + k * STAGE_BYTES), n, stream)
+                buf.data.copy_to_host_async(self._slot(k)[1], n, stream)
             ev = cp.cuda.Event(block=False, disable_timing=True)
             ev.record(stream)
             pending = self.owner[k] = PendingRead(self, k, ev, tuple(buf.shape), np.dtype(buf.dtype))
