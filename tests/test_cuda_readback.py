@@ -67,3 +67,14 @@ def test_large_or_strided_arrays_take_the_ordinary_path(ring):
     strided = _DeviceArray(np.zeros((4, 4), np.float32))
     strided.flags = np.zeros((4, 4), np.float32)[:, ::2].flags
     assert ring.start(strided) is None
+
+
+def test_a_read_can_name_the_host_dtype_of_its_bytes(ring):
+    """bfloat16 lives as uint16 on the CUDA backend; the read hands it back as bfloat16."""
+    from luminal_fn.ir import dtypes as dt
+
+    bf16 = dt.to_numpy(dt.bfloat16)
+    want = np.array([1.5, -2.0, 0.25], bf16)
+    got = ring.start(_DeviceArray(want.view(np.uint16)), bf16).result()
+    assert got.dtype == bf16
+    np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))

@@ -106,8 +106,8 @@ class CudaBackend(Backend):
         waits for that event only (``cupy.asnumpy`` would wait for everything queued on the
         stream by then, including steps queued after this array was made). Arrays over the
         slot size are read the ordinary way."""
-        pending = self._readback.start(buf)
-        return None if pending is None else _Bf16View(pending) if buf.dtype == np.uint16 else pending
+        # bfloat16's storage (uint16 on the device) is read as bfloat16, as to_numpy reads it
+        return self._readback.start(buf, dt.to_numpy(dt.bfloat16) if buf.dtype == np.uint16 else None)
 
     def is_buffer(self, x) -> bool:
         return isinstance(x, self.cp.ndarray)
@@ -131,15 +131,3 @@ class CudaBackend(Backend):
 register_backend("cuda", CudaBackend)
 
 __all__ = ["CudaBackend", "KERNEL_KINDS", "INSTALL_HINT", "cupy_dtype"]
-
-
-class _Bf16View:
-    """A pending read of bfloat16 storage (uint16 on the device), read as bfloat16."""
-
-    __slots__ = ("pending",)
-
-    def __init__(self, pending):
-        self.pending = pending
-
-    def result(self) -> np.ndarray:
-        return self.pending.result().view(dt.to_numpy(dt.bfloat16))

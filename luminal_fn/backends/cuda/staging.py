@@ -103,9 +103,10 @@ class HostReadback(_PinnedRing):
         super().__init__(cp, threading.RLock())  # re-entered: a slot's old read resolves first
         self.owner = [None] * SLOTS  # the PendingRead whose values a slot still holds
 
-    def start(self, buf):
-        """A PendingRead of the contiguous CuPy array ``buf`` (at most STAGE_BYTES), or None for
-        larger or non-contiguous arrays (read them the ordinary way)."""
+    def start(self, buf, host_dtype=None):
+        """A PendingRead of the contiguous CuPy array ``buf`` (at most STAGE_BYTES), its bytes
+        read as ``host_dtype`` (same item size; default buf's), or None for larger or
+        non-contiguous arrays (read them the ordinary way)."""
         n = buf.nbytes
         if n > STAGE_BYTES or not buf.flags.c_contiguous:
             return None
@@ -120,7 +121,8 @@ class HostReadback(_PinnedRing):
                 buf.data.copy_to_host_async(self._slot(k)[1], n, stream)
             ev = cp.cuda.Event(block=False, disable_timing=True)
             ev.record(stream)
-            pending = self.owner[k] = PendingRead(self, k, ev, tuple(buf.shape), np.dtype(buf.dtype))
+            pending = self.owner[k] = PendingRead(self, k, ev, tuple(buf.shape),
+                                                         np.dtype(host_dtype or buf.dtype))
         return pending
 
 
