@@ -79,3 +79,42 @@ __device__ void lf_rms_norm(const T* __restrict__ x, long long row_stride, const
     }
   }
 }
+
+// rms_norm_rows, the kernel optimize/rules/specialize_norms.egg offers: the traced formula
+// y = x * (1 / sqrt(sum(x * x) * inv_n + eps)) * w per row, with the literals inv_n and eps as
+// traced (so a norm written with another mean or epsilon is computed as written). x rows of D
+// unit-stride elements at row_stride; w (D,) at w_stride; y contiguous, in its own dtype.
+template <typename TX, typename TW, typename TY, int BLOCK>
+__device__ void lf_rms_rows(const TX* __restrict__ x, long long row_stride, const TW* __restrict__ w,
+                            long long w_stride, TY* __restrict__ y, int rows, int D, float inv_n,
+                            float eps) {
+  __shared__ float red[32];
+  constexpr int V = LfVec<TX>::V;
+  const bool vec = (D % V == 0) && (row_stride % V == 0) && ((unsigned long long)x % 16 == 0);
+  for (int row = blockIdx.x; row < rows; row += gridDim.x) {
+    const TX* xr = x + (long long)row * row_stride;
+    TY* yr = y + (long long)row * D;
+    float ss = 0.f;
+    if (vec) {
+      for (int i = threadIdx.x * V; i < D; i += BLOCK * V) {
+        float v[V]; lf_vld<V>(xr + i, v);
+        #pragma unroll
+        for (int j = 0; j < V; ++j) ss += v[j] * v[j];
+      }
+    } else {
+      for (int i = threadIdx.x; i < D; i += BLOCK) { const float v = lf_ld(xr[i]); ss += v * v; }
+    }
+    ss = lf_block_sum<BLOCK>(ss, red);
+    const float r = 1.0f / sqrtf(ss * inv_n + eps);
+    if (vec) {
+      for (int i = threadIdx.x * V; i < D; i += BLOCK * V) {
+        float v[V]; lf_vld<V>(xr + i, v);
+        #pragma unroll
+        for (int j = 0; j < V; ++j) yr[i + j] = lf_st<TY>(v[j] * r * lf_ld(w[(long long)(i + j) * w_stride]));
+      }
+    } else {
+      for (int i = threadIdx.x; i < D; i += BLOCK)
+        yr[i] = lf_st<TY>(lf_ld(xr[i]) * r * lf_ld(w[(long long)i * w_stride]));
+    }
+  }
+}

@@ -26,3 +26,40 @@ __device__ void lf_softmax(const T* __restrict__ x, long long row_stride, T* __r
     }
   }
 }
+
+// softmax_rows, the kernel optimize/rules/specialize_norms.egg offers: rows (h, s) of D elements,
+// x = a (SCALED: a * scale + mask, the attention scores, never written out), then exactly the
+// traced formula e = exp2((x + max(x) * neg) * log2e), y = e * (1 / sum(e)). a and the mask are
+// read with strides (per h, per s, unit along D); y contiguous (H, S, D). Three passes over the
+// row (it stays in L1/L2): max, sum, write.
+template <typename TA, typename TM, typename TY, int BLOCK, bool SCALED>
+__device__ void lf_softmax_rows(const TA* __restrict__ a, long long ah, long long as,
+                                const TM* __restrict__ m, long long mh, long long ms,
+                                TY* __restrict__ y, int H, int S, int D, float neg, float log2e,
+                                float scale) {
+  __shared__ float red[32];
+  const int rows = H * S;
+  for (int row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int h = row / S, s = row - h * S;
+    const TA* ar = a + h * ah + s * as;
+    const TM* mr = SCALED ? m + h * mh + s * ms : m;
+    TY* yr = y + (long long)row * D;
+    float mx = -LF_INF;
+    for (int i = threadIdx.x; i < D; i += BLOCK) {
+      const float v = SCALED ? lf_ld(ar[i]) * scale + lf_ld(mr[i]) : lf_ld(ar[i]);
+      mx = lf_max(mx, v);
+    }
+    mx = lf_block_max<BLOCK>(mx, red);
+    const float shift = mx * neg;
+    float sum = 0.f;
+    for (int i = threadIdx.x; i < D; i += BLOCK) {
+      const float v = SCALED ? lf_ld(ar[i]) * scale + lf_ld(mr[i]) : lf_ld(ar[i]);
+      sum += exp2f((v + shift) * log2e);
+    }
+    const float inv = 1.0f / lf_block_sum<BLOCK>(sum, red);
+    for (int i = threadIdx.x; i < D; i += BLOCK) {
+      const float v = SCALED ? lf_ld(ar[i]) * scale + lf_ld(mr[i]) : lf_ld(ar[i]);
+      yr[i] = lf_st<TY>(exp2f((v + shift) * log2e) * inv);
+    }
+  }
+}

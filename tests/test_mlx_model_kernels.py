@@ -43,7 +43,7 @@ R = np.random.default_rng(17)
 HAVE_METAL = bool(mx.metal.is_available())
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed on this machine")
 KINDS = ("embedding_bag", "embedding_bag_multi", "embedding_bag_multi_raw", "dlrm_interact", "conv2d_bias",
-         "linear_bias", "matmul_t")
+         "linear_bias", "matmul_t", "rms_norm_rows", "softmax_rows")
 
 
 def _scalar(b, value):
@@ -275,7 +275,31 @@ def matmul_t_bf16():
     return matmul_t_case(3, 6, 7, 16, dt.bfloat16)
 
 
+def _extracted(fn, *args):
+    """The cheapest LLIR of a traced function (the row kernels come from the rules, with the
+    literals as scalar Constants), its inputs and dims."""
+    from luminal_fn.optimize.egraph import build_egraph
+    from luminal_fn.optimize.extract import Extractor
+
+    graph = lf.jit(fn).trace(*args).hlir
+    llir = Extractor(build_egraph(graph), graph, kernel_kinds=NumpyBackend.kernel_kinds).extract(None)
+    return llir, list(args), {}
+
+
+def rows_rms_cast_bf16():
+    x, w = rand((3, 32), dt.float32), rand((32,), dt.float32)
+    return _extracted(lambda x, w: lf.nn.rms_norm(x, w, eps=1e-5).astype(lnp.bfloat16), x, w)
+
+
+def rows_softmax_attention_mask():
+    q, k, v = (rand(s, dt.float32) for s in ((2, 3, 8), (2, 5, 8), (2, 5, 8)))
+    mask = np.where(R.random((3, 5)) < 0.4, -1e10, 0.0).astype(np.float32)
+    mask[:, 0] = 0.0
+    return _extracted(lambda q, k, v, m: lf.nn.scaled_dot_product_attention(q, k, v, mask=m), q, k, v, mask)
+
+
 CASES = {f.__name__: f for f in [
+    rows_rms_cast_bf16, rows_softmax_attention_mask,
     emb_basic, emb_transposed_table_symbolic_batch, emb_stride_buffer_clamped, emb_int32, emb_f16,
     multi_prefix_k3, multi_no_prefix_symbolic, multi_int32, rawmulti_prefix_k3, rawmulti_no_prefix_symbolic,
     dlrm_basic, dlrm_strided_symbolic, dlrm_masked, dlrm_many_pairs, dlrm_int32,
@@ -285,7 +309,8 @@ CASES = {f.__name__: f for f in [
     matmul_t_strided_f32, matmul_t_int32, matmul_t_bf16]}
 PREFIX = {"emb": "embedding_bag", "multi": "embedding_bag_multi", "rawmulti": "embedding_bag_multi_raw",
           "dlrm": "dlrm_interact",
-          "conv": "conv2d_bias", "linear": "linear_bias", "matmul_t": "matmul_t"}
+          "conv": "conv2d_bias", "linear": "linear_bias", "matmul_t": "matmul_t",
+          "rows_rms": "rms_norm_rows", "rows_softmax": "softmax_rows"}
 
 
 def _kind(case: str) -> str:

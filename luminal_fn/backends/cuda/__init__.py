@@ -17,10 +17,12 @@ from .device import INSTALL_HINT, cupy, cupy_dtype, dtype_of_storage, host_to_st
 from .staging import STAGE_BYTES, HostReadback, HostStaging
 
 # CustomOp kernel names the optimizer may offer beyond fused/fused_reduce/matmul: the model
-# kernels of optimize/rules/specialize_models.egg (lowered in modelkernels.py). The hand kernels
-# of handkernels.py (rms_norm, softmax, rope, attention) have no rules yet, so are not listed.
+# kernels of optimize/rules/specialize_models.egg (lowered in modelkernels.py) and the row kernels
+# of specialize_norms.egg (rowkernels.py). The attr-driven hand kernels of handkernels.py
+# (rms_norm, softmax, rope, attention) have no rules yet, so are not listed.
 KERNEL_KINDS = frozenset({"embedding_bag", "embedding_bag_multi", "embedding_bag_multi_raw",
-                          "dlrm_interact", "conv2d_bias", "linear_bias", "matmul_t"})
+                          "dlrm_interact", "conv2d_bias", "linear_bias", "matmul_t",
+                          "rms_norm_rows", "softmax_rows"})
 
 # DLPack imports of these dtypes are the backend's storage already (bfloat16 is viewed as uint16)
 _STORED_AS_IS = frozenset(np.dtype(t) for t in (np.float32, np.float16, np.int32, np.bool_))

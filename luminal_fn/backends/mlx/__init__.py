@@ -39,11 +39,12 @@ class MLXBackend(Backend):
 
     name = "mlx"
     # backend kernels beyond the generic kinds that optimizer rules may select (MLX ops in
-    # model_kernels.py, hand Metal kernels in metal_model.py; the names are spelled here so
+    # model_kernels.py and row_kernels.py, hand Metal kernels in metal_model.py; the names are spelled here so
     # registering imports nothing from mlx)
     kernel_kinds: frozenset = frozenset({"embedding_bag", "embedding_bag_multi",
                                          "embedding_bag_multi_raw", "dlrm_interact",
-                                         "conv2d_bias", "linear_bias", "matmul_t"})
+                                         "conv2d_bias", "linear_bias", "matmul_t",
+                                         "rms_norm_rows", "softmax_rows"})
 
     def __init__(self):
         self.mx = import_mlx()

@@ -13,6 +13,7 @@ from ...ir.passes import last_readers
 from ..base import Executable
 from . import kernels as _kernels  # noqa: F401  (registers fused, fused_reduce, matmul)
 from .model_kernels import MODEL_KINDS, MULTI_TABLE_KINDS
+from .row_kernels import ROW_KINDS
 from .ops import OPS, make_reader
 
 
@@ -57,8 +58,8 @@ class MLXExecutable(Executable):
                 if build is None:
                     raise NotImplementedError(
                         f"MLX backend: no kernel for {name!r} (node %{node.id}); it runs the HLIR "
-                        f"primitives, the kinds fused, fused_reduce, matmul and the model kernels "
-                        f"{sorted(MODEL_KINDS + MULTI_TABLE_KINDS)}")
+                        f"primitives, the kinds fused, fused_reduce, matmul and the model and row kernels "
+                        f"{sorted(MODEL_KINDS + MULTI_TABLE_KINDS + ROW_KINDS)}")
                 step = build(node, readers)
             free = tuple(i for i in last_use.get(node.id, ()) if i not in self.outputs)
             self.steps.append((node.id, step, free))

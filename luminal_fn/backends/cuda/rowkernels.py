@@ -1,0 +1,109 @@
+"""CUDA lowerings of the row kernels optimize/rules/specialize_norms.egg offers (rms_norm_rows,
+softmax_rows; semantics in backends/numpy/row_kernels.py): one block per row calling the device
+functions at the end of kernels/rms_norm.cu and kernels/softmax.cu. The traced literals (1/D,
+eps, -1, log2(e), the attention scale) are scalar Constants, rendered into the wrapper as float
+literals; one held in memory instead is read from its buffer.
+"""
+from __future__ import annotations
+
+import math
+
+from ...ir.expr import as_expr, same
+from ...ir.view import View
+from ..render import index as ix
+from .handkernels import _pow2_threads, hand_source, rexpr, row_view, storage
+from .plan import lowerer
+
+
+def _float_literal(v: float) -> str:
+    if math.isnan(v):
+        return "LF_NAN"
+    if math.isinf(v):
+        return "LF_INF" if v > 0 else "(-LF_INF)"
+    return f"{float(v)!r}f"
+
+
+def _scalar_operand(pl, node, k, bufs, ids) -> str:
+    """C code of the float value of input k, a 1-element view of a literal."""
+    ki = pl.kernel_input(node, k)
+    if ki.scalar is not None:
+        return _float_literal(float(ki.scalar))
+    name = f"b{k}"
+    bufs.append((f"in{k}", name, pl.graph.nodes[node.inputs[k][0]].dtype, True))
+    ids.append(pl.input_buf(node, k))
+    return f"lf_ld({name}[{rexpr(pl, node.inputs[k][1].offset)}])"
+
+
+def _direct(pl, node, k, ok) -> tuple:
+    """(buffer, view) of input k: as it lies when ``ok(view)``, else a contiguous copy."""
+    view = node.inputs[k][1]
+    if pl.kernel_input(node, k).scalar is None and view.mask is None and ok(view):
+        return pl.input_buf(node, k), view
+    return pl.materialize(node, k)
+
+
+@lowerer("rms_norm_rows")
+def lower_rms_norm_rows(pl, node):
+    b_x, xv = _direct(pl, node, 0, lambda v: row_view(v) is not None)
+    off, rs, rows, D = row_view(xv)
+    b_w, wv = _direct(pl, node, 3, lambda v: len(v.shape) == 1)
+    bufs = [("in0", "b0", pl.kernel_input(node, 0).dtype, True),
+            ("in3", "b3", pl.kernel_input(node, 3).dtype, True)]
+    ids = [b_x, b_w]
+    inv_n = _scalar_operand(pl, node, 1, bufs, ids)
+    eps = _scalar_operand(pl, node, 2, bufs, ids)
+    bufs.append(("out", "out", node.dtype, False))
+    ids.append(pl.node_buf[node.id])
+    Dm = _at_most(pl, D)
+    threads = _pow2_threads(Dm // 8, hi=256)
+    TX, TW = (storage(pl, pl.kernel_input(node, k).dtype) for k in (0, 3))
+    TY = storage(pl, node.dtype)
+    body = [f"lf_rms_rows<{TX}, {TW}, {TY}, {threads}>(b0 + ({rexpr(pl, off)}), (long long)({rexpr(pl, rs)}), "
+            f"b3 + ({rexpr(pl, wv.offset)}), (long long)({rexpr(pl, wv.strides[0])}), out, "
+            f"{rexpr(pl, rows)}, {rexpr(pl, D)}, {inv_n}, {eps});"]
+    src = hand_source(pl, "rms_norm_rows", body, bufs, threads, rows, 1)
+    pl.add_kernel(src, ids, node.id, "rms_norm_rows")
+
+
+def _rows3(view: View) -> bool:
+    """A (H, S, D) read with a unit stride along D (any strides for h and s)."""
+    return len(view.shape) == 3 and (same(view.strides[-1], 1) or same(view.shape[-1], 1))
+
+
+@lowerer("softmax_rows")
+def lower_softmax_rows(pl, node):
+    scaled = len(node.inputs) == 5
+    H, S, D = node.shape
+    b_a, av = _direct(pl, node, 0, _rows3)
+    bufs = [("in0", "b0", pl.kernel_input(node, 0).dtype, True)]
+    ids = [b_a]
+    TA, TY = storage(pl, pl.kernel_input(node, 0).dtype), storage(pl, node.dtype)
+    if scaled:
+        b_m, mv = _direct(pl, node, 4, _rows3)
+        bufs.append(("in4", "b4", pl.kernel_input(node, 4).dtype, True))
+        ids.append(b_m)
+        TM = storage(pl, pl.kernel_input(node, 4).dtype)
+        mask = f"b4 + ({rexpr(pl, mv.offset)}), (long long)({rexpr(pl, mv.strides[0])}), (long long)({rexpr(pl, mv.strides[1])})"
+    else:
+        TM, mask = "float", "(const float*)0, 0LL, 0LL"
+    neg = _scalar_operand(pl, node, 1, bufs, ids)
+    log2e = _scalar_operand(pl, node, 2, bufs, ids)
+    scale = _scalar_operand(pl, node, 3, bufs, ids) if scaled else "1.0f"
+    bufs.append(("out", "out", node.dtype, False))
+    ids.append(pl.node_buf[node.id])
+    threads = _pow2_threads(_at_most(pl, D) // 4, hi=256)
+    r = lambda e: rexpr(pl, e)  # noqa: E731
+    body = [f"lf_softmax_rows<{TA}, {TM}, {TY}, {threads}, {'true' if scaled else 'false'}>("
+            f"b0 + ({r(av.offset)}), (long long)({r(av.strides[0])}), (long long)({r(av.strides[1])}), "
+            f"{mask}, out, {r(H)}, {r(S)}, {r(D)}, {neg}, {log2e}, {scale});"]
+    rows = as_expr(H) * S
+    src = hand_source(pl, "softmax_rows", body, bufs, threads, rows, 1)
+    pl.add_kernel(src, ids, node.id, "softmax_rows")
+
+
+def _at_most(pl, e) -> int:
+    v = ix.max_value(e, pl.dims_max)
+    return int(v) if v else 1024
+
+
+__all__ = ["lower_rms_norm_rows", "lower_softmax_rows"]

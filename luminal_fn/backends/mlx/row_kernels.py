@@ -1,0 +1,55 @@
+"""The MLX backend's row kernels (optimize/rules/specialize_norms.egg) as MLX ops, with the
+semantics of backends/numpy/row_kernels.py: the traced formula with its literals read from their
+1-element inputs, float32 math, the result stored in the node's dtype.
+
+rms_norm_rows   x (R, D), inv_n (1,), eps (1,), w (D,)               R D CAST
+softmax_rows    x (H, S, D), neg (1,), log2e (1,) [, scale (1,), mask (H, S, D)]
+                                                                     H S D CAST
+"""
+from __future__ import annotations
+
+import mlx.core as mx
+
+from .ops import cast, op
+
+ROW_KINDS = ("rms_norm_rows", "softmax_rows")
+
+
+def _f32(reader, vals, dims):
+    return reader(vals, dims).astype(mx.float32)
+
+
+def _scalar(reader, vals, dims):
+    return mx.reshape(_f32(reader, vals, dims), (-1,))[0]
+
+
+@op("rms_norm_rows")
+def _rms_norm_rows(node, readers):
+    r_x, r_inv, r_eps, r_w = readers
+
+    def step(vals, dims):
+        x = _f32(r_x, vals, dims)
+        ms = mx.sum(x * x, axis=-1, keepdims=True) * _scalar(r_inv, vals, dims)
+        r = 1.0 / mx.sqrt(ms + _scalar(r_eps, vals, dims))
+        return cast(x * r * _f32(r_w, vals, dims), node.dtype)
+
+    return step
+
+
+@op("softmax_rows")
+def _softmax_rows(node, readers):
+    r_x, r_neg, r_l2e = readers[:3]
+    scaled = readers[3:]
+
+    def step(vals, dims):
+        x = _f32(r_x, vals, dims)
+        if scaled:
+            x = x * _scalar(scaled[0], vals, dims) + _f32(scaled[1], vals, dims)
+        m = mx.max(x, axis=-1, keepdims=True)
+        e = mx.power(2.0, (x + m * _scalar(r_neg, vals, dims)) * _scalar(r_l2e, vals, dims))
+        return cast(e * (1.0 / mx.sum(e, axis=-1, keepdims=True)), node.dtype)
+
+    return step
+
+
+__all__ = ["ROW_KINDS"]

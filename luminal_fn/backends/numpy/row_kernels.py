@@ -1,0 +1,63 @@
+"""The NumPy semantics of the row kernels that optimize/rules/specialize_norms.egg adds: RMS norm
+and softmax over the last axis, each computing exactly the formula the front end traces (the
+literals come in as 1-element inputs), in float32, stored in the node's dtype.
+
+name            inputs                                              params
+rms_norm_rows   x (R, D), inv_n (1,), eps (1,), w (D,)              R D CAST
+                y = x * (1 / sqrt(sum(x * x, -1) * inv_n + eps)) * w
+softmax_rows    x (H, S, D), neg (1,), log2e (1,) [, scale (1,), mask (H, S, D)]
+                                                                    H S D CAST
+                with scale and mask: x = a * scale + mask first; then
+                e = exp2((x + max(x, -1) * neg) * log2e); y = e * (1 / sum(e, -1))
+CAST only tells the two e-classes of one kernel apart (computed in float32, stored in the node's
+dtype either way).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .executor import kernel
+from .model_kernels import _as, _store
+
+ROW_KERNELS = ("rms_norm_rows", "softmax_rows")
+
+
+def _f32(reader, vals, dims):
+    return _as(reader(vals, dims), np.float32)
+
+
+def _scalar(reader, vals, dims) -> np.float32:
+    return np.float32(_f32(reader, vals, dims).reshape(-1)[0])
+
+
+@kernel("rms_norm_rows")
+def _rms_norm_rows(node, readers):
+    r_x, r_inv, r_eps, r_w = readers
+
+    def step(vals, dims):
+        x = _f32(r_x, vals, dims)
+        ms = np.add.reduce(x * x, axis=-1, keepdims=True) * _scalar(r_inv, vals, dims)
+        r = np.float32(1) / np.sqrt(ms + _scalar(r_eps, vals, dims))
+        return _store(node, x * r * _f32(r_w, vals, dims))
+
+    return step
+
+
+@kernel("softmax_rows")
+def _softmax_rows(node, readers):
+    r_x, r_neg, r_l2e = readers[:3]
+    scaled = readers[3:]
+
+    def step(vals, dims):
+        x = _f32(r_x, vals, dims)
+        if scaled:
+            r_scale, r_mask = scaled
+            x = x * _scalar(r_scale, vals, dims) + _f32(r_mask, vals, dims)
+        m = np.maximum.reduce(x, axis=-1, keepdims=True)
+        e = np.exp2((x + m * _scalar(r_neg, vals, dims)) * _scalar(r_l2e, vals, dims))
+        return _store(node, e * (np.float32(1) / np.add.reduce(e, axis=-1, keepdims=True)))
+
+    return step
+
+
+__all__ = ["ROW_KERNELS"]
