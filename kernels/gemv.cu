@@ -13,14 +13,17 @@
 // 16-byte aligned bases; the host checks and otherwise falls back to cuBLAS.
 //   ITERS > 0: K == ITERS * WPR * 32 * V, known when the kernel is rendered, so every load of a
 //   lane's share of the row is issued before the first multiply (more bytes in flight).
+//   The block index and block count are arguments, not blockIdx.x / gridDim.x: one launch can
+//   run several GEMVs that read the same x (a decode step's q, k, v), each on its own range of
+//   blocks (block = blockIdx.x - the range's start, blocks = the range's length).
 template <typename T, int ITERS>
 __device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
-                           T* __restrict__ y, int N, int K, int WPR) {
+                           T* __restrict__ y, int N, int K, int WPR, int block, int blocks) {
   constexpr int V = 16 / sizeof(T);
   __shared__ float red[8];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int rpb = 8 / WPR, row_in = warp / WPR, part = warp % WPR;
-  for (int base = blockIdx.x * rpb; base < N; base += gridDim.x * rpb) {
+  for (int base = block * rpb; base < N; base += blocks * rpb) {
     const int n = base + row_in;
     float acc = 0.f;
     if (n < N) {

@@ -13,7 +13,8 @@ from ..render import index as ix
 from ..render.reduce import render_reduce
 from ..render.kernels import KernelInput, finish
 from .cublas import gemm_plan, run_gemm
-from .plan import HostStep, evaluate, lowerer
+from .plan import HostStep, evaluate, lowerer, sibling_key
+from .siblings import NkSegment, render_gemv_nk
 
 GEMV_DTYPES = (dt.float32, dt.float16, dt.bfloat16)
 CUBLAS_DTYPES = (dt.float32, dt.float16, dt.bfloat16)
@@ -106,21 +107,53 @@ def _rendered(pl, node, va: View, vb: View):
 
 
 # ---- GEMV --------------------------------------------------------------------------------------
-def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
+def _gemv_layout(pl, node, va: View, vb: View, da, db) -> str | None:
+    """Which GEMV kernel reads these operands as they lie: "kn" (W stored (K, N), n contiguous),
+    "nk" (W stored (N, K), k contiguous: a Linear weight) or None (one activation row at most,
+    static N and K, 16-byte vectors along the unit-stride axis, aligned offsets)."""
     if not (node.dtype in GEMV_DTYPES and da == db == node.dtype):
-        return False
+        return None
     if va.mask is not None or vb.mask is not None:
-        return False
+        return None
     rows = va.shape[:-1]  # batch dims and M: one row in all, at most, for this bucket
     if any(_at_most(pl, d) != 1 for d in rows):
-        return False
+        return None
     N, K = _static(vb.shape[-1]), _static(va.shape[-1])
     if N is None or K is None or N < 1 or K < 1:
-        return False
+        return None
     V = 16 // node.dtype.itemsize
-    sk_a = va.strides[-1]
-    if not (same(sk_a, 1) and _aligned(va.offset, V)):
+    if not (same(va.strides[-1], 1) and _aligned(va.offset, V)):
+        return None
+    s_k, s_n = vb.strides[-2], vb.strides[-1]
+    if same(s_n, 1) and N % V == 0 and _aligned(s_k, V) and _aligned(vb.offset, V):
+        return "kn"
+    if same(s_k, 1) and K % V == 0 and _aligned(s_n, V) and _aligned(vb.offset, V):
+        return "nk"
+    return None
+
+
+@sibling_key("matmul")
+def _gemv_nk_sibling(pl, node):
+    """Matmuls that lower to lf_gemv_nk and read the same producer through the same view (and
+    so the same x buffer and offset) can share one launch (siblings.py)."""
+    if node.attrs.get("strategy") not in (None, "gemv") or len(node.inputs) != 2:
+        return None
+    (sa, va), (sb, vb) = node.inputs
+    if pl.is_scalar_constant(sa) or pl.is_scalar_constant(sb):
+        return None
+    da, db = pl.graph.nodes[sa].dtype, pl.graph.nodes[sb].dtype
+    if _gemv_layout(pl, node, va, vb, da, db) != "nk":
+        return None
+    return ("gemv_nk", sa, va.key(), node.dtype.name)
+
+
+def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
+    layout = _gemv_layout(pl, node, va, vb, da, db)
+    if layout is None:
         return False
+    rows = va.shape[:-1]
+    N, K = _static(vb.shape[-1]), _static(va.shape[-1])
+    V = 16 // node.dtype.itemsize
     s_k, s_n = vb.strides[-2], vb.strides[-1]
     T = pl.lang.storage[node.dtype.name]
     nm = ix.dim_names(pl.symbols)
@@ -129,7 +162,7 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
     # a symbolic row count is 1 at the bucket's largest dims, so 0 or 1 in a call: skip on 0
     symbolic = [d for d in rows if _static(d) is None]
     guard = ([f"if ({' * '.join(f'({r(d)})' for d in symbolic)} == 0) return;"] if symbolic else [])
-    if same(s_n, 1) and N % V == 0 and _aligned(s_k, V) and _aligned(vb.offset, V):
+    if layout == "kn":
         blocks_x = -(-N // (32 * V))
         S = max(1, min(K // 64 or 1, -(-4 * pl.sm_count // blocks_x)))
         KC = -(-K // S)
@@ -158,20 +191,15 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
                           256, N, 256, meta={"hand": True})
             pl.add_kernel(src2, [scratch, out], node.id, "matmul (gemv partials)")
         return True
-    if same(s_k, 1) and K % V == 0 and _aligned(s_n, V) and _aligned(vb.offset, V):
-        wpr = _warps_per_row(N, K, V, pl.sm_count)
-        rpb = 8 // wpr
-        per_lane = K // (wpr * 32 * V)
-        iters = per_lane if per_lane * wpr * 32 * V == K and 1 <= per_lane <= MAX_UNROLLED else 0
-        body = guard + [f"lf_gemv_nk<{T}, {iters}>(b1 + ({r(vb.offset)}), (long long)({r(s_n)}), "
-                f"b0 + ({r(va.offset)}), out, {N}, {K}, {wpr});"]
-        bufs = [("in0", "b0", node.dtype, True), ("in1", "b1", node.dtype, True),
-                ("out", "out", node.dtype, False)]
-        src = finish(pl.lang, "gemv_nk", body, bufs, 256, 1, 1,
-                     meta={"hand": True, "grid3": (min(-(-N // rpb), 65535), 1, 1), "wpr": wpr})
-        pl.add_kernel(src, [b_a, b_w, out], node.id, "matmul (gemv nk)")
-        return True
-    return False
+    wpr = _warps_per_row(N, K, V, pl.sm_count)
+    rpb = 8 // wpr
+    per_lane = K // (wpr * 32 * V)
+    iters = per_lane if per_lane * wpr * 32 * V == K and 1 <= per_lane <= MAX_UNROLLED else 0
+    seg = NkSegment(node.dtype, T, iters, wpr, N, K, r(vb.offset), r(s_n), r(va.offset),
+                    min(-(-N // rpb), 65535), tuple(guard))
+    # (siblings.merge_gemv_steps joins this step with adjacent ones that read the same x)
+    pl.add_kernel(render_gemv_nk(pl.lang, [seg]), [b_a, b_w, out], node.id, "matmul (gemv nk)")
+    return True
 
 
 MAX_UNROLLED = 16  # vectors per lane held in registers at once by the unrolled GEMV

@@ -2,7 +2,9 @@
 
 The planner walks the graph once, turns every node into device steps (rendered kernels, hand
 kernels, host-side cuBLAS calls), gives every value a buffer, and packs the intermediates into
-one arena from their lifetimes (sized at the bucket's largest dims). Nothing here touches the
+one arena from their lifetimes (sized at the bucket's largest dims). The walk follows the graph's
+order except that sibling GEMVs (one activation row read by q, k, v) are moved next to each
+other, and their steps then become one launch (siblings.py). Nothing here touches the
 GPU, so planning and the rendered sources are testable on any machine.
 
 Buffers: ``input`` (the caller's array, registered by pointer), ``output`` (allocated per call,
@@ -24,6 +26,7 @@ from ...ir.view import View
 from ..render import (CUDA, KernelInput, KernelSource, render_copy, render_node, render_scatter,
                       renderable)
 from ..render.index import max_value, numel
+from .siblings import merge_gemv_steps, sibling_order
 
 ALIGN = 256
 
@@ -80,7 +83,8 @@ class BucketPlan:
         for s in self.steps:
             if isinstance(s, KernelStep):
                 m = s.source.meta
-                extra = ", ".join(f"{k}={v}" for k, v in m.items() if v not in (None, 0))
+                extra = ", ".join(f"{k}={v}" for k, v in m.items()
+                                  if not k.startswith("_") and v not in (None, 0))
                 lines.append(f"  %{s.node} {s.label}: {s.source.name}" + (f" ({extra})" if extra else ""))
             else:
                 lines.append(f"  %{s.node} {s.label}: host")
@@ -94,6 +98,20 @@ LOWERERS: dict[str, Callable] = {}
 def lowerer(name: str):
     def deco(fn):
         LOWERERS[name] = fn
+        return fn
+
+    return deco
+
+
+# CustomOp kinds whose kernels one launch can run together with a sibling's: name ->
+# key(planner, node), equal for nodes that may share a launch, None for a node that may not
+# (the matmul lowering's GEMV over one activation row, see siblings.py)
+SIBLING_KEYS: dict[str, Callable] = {}
+
+
+def sibling_key(name: str):
+    def deco(fn):
+        SIBLING_KEYS[name] = fn
         return fn
 
     return deco
@@ -194,7 +212,7 @@ class Planner:
         for n in g.live_nodes():
             for i, _ in n.inputs:
                 readers[i] = readers.get(i, 0) + 1
-        for node in g.live_nodes():
+        for node in self._schedule():
             op = node.op
             if op == "Input":
                 continue
@@ -247,9 +265,31 @@ class Planner:
                     f"the CUDA backend has no kernel for node %{node.id} {op}"
                     + (f" {name!r}" if name else "") + f"; known CustomOp kinds: "
                     f"fused, fused_reduce, {', '.join(sorted(LOWERERS))}")
+        merge_gemv_steps(self)
         self._lifetimes()
         size = self._pack()
         return BucketPlan(self.symbols, self.dims_max, self.bufs, self.steps, size, outputs, inputs)
+
+    def _schedule(self) -> list:
+        """The nodes in planning order: the graph's, with sibling nodes (equal SIBLING_KEYS keys,
+        such as GEMVs reading the same activation row) moved next to each other when their inputs
+        allow, so that merge_gemv_steps can run them in one launch."""
+        nodes = self.graph.live_nodes()
+        keys = {}
+        for n in nodes:
+            fn = SIBLING_KEYS.get(n.attrs.get("name")) if n.op == "CustomOp" else None
+            key = fn(self, n) if fn is not None else None
+            if key is not None:
+                keys[n.id] = key
+        if len(keys) < 2:
+            return nodes
+        return sibling_order(nodes, keys, {n.id for n in nodes if n.op == "Input"})
+
+    def is_scalar_constant(self, nid: int) -> bool:
+        """Whether node ``nid`` is a scalar Constant (inlined into the kernels that read it)."""
+        n = self.graph.nodes[nid]
+        v = n.attrs.get("value") if n.op == "Constant" else None
+        return n.op == "Constant" and not (isinstance(v, np.ndarray) and v.ndim > 0)
 
     def _scatter_in_place(self, node, readers: dict) -> bool:
         """A Scatter into a donated input that nothing else reads, whose result is an output of
@@ -335,4 +375,4 @@ def evaluate(e, dims) -> int:
 
 
 __all__ = ["Planner", "BucketPlan", "Buf", "KernelStep", "HostStep", "lowerer", "LOWERERS",
-           "evaluate"]
+           "sibling_key", "SIBLING_KEYS", "evaluate"]

@@ -1,0 +1,160 @@
+"""Sibling GEMVs in one launch: a decode step's q, k and v projections (and gate and up) read the
+same activation row, and each small GEMV costs a launch and a tail of its own (~2-3 us on an
+H200, more than k and v take to stream their weights). Two pieces:
+
+- :func:`sibling_order`: the order the planner walks the nodes in. A node with a sibling key pulls
+  right after itself the later nodes with the same key whose inputs are all planned by then;
+  everything else keeps the graph's order. It runs before buffers get lifetimes, so lifetimes and
+  the arena follow the order actually planned.
+- :func:`merge_gemv_steps`: adjacent ``lf_gemv_nk`` steps that read the same x buffer at the same
+  offset (same dtype, same K, same symbolic-row guard) become one kernel whose blocks are split
+  into one range per GEMV; each range calls ``lf_gemv_nk`` (kernels/gemv.cu) with its block
+  index within the range and the range's length, its own weights, output, N and tuning.
+
+Nothing here touches the GPU; the merged source is checked on the CPU (tests/test_cuda_gemv_merge.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ...ir import dtypes as dt
+from ..render.kernels import KernelSource, finish
+
+MAX_SEGMENTS = 4  # GEMVs per launch: q, k, v (3) and gate, up (2) fit; more buys little
+
+
+@dataclass(frozen=True)
+class NkSegment:
+    """One ``lf_gemv_nk`` call as rendered: C type ``T`` of ``dtype``, unrolled ``iters``, warps
+    per row ``wpr``, the output's ``n`` rows of the ``k``-long dot products, the weights' offset
+    and leading dim and x's offset (C expressions), ``blocks`` (its share of the grid) and the
+    symbolic-row ``guard`` lines."""
+
+    dtype: dt.DType
+    T: str
+    iters: int
+    wpr: int
+    n: int
+    k: int
+    w_offset: str
+    ldw: str
+    x_offset: str
+    blocks: int
+    guard: tuple = ()
+
+    def call(self, w: str, x: str, y: str, block: str, blocks: str) -> str:
+        return (f"lf_gemv_nk<{self.T}, {self.iters}>({w} + ({self.w_offset}), (long long)({self.ldw}), "
+                f"{x} + ({self.x_offset}), {y}, {self.n}, {self.k}, {self.wpr}, {block}, {blocks});")
+
+
+def render_gemv_nk(lang, segments: list) -> KernelSource:
+    """One kernel for one or more GEMVs that read the same x. Buffers: x, then each segment's
+    weights, then each segment's output (one GEMV: the usual in0, in1, out)."""
+    s0 = segments[0]
+    d = s0.dtype
+    guard = list(s0.guard)  # the same rows for every segment: the whole launch is skipped on 0
+    if len(segments) == 1:
+        body = guard + [s0.call("b1", "b0", "out", "blockIdx.x", "gridDim.x")]
+        bufs = [("in0", "b0", d, True), ("in1", "b1", d, True), ("out", "out", d, False)]
+        return finish(lang, "gemv_nk", body, bufs, 256, 1, 1,
+                      meta={"hand": True, "grid3": (s0.blocks, 1, 1), "wpr": s0.wpr,
+                            "_gemv_nk": s0})
+    body = guard + ["const int blk = blockIdx.x;"]
+    start = 0
+    for i, s in enumerate(segments):
+        end = start + s.blocks
+        # (a block-uniform branch: the __syncthreads inside lf_gemv_nk stay legal)
+        body.append(f"if (blk < {end}) {{ {s.call(f'w{i}', 'b0', f'y{i}', f'blk - {start}', str(s.blocks))} "
+                    "return; }")
+        start = end
+    bufs = ([("in0", "b0", d, True)] + [(f"w{i}", f"w{i}", d, True) for i in range(len(segments))]
+            + [(f"out{i}", f"y{i}", d, False) for i in range(len(segments))])
+    return finish(lang, f"gemv_nk{len(segments)}", body, bufs, 256, 1, 1,
+                  meta={"hand": True, "grid3": (start, 1, 1),
+                        "wpr": tuple(s.wpr for s in segments)})
+
+
+def sibling_order(nodes: list, keys: dict, ready: set, cap: int = MAX_SEGMENTS) -> list:
+    """``nodes`` (a topological order) with siblings moved next to each other: after a node with
+    a key in ``keys`` (node id -> key) come the later nodes of the same key, up to ``cap`` in
+    all, whose inputs are all in ``ready`` (ids planned before the walk, the graph inputs) or
+    placed earlier. A moved node still follows all its producers and precedes its consumers."""
+    groups: dict = {}
+    for n in nodes:
+        if n.id in keys:
+            groups.setdefault(keys[n.id], []).append(n)
+    placed = set(ready)
+    moved = set()
+    out = []
+    for n in nodes:
+        if n.id in moved:
+            continue
+        out.append(n)
+        placed.add(n.id)
+        key = keys.get(n.id)
+        if key is None:
+            continue
+        run = 1
+        for m in groups[key]:
+            if run >= cap:
+                break
+            if m.id <= n.id or m.id in placed:
+                continue
+            if all(i in placed for i, _ in m.inputs):
+                out.append(m)
+                placed.add(m.id)
+                moved.add(m.id)
+                run += 1
+    return out
+
+
+def _segment(step):
+    src = getattr(step, "source", None)
+    return None if src is None else src.meta.get("_gemv_nk")
+
+
+def _joins(group: list, step) -> bool:
+    """Whether ``step`` can run in the same launch as the GEMV steps of ``group``: it reads the
+    same x the same way and no step of the launch reads or writes what another one writes."""
+    seg, first = _segment(step), _segment(group[0])
+    if seg is None or len(step.bufs) != 3:
+        return False
+    x, w, y = step.bufs
+    if (x != group[0].bufs[0] or seg.T != first.T or seg.k != first.k
+            or seg.x_offset != first.x_offset or seg.guard != first.guard):
+        return False
+    reads = {x, w} | {g.bufs[1] for g in group}
+    writes = {g.bufs[2] for g in group}
+    return y not in reads and y not in writes and not (reads & writes)
+
+
+def merge_gemv_steps(pl) -> None:
+    """Replace runs of adjacent mergeable GEMV steps in ``pl.steps`` by one step each (at most
+    MAX_SEGMENTS GEMVs). The merged step keeps the first step's node; ``meta["nodes"]`` lists
+    every node it computes, its ``bufs`` every buffer it reads and writes."""
+    steps = pl.steps
+    out = []
+    i = 0
+    while i < len(steps):
+        s = steps[i]
+        if _segment(s) is None:
+            out.append(s)
+            i += 1
+            continue
+        group = [s]
+        j = i + 1
+        while j < len(steps) and len(group) < MAX_SEGMENTS and _joins(group, steps[j]):
+            group.append(steps[j])
+            j += 1
+        if len(group) == 1:
+            out.append(s)
+        else:
+            src = render_gemv_nk(pl.lang, [_segment(g) for g in group])
+            src.meta["nodes"] = tuple(g.node for g in group)
+            bufs = [s.bufs[0]] + [g.bufs[1] for g in group] + [g.bufs[2] for g in group]
+            out.append(replace(s, source=src, bufs=bufs, label=f"matmul (gemv nk x{len(group)})"))
+        i = j
+    steps[:] = out
+
+
+__all__ = ["NkSegment", "render_gemv_nk", "sibling_order", "merge_gemv_steps", "MAX_SEGMENTS"]
