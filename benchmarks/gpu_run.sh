@@ -50,5 +50,10 @@ fi
 if [ "$T_PROF" != 0 ]; then  # where a generated token's time goes (step, pick, host queueing)
   timeout -s INT -k 10 "$T_PROF" python3 benchmarks/decode_loop_profile.py --tokens 32 > "$OUT/decode_loop.txt" 2>&1
   echo "decode loop rc=$?"; tail -n 9 "$OUT/decode_loop.txt"
+  # every step of the decode step and of a DLRM forward timed alone (appended: $OUT holds 8 files)
+  { timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 25;
+    timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --model dlrm --num-cat 1 --top 16; } \
+    >> "$OUT/decode_loop.txt" 2>&1
+  echo "step profiles rc=$?"
 fi
 date -u
