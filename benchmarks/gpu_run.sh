@@ -19,7 +19,7 @@ T_ANCH=${4:-170}
 T_PROF=${5:-60}
 GRAPHS=${6:-3}
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader;
-  git rev-parse --short HEAD 2>/dev/null || cat COMMIT 2>/dev/null;
+  cat COMMIT 2>/dev/null || git rev-parse --short HEAD;  # a clean export carries COMMIT
   python3 -c "import sys, cupy, egglog; print(sys.version.split()[0], 'cupy', cupy.__version__)"; } 2>&1 | tee "$OUT/env.txt"
 if [ "$T_TESTS" != 0 ]; then
   XD=$(python3 -c "import xdist" 2>/dev/null && printf -- "-n 8")

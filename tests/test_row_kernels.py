@@ -213,7 +213,7 @@ def test_cuda_row_kernels_compute_the_reference(name):
 @pytest.mark.gpu
 def test_cuda_attention_in_bfloat16_with_a_dynamic_context():
     jf = lf.jit(lambda q, k, v, m: lf.nn.scaled_dot_product_attention(q, k, v, mask=m), backend="cuda",
-                buckets={"c": [(1, 64)]})
+                dynamic_axes={"k": {1: "c"}, "v": {1: "c"}, "m": {1: "c"}}, buckets={"c": [(1, 64)]})
     for c in (5, 33):
         q, k, v = (f32(4, n, 32) for n in (1, c, c))
         mask = np.zeros((1, c), np.float32)

@@ -1,0 +1,120 @@
+"""Which launch shape of the decode GEMV (kernels/gemv.cu lf_gemv_nk) reads the weights fastest
+on this GPU: warps per row x grid size, for the Llama-1B decode shapes (a benchmark for choosing
+matmul.py's heuristic, not a test).
+
+    python benchmarks/gemv_sweep.py [--dtype bfloat16]
+
+Each configuration runs 50 times inside one CUDA graph (as a decode step replays it); the
+figure is the time per GEMV and the weight bytes read per second, beside a device-to-device copy
+of the same bytes. Each result is checked against a float64 product of the same values.
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from luminal_fn.backends.cuda.device import get_module
+from luminal_fn.backends.render import CUDA
+from luminal_fn.backends.render.files import kernel_file
+
+SHAPES = {  # name: (N rows of W, K) - W is (N, K), k contiguous (Hugging Face Linear)
+    "q/o 2048x2048": (2048, 2048),
+    "k/v 512x2048": (512, 2048),
+    "qkv 3072x2048": (3072, 2048),
+    "gate/up 8192x2048": (8192, 2048),
+    "gate+up 16384x2048": (16384, 2048),
+    "down 2048x8192": (2048, 8192),
+}
+REPS = 50
+
+
+def source(T: str, configs) -> str:
+    parts = [CUDA.prelude, kernel_file("gemv.cu")]
+    for name, iters in configs:
+        parts.append(f'extern "C" __global__ void __launch_bounds__(256) {name}(const {T}* w, const {T}* x, '
+                     f"{T}* y, int N, int K, int WPR) {{ lf_gemv_nk<{T}, {iters}>(w, K, x, y, N, K, WPR, "
+                     "blockIdx.x, gridDim.x); }")
+    return "\n".join(parts)
+
+
+def graph_time_us(cp, launch) -> float:
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        launch()
+        stream.synchronize()
+        stream.begin_capture()
+        for _ in range(REPS):
+            launch()
+        graph = stream.end_capture()
+        graph.launch(stream)
+        stream.synchronize()
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        best = float("inf")
+        for _ in range(5):
+            start.record(stream)
+            graph.launch(stream)
+            end.record(stream)
+            end.synchronize()
+            best = min(best, cp.cuda.get_elapsed_time(start, end) * 1e3 / REPS)
+    return best
+
+
+def main():
+    import cupy as cp
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+    args = ap.parse_args()
+    T = {"bfloat16": "__nv_bfloat16", "float16": "__half", "float32": "float"}[args.dtype]
+    import ml_dtypes
+
+    item = 4 if args.dtype == "float32" else 2
+    V = 16 // item
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    configs = [(f"g_it{i}", i) for i in (0, 1, 2, 4, 8, 16)]
+    mod = get_module(source(T, configs))
+    rng = np.random.default_rng(0)
+    print(f"{args.dtype}, {sms} SMs; time per GEMV in a CUDA graph of {REPS}; TB/s of weight bytes")
+    for label, (N, K) in SHAPES.items():
+        wh = (rng.standard_normal((N, K)) / np.sqrt(K)).astype(np.float32)
+        xh = rng.standard_normal(K).astype(np.float32)
+        if args.dtype == "bfloat16":
+            wq, xq = wh.astype(ml_dtypes.bfloat16), xh.astype(ml_dtypes.bfloat16)
+            w, x = cp.asarray(wq.view(np.uint16)), cp.asarray(xq.view(np.uint16))
+            want = wq.astype(np.float64) @ xq.astype(np.float64)
+        else:
+            npd = np.float16 if args.dtype == "float16" else np.float32
+            wq, xq = wh.astype(npd), xh.astype(npd)
+            w, x = cp.asarray(wq), cp.asarray(xq)
+            want = wq.astype(np.float64) @ xq.astype(np.float64)
+        y = cp.zeros(N, dtype=w.dtype)
+        nbytes = N * K * item
+        src = cp.empty(nbytes // 2, dtype=cp.uint8)
+        dst = cp.empty_like(src)
+        copy_us = graph_time_us(cp, lambda: dst.__setitem__(Ellipsis, src))  # reads + writes nbytes
+        print(f"\n{label} ({nbytes / 1e6:.1f} MB): copy of the same bytes {copy_us:.2f} us "
+              f"({nbytes / copy_us / 1e6:.2f} TB/s)")
+        rows = []
+        for wpr in (1, 2, 4, 8):
+            if wpr * 32 * V > K:
+                continue
+            per_lane = K // (wpr * 32 * V)
+            iters = per_lane if per_lane * wpr * 32 * V == K and per_lane in (1, 2, 4, 8, 16) else 0
+            fn = mod.get_function(f"g_it{iters}")
+            full = -(-N // (8 // wpr))
+            for grid in sorted({full, min(full, sms * 4), min(full, sms * 8), min(full, sms * 16)}):
+                def launch(fn=fn, grid=grid, wpr=wpr):
+                    fn((grid,), (256,), (w, x, y, np.int32(N), np.int32(K), np.int32(wpr)))
+                us = graph_time_us(cp, launch)
+                got = cp.asnumpy(y).astype(np.float32) if args.dtype != "bfloat16" else \
+                    cp.asnumpy(y).view(ml_dtypes.bfloat16).astype(np.float32)
+                err = float(np.abs(got - want).max())
+                rows.append((us, wpr, iters, grid, err))
+        for us, wpr, iters, grid, err in sorted(rows):
+            print(f"  wpr {wpr} iters {iters:2d} grid {grid:6d}: {us:7.2f} us  {nbytes / us / 1e6:5.2f} TB/s"
+                  f"  max err {err:.2e}")
+
+
+if __name__ == "__main__":
+    main()
