@@ -16,9 +16,16 @@
 //   The block index and block count are arguments, not blockIdx.x / gridDim.x: one launch can
 //   run several GEMVs that read the same x (a decode step's q, k, v), each on its own range of
 //   blocks (block = blockIdx.x - the range's start, blocks = the range's length).
-template <typename T, int ITERS>
-__device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
-                           T* __restrict__ y, int N, int K, int WPR, int block, int blocks) {
+//   lf_gemv_nk_to hands each finished dot product to store(n, acc) instead of writing y[n]: a
+//   wrapper can apply an elementwise epilogue there (the residual add after a projection).
+template <typename T> struct LfGemvStore {
+  T* __restrict__ y;
+  __device__ __forceinline__ void operator()(int n, float acc) const { y[n] = lf_st<T>(acc); }
+};
+
+template <typename T, int ITERS, typename Store>
+__device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
+                              int N, int K, int WPR, int block, int blocks, const Store& store) {
   constexpr int V = 16 / sizeof(T);
   __shared__ float red[8];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -54,18 +61,24 @@ __device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __re
     #pragma unroll
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
     if (WPR == 1) {
-      if (lane == 0 && n < N) y[n] = lf_st<T>(acc);
+      if (lane == 0 && n < N) store(n, acc);
     } else {
       if (lane == 0) red[warp] = acc;
       __syncthreads();
       if (part == 0 && lane == 0 && n < N) {
         float s = 0.f;
         for (int p = 0; p < WPR; ++p) s += red[row_in * WPR + p];
-        y[n] = lf_st<T>(s);
+        store(n, s);
       }
       __syncthreads();
     }
   }
+}
+
+template <typename T, int ITERS>
+__device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
+                           T* __restrict__ y, int N, int K, int WPR, int block, int blocks) {
+  lf_gemv_nk_to<T, ITERS>(w, ldw, x, N, K, WPR, block, blocks, LfGemvStore<T>{y});
 }
 
 template <typename T, bool SPLIT>

@@ -70,10 +70,12 @@ def _bf16(rng, *shape):
 
 
 def _unmerged(monkeypatch, g, dims):
-    """The plan as it was before siblings.py: the graph's order, one launch per GEMV."""
+    """The plan as it was before siblings.py: the graph's order, one launch per GEMV (and no
+    epilogues folded into them: epilogue.py's own tests cover those)."""
     with monkeypatch.context() as m:
         m.setattr(plan_module, "sibling_order", lambda nodes, keys, ready: nodes)
         m.setattr(plan_module, "merge_gemv_steps", lambda pl: None)
+        m.setattr(plan_module, "fuse_gemv_epilogues", lambda pl: None)
         return plan_graph(g, dims)
 
 
@@ -200,14 +202,21 @@ def test_a_llama_decode_step_runs_q_k_v_and_gate_up_as_one_launch_each(monkeypat
     with monkeypatch.context() as m:
         m.setattr(plan_module, "sibling_order", lambda nodes, keys, ready: nodes)
         m.setattr(plan_module, "merge_gemv_steps", lambda pl: None)
+        m.setattr(plan_module, "fuse_gemv_epilogues", lambda pl: None)
         before = plan_graph(g, dims, donated=cache)
-    bp = plan_graph(g, dims, donated=cache)
+    with monkeypatch.context() as m:
+        m.setattr(plan_module, "fuse_gemv_epilogues", lambda pl: None)
+        bp = plan_graph(g, dims, donated=cache)
     labels = _labels(bp)
     assert labels.count("matmul (gemv nk x3)") == layers  # q, k, v
     assert labels.count("matmul (gemv nk x2)") == layers  # gate, up
     assert labels.count("matmul (gemv nk)") == 2 * layers + 1  # o, down; the LM head
     assert _labels(before).count("matmul (gemv nk)") == 7 * layers + 1
     assert len(bp.steps) == len(before.steps) - 3 * layers
+    # with the epilogues: o and down take the residual add, the LM head its widening to float32
+    full = _labels(plan_graph(g, dims, donated=cache))
+    assert full.count("matmul (gemv nk) + epilogue") == 2 * layers + 1
+    assert len(full) == len(bp.steps) - (2 * layers + 1)
     _check_arena(bp)
 
 

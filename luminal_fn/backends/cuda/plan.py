@@ -26,6 +26,7 @@ from ...ir.view import View
 from ..render import (CUDA, KernelInput, KernelSource, render_copy, render_node, render_scatter,
                       renderable)
 from ..render.index import max_value, numel
+from .epilogue import fuse_gemv_epilogues
 from .siblings import merge_gemv_steps, sibling_order
 
 ALIGN = 256
@@ -266,6 +267,7 @@ class Planner:
                     + (f" {name!r}" if name else "") + f"; known CustomOp kinds: "
                     f"fused, fused_reduce, {', '.join(sorted(LOWERERS))}")
         merge_gemv_steps(self)
+        fuse_gemv_epilogues(self)
         self._lifetimes()
         size = self._pack()
         return BucketPlan(self.symbols, self.dims_max, self.bufs, self.steps, size, outputs, inputs)

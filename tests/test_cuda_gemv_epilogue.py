@@ -1,0 +1,115 @@
+"""The decode GEMV with an elementwise epilogue (backends/cuda/epilogue.py): a projection and the
+fused kernel that reads its row once (a residual add) run as one launch.
+
+CPU: the plan has one step where it applies and keeps two where it must not; the module compiles
+with nvcc where installed; the kernel runs on the CPU emulation of CUDA (g++) against float64.
+GPU (marked ``gpu``, skipped without one): jitted functions against float64 NumPy.
+"""
+from __future__ import annotations
+
+import shutil
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import luminal_fn as lf
+import luminal_fn.numpy as lnp
+from luminal_fn.backends.cuda.executable import plan_graph
+from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
+
+R = np.random.default_rng(23)
+
+
+def _extract(fn, args):
+    from luminal_fn.backends.cuda import KERNEL_KINDS
+    from luminal_fn.optimize.egraph import build_egraph
+    from luminal_fn.optimize.extract import Extractor
+
+    g = lf.jit(fn).trace(*args).hlir
+    return Extractor(build_egraph(g), g, kernel_kinds=KERNEL_KINDS).extract(None)
+
+
+def residual(x, h, w):
+    """A Llama layer's ``x + o_proj(h)``: the product in w's dtype, widened, added."""
+    return x + lnp.astype(lnp.matmul(h, lnp.transpose(w)), lnp.float32)
+
+
+def _inputs(n, k, wdtype, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, n)).astype(np.float32)
+    h = (rng.standard_normal((1, k)) / np.sqrt(k)).astype(wdtype)
+    w = rng.standard_normal((n, k)).astype(wdtype)
+    return x, h, w
+
+
+def _want(x, h, w, wdtype):
+    prod = h.astype(np.float64) @ w.astype(np.float64).T
+    return x.astype(np.float64) + prod.astype(wdtype).astype(np.float64)  # rounded as stored
+
+
+def _labels(bp):
+    return [s.label for s in bp.steps]
+
+
+def test_a_residual_add_after_a_gemv_is_one_launch():
+    ll = _extract(residual, _inputs(64, 128, ml_dtypes.bfloat16))
+    bp = plan_graph(ll, {})
+    assert _labels(bp) == ["matmul (gemv nk) + epilogue"]
+    (step,) = bp.steps
+    assert step.source.buffers == ["in0", "in1", "in2", "out"]
+    assert "lf_gemv_nk_to<__nv_bfloat16" in step.source.text
+    assert "lf_ld(lf_st<__nv_bfloat16>(acc))" in step.source.text  # rounded as the GEMV stores it
+
+
+def test_no_epilogue_when_the_product_is_also_returned():
+    def both(x, h, w):
+        p = lnp.matmul(h, lnp.transpose(w))
+        return p, x + lnp.astype(p, lnp.float32)
+
+    bp = plan_graph(_extract(both, _inputs(64, 128, ml_dtypes.bfloat16)), {})
+    assert "matmul (gemv nk) + epilogue" not in _labels(bp)
+    assert "matmul (gemv nk)" in _labels(bp)
+
+
+def test_no_epilogue_when_the_consumer_reads_the_row_reversed():
+    def reversed_add(x, h, w):
+        p = lnp.matmul(h, lnp.transpose(w))
+        return x + lnp.astype(p[:, ::-1], lnp.float32)
+
+    bp = plan_graph(_extract(reversed_add, _inputs(64, 128, ml_dtypes.bfloat16)), {})
+    assert _labels(bp) == ["matmul (gemv nk)", "fused"]
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc is not installed on this machine")
+def test_epilogue_modules_compile_with_nvcc():
+    kernels = []
+    for d in (np.float32, np.float16, ml_dtypes.bfloat16):
+        kernels += plan_graph(_extract(residual, _inputs(64, 2048, d)), {}).kernels()
+    nvcc_check(module_source(kernels))
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
+@pytest.mark.parametrize("n,k,d", [(64, 128, np.float32), (48, 2048, np.float32), (64, 128, np.float16)])
+def test_epilogue_on_the_cpu_emulation_matches_float64(tmp_path, n, k, d):
+    import cuda_model_emulation as emu
+    from test_cuda_gemv_merge import _emulation_library
+
+    ins = _inputs(n, k, d, seed=1)
+    bp = plan_graph(_extract(residual, ins), {})
+    assert _labels(bp) == ["matmul (gemv nk) + epilogue"]
+    (got,) = emu.run(_emulation_library(bp, str(tmp_path)), bp, list(ins), {})
+    tol = 2e-3 if d is np.float16 else 2e-5
+    np.testing.assert_allclose(got.astype(np.float64), _want(*ins, d), rtol=tol, atol=tol * 4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,k,dname", [(64, 128, "float32"), (2048, 2048, "bfloat16"), (256, 8192, "bfloat16")])
+def test_jitted_residual_on_gpu_matches_float64(n, k, dname):
+    d = np.float32 if dname == "float32" else ml_dtypes.bfloat16
+    ins = _inputs(n, k, d, seed=2)
+    f = lf.jit(residual, backend="cuda")
+    got = np.asarray(f(*ins))
+    tol = 1e-4 if dname == "float32" else 2e-2
+    np.testing.assert_allclose(got.astype(np.float64), _want(*ins, d), rtol=tol, atol=tol)
+    np.testing.assert_array_equal(np.asarray(f(*ins)), got)  # replayed: the same values
