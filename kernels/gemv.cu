@@ -75,6 +75,54 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, const T* _
   }
 }
 
+// lf_gemv_nk_pair_to: row n of two weight matrices of the same shape (a gated MLP's gate and
+// up) by the same warps, both dot products handed to store(n, acc0, acc1), so an epilogue such as
+// silu(gate) * up needs neither product written. Both rows' loads are issued together.
+template <typename T, typename Store>
+__device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, const T* __restrict__ w1,
+                                   long long ldw1, const T* __restrict__ x, int N, int K, int WPR,
+                                   int block, int blocks, const Store& store) {
+  constexpr int V = 16 / sizeof(T);
+  __shared__ float red[2][8];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int rpb = 8 / WPR, row_in = warp / WPR, part = warp % WPR;
+  for (int base = block * rpb; base < N; base += blocks * rpb) {
+    const int n = base + row_in;
+    float acc0 = 0.f, acc1 = 0.f;
+    if (n < N) {
+      const T* r0 = w0 + (long long)n * ldw0;
+      const T* r1 = w1 + (long long)n * ldw1;
+      const int step = WPR * 32 * V;
+      #pragma unroll 4
+      for (int k = (part * 32 + lane) * V; k < K; k += step) {
+        float a[V], b[V], c[V];
+        lf_vld<V>(r0 + k, a);
+        lf_vld<V>(r1 + k, b);
+        lf_vld<V>(x + k, c);
+        #pragma unroll
+        for (int j = 0; j < V; ++j) { acc0 += a[j] * c[j]; acc1 += b[j] * c[j]; }
+      }
+    }
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      acc0 += __shfl_xor_sync(0xffffffffu, acc0, o);
+      acc1 += __shfl_xor_sync(0xffffffffu, acc1, o);
+    }
+    if (WPR == 1) {
+      if (lane == 0 && n < N) store(n, acc0, acc1);
+    } else {
+      if (lane == 0) { red[0][warp] = acc0; red[1][warp] = acc1; }
+      __syncthreads();
+      if (part == 0 && lane == 0 && n < N) {
+        float s0 = 0.f, s1 = 0.f;
+        for (int p = 0; p < WPR; ++p) { s0 += red[0][row_in * WPR + p]; s1 += red[1][row_in * WPR + p]; }
+        store(n, s0, s1);
+      }
+      __syncthreads();
+    }
+  }
+}
+
 template <typename T, int ITERS>
 __device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
                            T* __restrict__ y, int N, int K, int WPR, int block, int blocks) {

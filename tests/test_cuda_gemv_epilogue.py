@@ -48,6 +48,23 @@ def _want(x, h, w, wdtype):
     return x.astype(np.float64) + prod.astype(wdtype).astype(np.float64)  # rounded as stored
 
 
+def gated(h, wg, wu):
+    """A gated MLP's middle: silu(h @ wg.T) * (h @ wu.T), as the Llama example writes it."""
+    return lf.nn.silu(lnp.matmul(h, lnp.transpose(wg))) * lnp.matmul(h, lnp.transpose(wu))
+
+
+def _gated_inputs(n, k, d, seed=0, n_up=None):
+    rng = np.random.default_rng(seed)
+    h = (rng.standard_normal((1, k)) / np.sqrt(k)).astype(d)
+    return h, rng.standard_normal((n, k)).astype(d), rng.standard_normal((n_up or n, k)).astype(d)
+
+
+def _gated_want(h, wg, wu, d):
+    g = (h.astype(np.float64) @ wg.astype(np.float64).T).astype(d).astype(np.float64)
+    u = (h.astype(np.float64) @ wu.astype(np.float64).T).astype(d).astype(np.float64)
+    return g / (1 + np.exp(-g)) * u
+
+
 def _labels(bp):
     return [s.label for s in bp.steps]
 
@@ -57,9 +74,9 @@ def test_a_residual_add_after_a_gemv_is_one_launch():
     bp = plan_graph(ll, {})
     assert _labels(bp) == ["matmul (gemv nk) + epilogue"]
     (step,) = bp.steps
-    assert step.source.buffers == ["in0", "in1", "in2", "out"]
+    assert step.source.buffers == ["in0", "in1", "e0", "out"]  # x, W, the residual, the sum
     assert "lf_gemv_nk_to<__nv_bfloat16" in step.source.text
-    assert "lf_ld(lf_st<__nv_bfloat16>(acc))" in step.source.text  # rounded as the GEMV stores it
+    assert "lf_ld(lf_st<__nv_bfloat16>(acc0))" in step.source.text  # rounded as the GEMV stores it
 
 
 def test_no_epilogue_when_the_product_is_also_returned():
@@ -113,3 +130,43 @@ def test_jitted_residual_on_gpu_matches_float64(n, k, dname):
     tol = 1e-4 if dname == "float32" else 2e-2
     np.testing.assert_allclose(got.astype(np.float64), _want(*ins, d), rtol=tol, atol=tol)
     np.testing.assert_array_equal(np.asarray(f(*ins)), got)  # replayed: the same values
+
+
+def test_gate_and_up_with_their_product_are_one_pair_launch():
+    bp = plan_graph(_extract(gated, _gated_inputs(128, 64, ml_dtypes.bfloat16)), {})
+    assert _labels(bp) == ["matmul (gemv nk pair) + epilogue"]
+    (step,) = bp.steps
+    assert step.source.buffers == ["in0", "in1", "in2", "out"]
+    assert "lf_gemv_nk_pair_to<__nv_bfloat16>" in step.source.text
+
+
+def test_siblings_of_different_lengths_are_not_a_pair():
+    def two(h, wg, wu):
+        return lnp.sum(lnp.matmul(h, lnp.transpose(wg))) + lnp.sum(lnp.matmul(h, lnp.transpose(wu)))
+
+    bp = plan_graph(_extract(two, _gated_inputs(128, 64, ml_dtypes.bfloat16, n_up=64)), {})
+    assert not any("pair" in lab for lab in _labels(bp))
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
+@pytest.mark.parametrize("n,k", [(128, 64), (40, 2048)])
+def test_pair_epilogue_on_the_cpu_emulation_matches_float64(tmp_path, n, k):
+    import cuda_model_emulation as emu
+    from test_cuda_gemv_merge import _emulation_library
+
+    ins = _gated_inputs(n, k, np.float32, seed=3)
+    bp = plan_graph(_extract(gated, ins), {})
+    assert _labels(bp) == ["matmul (gemv nk pair) + epilogue"]
+    (got,) = emu.run(_emulation_library(bp, str(tmp_path)), bp, list(ins), {})
+    np.testing.assert_allclose(got.astype(np.float64), _gated_want(*ins, np.float32), rtol=2e-5, atol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,k,dname", [(128, 64, "float32"), (8192, 2048, "bfloat16")])
+def test_jitted_gated_mlp_on_gpu_matches_float64(n, k, dname):
+    d = np.float32 if dname == "float32" else ml_dtypes.bfloat16
+    ins = _gated_inputs(n, k, d, seed=4)
+    f = lf.jit(gated, backend="cuda")
+    got = np.asarray(f(*ins))
+    tol = 1e-4 if dname == "float32" else 3e-2
+    np.testing.assert_allclose(got.astype(np.float64), _gated_want(*ins, d), rtol=tol, atol=tol)

@@ -213,10 +213,12 @@ def test_a_llama_decode_step_runs_q_k_v_and_gate_up_as_one_launch_each(monkeypat
     assert labels.count("matmul (gemv nk)") == 2 * layers + 1  # o, down; the LM head
     assert _labels(before).count("matmul (gemv nk)") == 7 * layers + 1
     assert len(bp.steps) == len(before.steps) - 3 * layers
-    # with the epilogues: o and down take the residual add, the LM head its widening to float32
+    # with the epilogues: o and down take the residual add, the LM head its widening to float32,
+    # gate and up (one pair kernel) their silu(gate) * up
     full = _labels(plan_graph(g, dims, donated=cache))
     assert full.count("matmul (gemv nk) + epilogue") == 2 * layers + 1
-    assert len(full) == len(bp.steps) - (2 * layers + 1)
+    assert full.count("matmul (gemv nk pair) + epilogue") == layers
+    assert len(full) == len(bp.steps) - (3 * layers + 1)
     _check_arena(bp)
 
 

@@ -1,12 +1,14 @@
 """Elementwise epilogues folded into the decode GEMV: a projection followed by the kernel that
 reads its row once, element for element (a Llama layer's residual add ``x + o_proj(h)``, the
-LM head's widening to float32), runs as one launch. Each dot product is rounded to the GEMV's
+LM head's widening to float32, ``silu(gate) * up``), runs as one launch. Each dot product is rounded to the GEMV's
 dtype as its own store would round it, then the elementwise tree computes the consumer's value
 at the same index and only that is written; the GEMV's own output is never stored.
 
-Applied after planning to a single ``lf_gemv_nk`` step and the fused step right after it when:
-the fused node reads the GEMV's buffer exactly as laid out (contiguous, from offset 0), its output
-has the GEMV's length, nothing else reads the GEMV's buffer, and its tree has no gathers. Every
+Applied after planning to a single ``lf_gemv_nk`` step (or two merged siblings of one shape: a
+gated MLP's gate and up, then computed row by row together by ``lf_gemv_nk_pair_to``) and the
+fused step right after it when: the fused node reads each GEMV's buffer once, exactly as laid out
+(contiguous, from offset 0), its output has the GEMV's length, nothing else reads those buffers,
+and its tree has no gathers. Every
 other input of the fused node is read at the consumer's coordinates of that index, through its
 view, as the elementwise renderer would.
 """
@@ -38,31 +40,49 @@ def fuse_gemv_epilogues(pl) -> int:
 def _epilogue_of(pl, s1, s2):
     if getattr(s1, "source", None) is None or getattr(s2, "source", None) is None:
         return None  # (host steps: cuBLAS)
-    seg = s1.source.meta.get("_gemv_nk")
-    if seg is None or s2.label != "fused":
+    segs = _gemv_segments(s1)
+    if segs is None or s2.label != "fused":
         return None
     g = pl.graph
     node = g.nodes[s2.node]
     if node.op != "CustomOp" or node.attrs.get("name") != "fused":
         return None
-    gemv_buf = s1.bufs[-1]
-    reads = [k for k, (src, _) in enumerate(node.inputs) if pl.node_buf.get(src) == gemv_buf]
-    if len(reads) != 1 or pl.bufs[gemv_buf].kind != "arena":
+    gemv_bufs = s1.bufs[-len(segs):]
+    reads = []  # per GEMV output: the fused node's input index reading it
+    for b in gemv_bufs:
+        ks = [k for k, (src, _) in enumerate(node.inputs) if pl.node_buf.get(src) == b]
+        if len(ks) != 1 or pl.bufs[b].kind != "arena":
+            return None
+        reads.append(ks[0])
+    n = segs[0].n
+    for k in reads:
+        view = node.inputs[k][1]
+        if not (view.is_contiguous and view.mask is None and ix.is_zero(view.offset)
+                and _same_int(ix.numel(view.shape), n, pl.dims_max)):
+            return None
+    if not _same_int(ix.numel(node.shape), n, pl.dims_max):
         return None
-    (gk,) = reads
-    view = node.inputs[gk][1]
-    n_out = ix.numel(node.shape)
-    if not (view.is_contiguous and view.mask is None and ix.is_zero(view.offset)
-            and _same_int(ix.numel(view.shape), seg.n, pl.dims_max)
-            and _same_int(n_out, seg.n, pl.dims_max)):
-        return None
-    if any(gemv_buf in st.bufs for st in pl.steps if st is not s1 and st is not s2):
+    if any(b in st.bufs for st in pl.steps if st is not s1 and st is not s2 for b in gemv_bufs):
         return None
     inputs = [pl.kernel_input(node, k) for k in range(len(node.inputs))]
     tree = inline_scalars(node.attrs["expr"], inputs)
     if tree_has(tree, {"Gather"}):
         return None
-    return _render(pl, s1, s2, node, seg, gk, inputs, tree)
+    return _render(pl, s1, s2, node, segs, reads, inputs, tree)
+
+
+def _gemv_segments(step):
+    """The GEMV(s) a step runs when an epilogue can follow them: a single lf_gemv_nk, or two
+    siblings of the same shape (a gated MLP's gate and up: one pair kernel computes both rows)."""
+    meta = step.source.meta
+    if meta.get("_gemv_nk") is not None:
+        return (meta["_gemv_nk"],)
+    segs = meta.get("_segments")
+    if segs and len(segs) == 2:
+        a, b = segs
+        if (a.n, a.k, a.T, a.x_offset, a.guard) == (b.n, b.k, b.T, b.x_offset, b.guard):
+            return segs
+    return None
 
 
 def _same_int(e, n: int, dims=None) -> bool:
@@ -73,25 +93,28 @@ def _same_int(e, n: int, dims=None) -> bool:
     return dims is not None and ix.max_value(e, dims) == n
 
 
-def _render(pl, s1, s2, node, seg, gk, inputs, tree):
+def _render(pl, s1, s2, node, segs, reads, inputs, tree):
     names = ix.dim_names(pl.symbols)
+    seg = segs[0]
     T = seg.T
-    bufs = [("in0", "b0", seg.dtype, True), ("in1", "b1", seg.dtype, True)]
-    ids = [s1.bufs[0], s1.bufs[1]]
+    pair = len(segs) == 2
+    bufs = [("in0", "b0", seg.dtype, True)] + [(f"in{i + 1}", f"w{i}", seg.dtype, True) for i in range(len(segs))]
+    ids = list(s1.bufs[:1 + len(segs)])
+    acc_of = {k: f"acc{i}" for i, k in enumerate(reads)}
     cname = {}
     for k in sorted(leaf_inputs(tree)):
-        if k == gk:
+        if k in acc_of:
             continue
         cname[k] = f"e{k}"
-        bufs.append((f"in{k + 2}", f"e{k}", inputs[k].dtype, True))
+        bufs.append((f"e{k}", f"e{k}", inputs[k].dtype, True))
         ids.append(pl.input_buf(node, k))
     bufs.append(("out", "out", node.dtype, False))
     ids.append(pl.node_buf[node.id])
     cl, cs = ix.coords(node.shape, "n", names, "c", "int")
 
     def leaf(k):
-        if k == gk:  # the dot product as the GEMV would have stored it
-            return f"lf_ld(lf_st<{T}>(acc))", "float"
+        if k in acc_of:  # the dot product as the GEMV would have stored it
+            return f"lf_ld(lf_st<{T}>({acc_of[k]}))", "float"
         inp = inputs[k]
         ct = compute_type(inp.dtype)
         val = load_expr(pl.lang, inp.dtype, f"{cname[k]}[{ix.address(inp.view, cs, names)}]")
@@ -102,15 +125,23 @@ def _render(pl, s1, s2, node, seg, gk, inputs, tree):
     val, vt = tr.render(tree)
     ct_out = compute_type(node.dtype)
     store = store_expr(pl.lang, node.dtype, convert(pl.lang, val, vt, ct_out), ct_out)
-    epi = (["auto epilogue = [&](int n, float acc) {"] + ["  " + ln for ln in cl + tr.lines]
+    accs = ", ".join(f"float acc{i}" for i in range(len(segs)))
+    epi = ([f"auto epilogue = [&](int n, {accs}) {{"] + ["  " + ln for ln in cl + tr.lines]
            + [f"  out[n] = {store};", "};"])
-    call = (f"lf_gemv_nk_to<{T}, {seg.iters}>(b1 + ({seg.w_offset}), (long long)({seg.ldw}), "
-            f"b0 + ({seg.x_offset}), {seg.n}, {seg.k}, {seg.wpr}, blockIdx.x, gridDim.x, epilogue);")
+    weights = ", ".join(f"w{i} + ({s.w_offset}), (long long)({s.ldw})" for i, s in enumerate(segs))
+    if pair:
+        call = (f"lf_gemv_nk_pair_to<{T}>({weights}, b0 + ({seg.x_offset}), {seg.n}, {seg.k}, "
+                f"{seg.wpr}, blockIdx.x, gridDim.x, epilogue);")
+    else:
+        call = (f"lf_gemv_nk_to<{T}, {seg.iters}>({weights}, b0 + ({seg.x_offset}), {seg.n}, {seg.k}, "
+                f"{seg.wpr}, blockIdx.x, gridDim.x, epilogue);")
     body = list(seg.guard) + epi + [call]
-    src = finish(pl.lang, "gemv_nk_epi", body, bufs, 256, 1, 1,
+    kind = "gemv_nk_pair_epi" if pair else "gemv_nk_epi"
+    src = finish(pl.lang, kind, body, bufs, 256, 1, 1,
                  meta={"hand": True, "grid3": (seg.blocks, 1, 1), "wpr": seg.wpr,
                        "nodes": (s1.node, s2.node)})
-    return replace(s2, source=src, bufs=ids, label="matmul (gemv nk) + epilogue")
+    label = "matmul (gemv nk pair) + epilogue" if pair else "matmul (gemv nk) + epilogue"
+    return replace(s2, source=src, bufs=ids, label=label)
 
 
 __all__ = ["fuse_gemv_epilogues"]

@@ -71,7 +71,7 @@ def render_gemv_nk(lang, segments: list) -> KernelSource:
             + [(f"out{i}", f"y{i}", d, False) for i in range(len(segments))])
     return finish(lang, f"gemv_nk{len(segments)}", body, bufs, 256, 1, 1,
                   meta={"hand": True, "grid3": (start, 1, 1),
-                        "wpr": tuple(s.wpr for s in segments)})
+                        "wpr": tuple(s.wpr for s in segments), "_segments": tuple(segments)})
 
 
 def sibling_order(nodes: list, keys: dict, ready: set, cap: int = MAX_SEGMENTS) -> list:
