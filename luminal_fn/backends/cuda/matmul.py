@@ -206,14 +206,15 @@ MAX_UNROLLED = 16  # vectors per lane held in registers at once by the unrolled 
 
 
 def _warps_per_row(N: int, K: int, V: int, sm_count: int) -> int:
-    """Warps sharing one row of W (N, K): the fewest that give the device ~16 warps per SM
-    (N * wpr >= 16 * sm_count) and at most MAX_UNROLLED 16-byte loads per lane, so that each
-    lane issues several loads before its first multiply. benchmarks/gemv_sweep.py on an H200
-    (2026-12-02): 2048x2048 bf16 2.9 us with 2 warps a row vs 4.2 us with 8 (the old choice, which
-    filled the grid with blocks of one load per lane); 8192x2048 6.8 vs 8.0 us; 2048x8192 6.4 vs 8.0."""
+    """Warps sharing one row of W (N, K): the fewest that give the grid (N * wpr / 8 blocks of 256
+    threads) about seven blocks per SM, with at most MAX_UNROLLED 16-byte loads per lane.
+    benchmarks/gemv_sweep.py with the weights read from DRAM (H200, 2026-12-02 22:14 UTC, bf16):
+    the fastest launch of each decode shape has ~1024 blocks (2048x2048: 4 warps a row, 4.05 us,
+    against 5.00 us with 8 and 4.33 with 2; 2048x8192: 4 warps, 10.4 us against 12.1 with 2;
+    8192x2048: 1 warp, 10.3 us); 512-row matrices take all 8 warps."""
     wpr = 1
     while (wpr < 8 and (2 * wpr) * 32 * V <= K
-           and (N * wpr < 16 * sm_count or K > MAX_UNROLLED * wpr * 32 * V)):
+           and (N * wpr // 8 < 7 * sm_count or K > MAX_UNROLLED * wpr * 32 * V)):
         wpr *= 2
     return wpr
 
