@@ -9,6 +9,7 @@ compiles with nvcc where nvcc is installed.
 from __future__ import annotations
 
 import random
+import shutil
 
 import ml_dtypes
 import numpy as np
@@ -222,3 +223,50 @@ def test_cuda_attention_in_bfloat16_with_a_dynamic_context():
         got = np.asarray(jf(qb, kb, vb, mask))
         want = ref_attention(*(a.astype(np.float32) for a in (qb, kb, vb)), mask)
         _close(got, want, ml_dtypes.bfloat16)
+
+
+# ---- the CUDA kernels on the CPU emulation of CUDA (g++ stand-in, tests/cuda_model_emulation.py) --
+_SHFL = """
+inline float __shfl_xor_sync(unsigned, float v, int o) { return lf_shfl(v, o); }
+"""
+
+
+def _emulation_library(bp, workdir):
+    """The stand-in for CUDA, kernels/rms_norm.cu and softmax.cu, and the plan's kernels (one OS
+    thread per CUDA thread: the row kernels shuffle and synchronise)."""
+    import ctypes
+    import dataclasses
+    import subprocess
+
+    import cuda_model_emulation as emu
+    from luminal_fn.backends.render.files import kernel_file
+
+    parts = [emu._SHIM, _SHFL] + [emu._shared_static(kernel_file(f)) for f in ("rms_norm.cu", "softmax.cu")]
+    for src in {s.source.name: s.source for s in bp.steps}.values():
+        parts.append(emu._shared_static(src.text))
+        parts.append(emu._runner(dataclasses.replace(src, text=src.text + "\n// __syncthreads")))
+    cpp, so = f"{workdir}/rows.cpp", f"{workdir}/rows.so"
+    with open(cpp, "w") as f:
+        f.write("\n".join(parts))
+    res = subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
+                          "-Wno-unknown-pragmas", "-o", so, cpp], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[:4000]
+    return ctypes.CDLL(so)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
+@pytest.mark.parametrize("name", ["rms", "softmax3", "attention"])
+def test_cuda_row_kernels_on_the_cpu_emulation_compute_the_reference(name, tmp_path):
+    import cuda_model_emulation as emu
+    from luminal_fn.backends.cuda import KERNEL_KINDS
+    from luminal_fn.backends.cuda.executable import plan_graph
+
+    fn, args, want = CASES[name]()
+    llir = _extractor(fn, args, KERNEL_KINDS).extract(None)
+    for n in llir.live_nodes():  # cuBLAS is not emulated: the attention's products rendered
+        if n.op == "CustomOp" and n.attrs.get("name") == "matmul":
+            n.attrs["strategy"] = "rendered"
+    bp = plan_graph(llir, {})
+    assert any(s.label in KINDS for s in bp.steps)
+    got = emu.run(_emulation_library(bp, str(tmp_path)), bp, list(args), {})[0]
+    _close(got, want, got.dtype)
