@@ -68,6 +68,16 @@ def rms_then_more_case():
     return fn, (x, w, m), x.astype(np.float64).sum() + ref_rms(x, w, 1e-5) @ m
 
 
+def rms3_case():
+    x, w = f32(2, 3, 32), f32(32)
+    return (lambda x, w: lf.nn.rms_norm(x, w, eps=1e-6)), (x, w), ref_rms(x, w, 1e-6)
+
+
+def softmax2_case():
+    x = f32(5, 9) * 3
+    return (lambda x: lf.nn.softmax(x, axis=-1)), (x,), ref_softmax(x)
+
+
 def softmax3_case():
     x = f32(2, 3, 7) * 4
     return (lambda x: lf.nn.softmax(x, axis=-1)), (x,), ref_softmax(x)
@@ -85,7 +95,8 @@ def attention_case():
 
 
 CASES = {"rms": rms_case, "rms_cast": rms_cast_case, "rms_then_more": rms_then_more_case,
-         "softmax3": softmax3_case, "attention": attention_case}
+         "rms3": rms3_case, "softmax2": softmax2_case, "softmax3": softmax3_case,
+         "attention": attention_case}
 
 
 def _extractor(fn, args, kinds):
@@ -121,6 +132,15 @@ def test_attention_softmax_reads_the_scores_through_scale_and_mask():
     fn, args, _ = attention_case()
     ks = _kernels(_extractor(fn, args, NumpyBackend.kernel_kinds).extract(None))
     assert ks == [("softmax_rows", (4, 3, 6, 0), 5)]
+
+
+def test_3d_rms_norm_and_2d_softmax():
+    fn, args, _ = rms3_case()
+    assert _kernels(_extractor(fn, args, NumpyBackend.kernel_kinds).extract(None))[0][:2] == \
+        ("rms_norm_rows", (6, 32, 0))
+    fn, args, _ = softmax2_case()
+    assert _kernels(_extractor(fn, args, NumpyBackend.kernel_kinds).extract(None)) == \
+        [("softmax_rows", (1, 5, 9, 0), 3)]
 
 
 def test_plain_softmax_over_the_last_axis_of_3d():
@@ -196,7 +216,7 @@ def test_cuda_plans_and_the_module_compiles():
         plan = plan_graph(ll, {})
         labels += [s.label for s in plan.steps]
         kernels += plan.kernels()
-    assert labels.count("rms_norm_rows") == 3 and labels.count("softmax_rows") == 2
+    assert labels.count("rms_norm_rows") == 4 and labels.count("softmax_rows") == 3
     if nvcc_available():
         nvcc_check(module_source(kernels))
 
@@ -255,7 +275,7 @@ def _emulation_library(bp, workdir):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
-@pytest.mark.parametrize("name", ["rms", "softmax3", "attention"])
+@pytest.mark.parametrize("name", ["rms", "rms3", "softmax2", "softmax3", "attention"])
 def test_cuda_row_kernels_on_the_cpu_emulation_compute_the_reference(name, tmp_path):
     import cuda_model_emulation as emu
     from luminal_fn.backends.cuda import KERNEL_KINDS

@@ -65,25 +65,31 @@ def lower_rms_norm_rows(pl, node):
     pl.add_kernel(src, ids, node.id, "rms_norm_rows")
 
 
-def _rows3(view: View) -> bool:
-    """A (H, S, D) read with a unit stride along D (any strides for h and s)."""
-    return len(view.shape) == 3 and (same(view.strides[-1], 1) or same(view.shape[-1], 1))
+def _rows(view: View) -> bool:
+    """A (H, S, D) or (S, D) read with a unit stride along D (any strides for h and s)."""
+    return len(view.shape) in (2, 3) and (same(view.strides[-1], 1) or same(view.shape[-1], 1))
+
+
+def _lead(view: View) -> tuple:
+    """The (per h, per s) strides of a _rows view (per h 0 for a 2-D one: H = 1)."""
+    return (0, view.strides[0]) if len(view.shape) == 2 else (view.strides[0], view.strides[1])
 
 
 @lowerer("softmax_rows")
 def lower_softmax_rows(pl, node):
     scaled = len(node.inputs) == 5
-    H, S, D = node.shape
-    b_a, av = _direct(pl, node, 0, _rows3)
+    H, S, D = (1,) * (3 - len(node.shape)) + tuple(node.shape)
+    b_a, av = _direct(pl, node, 0, _rows)
     bufs = [("in0", "b0", pl.kernel_input(node, 0).dtype, True)]
     ids = [b_a]
     TA, TY = storage(pl, pl.kernel_input(node, 0).dtype), storage(pl, node.dtype)
     if scaled:
-        b_m, mv = _direct(pl, node, 4, _rows3)
+        b_m, mv = _direct(pl, node, 4, _rows)
         bufs.append(("in4", "b4", pl.kernel_input(node, 4).dtype, True))
         ids.append(b_m)
         TM = storage(pl, pl.kernel_input(node, 4).dtype)
-        mask = f"b4 + ({rexpr(pl, mv.offset)}), (long long)({rexpr(pl, mv.strides[0])}), (long long)({rexpr(pl, mv.strides[1])})"
+        mh, ms = _lead(mv)
+        mask = f"b4 + ({rexpr(pl, mv.offset)}), (long long)({rexpr(pl, mh)}), (long long)({rexpr(pl, ms)})"
     else:
         TM, mask = "float", "(const float*)0, 0LL, 0LL"
     neg = _scalar_operand(pl, node, 1, bufs, ids)
@@ -93,8 +99,9 @@ def lower_softmax_rows(pl, node):
     ids.append(pl.node_buf[node.id])
     threads = _pow2_threads(_at_most(pl, D) // 4, hi=256)
     r = lambda e: rexpr(pl, e)  # noqa: E731
+    ah, as_ = _lead(av)
     body = [f"lf_softmax_rows<{TA}, {TM}, {TY}, {threads}, {'true' if scaled else 'false'}>("
-            f"b0 + ({r(av.offset)}), (long long)({r(av.strides[0])}), (long long)({r(av.strides[1])}), "
+            f"b0 + ({r(av.offset)}), (long long)({r(ah)}), (long long)({r(as_)}), "
             f"{mask}, out, {r(H)}, {r(S)}, {r(D)}, {neg}, {log2e}, {scale});"]
     rows = as_expr(H) * S
     src = hand_source(pl, "softmax_rows", body, bufs, threads, rows, 1)
