@@ -170,3 +170,56 @@ def test_jitted_gated_mlp_on_gpu_matches_float64(n, k, dname):
     got = np.asarray(f(*ins))
     tol = 1e-4 if dname == "float32" else 3e-2
     np.testing.assert_allclose(got.astype(np.float64), _gated_want(*ins, d), rtol=tol, atol=tol)
+
+
+# ---- an elementwise kernel read through a reshape by the next one (fuse_reshaped_elementwise) ----
+def heads_merged(a):
+    """The attention output's pattern: (H, S, D) -> (S, H, D) scaled, read as (S, H*D), narrowed."""
+    t = lnp.transpose(a, (1, 0, 2)) * 2.0
+    return lnp.reshape(t, (a.shape[1], a.shape[0] * a.shape[2])).astype(lnp.bfloat16)
+
+
+def _unfolded(monkeypatch, ll):
+    from luminal_fn.backends.cuda import plan as plan_module
+
+    with monkeypatch.context() as m:
+        m.setattr(plan_module, "fuse_reshaped_elementwise", lambda pl: None)
+        return plan_graph(ll, {})
+
+
+def test_a_transposed_copy_and_its_reshaped_cast_are_one_kernel(monkeypatch):
+    a = R.standard_normal((4, 3, 16)).astype(np.float32)
+    ll = _extract(heads_merged, (a,))
+    assert _labels(_unfolded(monkeypatch, ll)) == ["fused", "fused"]  # what extraction leaves
+    bp = plan_graph(ll, {})
+    assert _labels(bp) == ["fused"], _labels(bp)
+    (step,) = bp.steps
+    assert step.source.buffers == ["in0", "out"]
+
+
+def test_no_fold_when_the_first_result_is_read_again():
+    def twice(a):
+        t = lnp.transpose(a, (1, 0, 2)) * 2.0
+        return lnp.reshape(t, (3, 64)).astype(lnp.bfloat16), lnp.sum(t)
+
+    a = R.standard_normal((4, 3, 16)).astype(np.float32)
+    labels = _labels(plan_graph(_extract(twice, (a,)), {}))
+    assert labels.count("fused") + labels.count("fused_reduce") >= 2, labels
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
+def test_folded_chain_on_the_cpu_emulation_matches_float64(tmp_path, monkeypatch):
+    import cuda_model_emulation as emu
+
+    a = R.standard_normal((4, 3, 16)).astype(np.float32)
+
+    def f32_out(a):
+        return lnp.reshape(lnp.transpose(a, (1, 0, 2)) * 2.0, (3, 64)) + 1.0
+
+    ll = _extract(f32_out, (a,))
+    assert len(_unfolded(monkeypatch, ll).steps) == 2
+    bp = plan_graph(ll, {})
+    assert _labels(bp) == ["fused"], _labels(bp)
+    (got,) = emu.run(emu.build([bp], str(tmp_path)), bp, [a], {})
+    want = (np.transpose(a.astype(np.float64), (1, 0, 2)) * 2.0).reshape(3, 64) + 1.0
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..render import index as ix
-from ..render.kernels import finish, inline_scalars, zero_of
+from ..render.kernels import finish, inline_scalars, render_elementwise, zero_of
 from ..render.lang import compute_type, convert, load_expr, store_expr
-from ..render.tree import TreeRenderer, leaf_inputs, tree_has
+from ..render.tree import TreeRenderer, leaf_inputs, substitute_inputs, tree_has
 
 
 def fuse_gemv_epilogues(pl) -> int:
@@ -144,4 +144,76 @@ def _render(pl, s1, s2, node, segs, reads, inputs, tree):
     return replace(s2, source=src, bufs=ids, label=label)
 
 
-__all__ = ["fuse_gemv_epilogues"]
+# ---- an elementwise kernel read through a reshape by the next one ------------------------------
+def fuse_reshaped_elementwise(pl) -> int:
+    """Fold a fused elementwise step into the fused step right after it when that one reads its
+    float32 buffer once, in order (a contiguous view of all of it, under another shape: the
+    attention output's transposed copy, then its cast for the next matmul). View inlining at
+    extraction cannot do it (splitting an axis of a transposed read is no strided view); here
+    the consumer is simply computed over the producer's shape, which walks the same flat order.
+    Returns how many steps were folded."""
+    steps = pl.steps
+    folded = 0
+    i = 0
+    while i + 1 < len(steps):
+        fused = _chain_of(pl, steps[i], steps[i + 1])
+        if fused is not None:
+            # (the folded step computes another tree than its node's: it is never a producer
+            # here again, so the walk moves past it)
+            steps[i:i + 2] = [fused]
+            folded += 1
+        i += 1
+    return folded
+
+
+def _fused_node(pl, step):
+    if getattr(step, "source", None) is None or step.label != "fused":
+        return None
+    node = pl.graph.nodes[step.node]
+    ok = node.op == "CustomOp" and node.attrs.get("name") == "fused"
+    return node if ok and step.bufs[-1] == pl.node_buf.get(node.id) else None
+
+
+def _chain_of(pl, s1, s2):
+    p, c = _fused_node(pl, s1), _fused_node(pl, s2)
+    if p is None or c is None or p.dtype.name != "float32":
+        return None  # (a half-precision producer would round in between: keep its store)
+    pbuf = s1.bufs[-1]
+    links = [k for k, (src, _) in enumerate(c.inputs) if src == p.id]
+    if len(links) != 1 or pl.bufs[pbuf].kind != "arena":
+        return None
+    (link,) = links
+    view = c.inputs[link][1]
+    if not (view.is_contiguous and view.mask is None and ix.is_zero(view.offset)
+            and _same_int(ix.numel(view.shape), ix.max_value(ix.numel(p.shape), pl.dims_max), pl.dims_max)
+            and _same_int(ix.numel(c.shape), ix.max_value(ix.numel(p.shape), pl.dims_max), pl.dims_max)):
+        return None
+    if any(pbuf in st.bufs for st in pl.steps if st is not s1 and st is not s2):
+        return None
+    p_ins = [pl.kernel_input(p, k) for k in range(len(p.inputs))]
+    c_ins = [pl.kernel_input(c, k) for k in range(len(c.inputs))]
+    moved = {}
+    for k, ki in enumerate(c_ins):
+        if k == link or ki.inlined:
+            continue
+        v = ki.view.reshape(p.shape)  # the consumer's other reads, at the producer's shape
+        if v is None:
+            return None
+        moved[k] = type(ki)(v, ki.dtype, ki.scalar)
+    ptree = inline_scalars(p.attrs["expr"], p_ins)
+    if tree_has(ptree, {"Gather"}) or tree_has(c.attrs["expr"], {"Gather"}):
+        return None
+    n1 = len(p_ins)
+    slots = {k: n1 + j for j, k in enumerate(sorted(moved))}
+    mapping = {k: ("in", slots[k]) for k in moved}
+    mapping[link] = ptree
+    tree = substitute_inputs(inline_scalars(c.attrs["expr"], c_ins), mapping)
+    inputs = p_ins + [moved[k] for k in sorted(moved)]
+    src = render_elementwise(pl.lang, p.shape, c.dtype, tree, inputs, pl.dims_max, pl.symbols)
+    where = {f"in{k}": (pl.input_buf(p, k) if not p_ins[k].inlined else None) for k in range(n1)}
+    where.update({f"in{slots[k]}": pl.input_buf(c, k) for k in moved})
+    ids = [pl.node_buf[c.id] if role == "out" else where[role] for role in src.buffers]
+    return replace(s2, source=src, bufs=ids)
+
+
+__all__ = ["fuse_gemv_epilogues", "fuse_reshaped_elementwise"]

@@ -21,12 +21,12 @@ from typing import Callable
 import numpy as np
 
 from ...ir import dtypes as dt
-from ...ir.expr import Expr, as_expr, same
+from ...ir.expr import as_expr, same
 from ...ir.view import View
 from ..render import (CUDA, KernelInput, KernelSource, render_copy, render_node, render_scatter,
                       renderable)
 from ..render.index import max_value, numel
-from .epilogue import fuse_gemv_epilogues
+from .epilogue import fuse_gemv_epilogues, fuse_reshaped_elementwise
 from .siblings import merge_gemv_steps, sibling_order
 
 ALIGN = 256
@@ -268,6 +268,7 @@ class Planner:
                     f"fused, fused_reduce, {', '.join(sorted(LOWERERS))}")
         merge_gemv_steps(self)
         fuse_gemv_epilogues(self)
+        fuse_reshaped_elementwise(self)
         self._lifetimes()
         size = self._pack()
         return BucketPlan(self.symbols, self.dims_max, self.bufs, self.steps, size, outputs, inputs)
