@@ -6,28 +6,19 @@ literals; one held in memory instead is read from its buffer.
 """
 from __future__ import annotations
 
-import math
-
 from ...ir.expr import as_expr, same
 from ...ir.view import View
 from ..render import index as ix
+from ..render.tree import literal
 from .handkernels import _pow2_threads, hand_source, rexpr, row_view, storage
 from .plan import lowerer
-
-
-def _float_literal(v: float) -> str:
-    if math.isnan(v):
-        return "LF_NAN"
-    if math.isinf(v):
-        return "LF_INF" if v > 0 else "(-LF_INF)"
-    return f"{float(v)!r}f"
 
 
 def _scalar_operand(pl, node, k, bufs, ids) -> str:
     """C code of the float value of input k, a 1-element view of a literal."""
     ki = pl.kernel_input(node, k)
     if ki.scalar is not None:
-        return _float_literal(float(ki.scalar))
+        return literal(pl.lang, float(ki.scalar), "float32")[0]
     name = f"b{k}"
     bufs.append((f"in{k}", name, pl.graph.nodes[node.inputs[k][0]].dtype, True))
     ids.append(pl.input_buf(node, k))
