@@ -206,7 +206,7 @@ def _chain_of(pl, s1, s2):
     n1 = len(p_ins)
     slots = {k: n1 + j for j, k in enumerate(sorted(moved))}
     mapping = {k: ("in", slots[k]) for k in moved}
-    mapping[link] = ptree
+    mapping[link] = ("Cast", "float32", ptree)  # the value as the producer stored it
     tree = substitute_inputs(inline_scalars(c.attrs["expr"], c_ins), mapping)
     inputs = p_ins + [moved[k] for k in sorted(moved)]
     src = render_elementwise(pl.lang, p.shape, c.dtype, tree, inputs, pl.dims_max, pl.symbols)
