@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ...ir.expr import same
+
 from ..render import index as ix
 from ..render.kernels import finish, inline_scalars, render_elementwise, zero_of
 from ..render.lang import compute_type, convert, load_expr, store_expr
@@ -51,19 +53,9 @@ def _epilogue_of(pl, s1, s2):
     reads = []  # per GEMV output: the fused node's input index reading it
     for b in gemv_bufs:
         ks = [k for k, (src, _) in enumerate(node.inputs) if pl.node_buf.get(src) == b]
-        if len(ks) != 1 or pl.bufs[b].kind != "arena":
+        if len(ks) != 1 or not _in_order(pl, node, ks[0]) or not _only_between(pl, b, s1, s2):
             return None
         reads.append(ks[0])
-    n = segs[0].n
-    for k in reads:
-        view = node.inputs[k][1]
-        if not (view.is_contiguous and view.mask is None and ix.is_zero(view.offset)
-                and _same_int(ix.numel(view.shape), n, pl.dims_max)):
-            return None
-    if not _same_int(ix.numel(node.shape), n, pl.dims_max):
-        return None
-    if any(b in st.bufs for st in pl.steps if st is not s1 and st is not s2 for b in gemv_bufs):
-        return None
     inputs = [pl.kernel_input(node, k) for k in range(len(node.inputs))]
     tree = inline_scalars(node.attrs["expr"], inputs)
     if tree_has(tree, {"Gather"}):
@@ -74,10 +66,9 @@ def _epilogue_of(pl, s1, s2):
 def _gemv_segments(step):
     """The GEMV(s) a step runs when an epilogue can follow them: a single lf_gemv_nk, or two
     siblings of the same shape (a gated MLP's gate and up: one pair kernel computes both rows)."""
-    meta = step.source.meta
-    if meta.get("_gemv_nk") is not None:
-        return (meta["_gemv_nk"],)
-    segs = meta.get("_segments")
+    segs = step.source.meta.get("_segments")
+    if segs and len(segs) == 1:
+        return segs
     if segs and len(segs) == 2:
         a, b = segs
         if (a.n, a.k, a.T, a.x_offset, a.guard) == (b.n, b.k, b.T, b.x_offset, b.guard):
@@ -85,12 +76,19 @@ def _gemv_segments(step):
     return None
 
 
-def _same_int(e, n: int, dims=None) -> bool:
-    """Whether ``e`` is ``n`` (a symbolic count: at the bucket's largest dims, where the GEMV's
-    single row is the whole row)."""
-    if isinstance(e, int):
-        return e == n
-    return dims is not None and ix.max_value(e, dims) == n
+def _in_order(pl, node, k) -> bool:
+    """Whether ``node`` reads its input k element for element: a contiguous, unmasked view of all
+    of the producer's buffer from its start, with the consumer's own length."""
+    src, view = node.inputs[k]
+    n = ix.numel(pl.graph.nodes[src].shape)
+    return (view.is_contiguous and view.mask is None and ix.is_zero(view.offset)
+            and same(ix.numel(view.shape), n) and same(ix.numel(node.shape), n))
+
+
+def _only_between(pl, buf, s1, s2) -> bool:
+    """Whether only steps s1 (writing it) and s2 (reading it) touch the intermediate ``buf``."""
+    return pl.bufs[buf].kind == "arena" and not any(buf in st.bufs for st in pl.steps
+                                                    if st is not s1 and st is not s2)
 
 
 def _render(pl, s1, s2, node, segs, reads, inputs, tree):
@@ -178,18 +176,10 @@ def _chain_of(pl, s1, s2):
     p, c = _fused_node(pl, s1), _fused_node(pl, s2)
     if p is None or c is None or p.dtype.name != "float32":
         return None  # (a half-precision producer would round in between: keep its store)
-    pbuf = s1.bufs[-1]
     links = [k for k, (src, _) in enumerate(c.inputs) if src == p.id]
-    if len(links) != 1 or pl.bufs[pbuf].kind != "arena":
+    if len(links) != 1 or not _in_order(pl, c, links[0]) or not _only_between(pl, s1.bufs[-1], s1, s2):
         return None
     (link,) = links
-    view = c.inputs[link][1]
-    if not (view.is_contiguous and view.mask is None and ix.is_zero(view.offset)
-            and _same_int(ix.numel(view.shape), ix.max_value(ix.numel(p.shape), pl.dims_max), pl.dims_max)
-            and _same_int(ix.numel(c.shape), ix.max_value(ix.numel(p.shape), pl.dims_max), pl.dims_max)):
-        return None
-    if any(pbuf in st.bufs for st in pl.steps if st is not s1 and st is not s2):
-        return None
     p_ins = [pl.kernel_input(p, k) for k in range(len(p.inputs))]
     c_ins = [pl.kernel_input(c, k) for k in range(len(c.inputs))]
     moved = {}

@@ -49,7 +49,8 @@ class NkSegment:
 
 def render_gemv_nk(lang, segments: list) -> KernelSource:
     """One kernel for one or more GEMVs that read the same x. Buffers: x, then each segment's
-    weights, then each segment's output (one GEMV: the usual in0, in1, out)."""
+    weights, then each segment's output (one GEMV: the usual in0, in1, out). ``meta["_segments"]``
+    keeps the segments for the plan passes that merge or extend GEMV steps."""
     s0 = segments[0]
     d = s0.dtype
     guard = list(s0.guard)  # the same rows for every segment: the whole launch is skipped on 0
@@ -58,7 +59,7 @@ def render_gemv_nk(lang, segments: list) -> KernelSource:
         bufs = [("in0", "b0", d, True), ("in1", "b1", d, True), ("out", "out", d, False)]
         return finish(lang, "gemv_nk", body, bufs, 256, 1, 1,
                       meta={"hand": True, "grid3": (s0.blocks, 1, 1), "wpr": s0.wpr,
-                            "_gemv_nk": s0})
+                            "_segments": (s0,)})
     body = guard + ["const int blk = blockIdx.x;"]
     start = 0
     for i, s in enumerate(segments):
@@ -110,7 +111,8 @@ def sibling_order(nodes: list, keys: dict, ready: set, cap: int = MAX_SEGMENTS) 
 
 def _segment(step):
     src = getattr(step, "source", None)
-    return None if src is None else src.meta.get("_gemv_nk")
+    segs = None if src is None else src.meta.get("_segments")
+    return segs[0] if segs and len(segs) == 1 else None
 
 
 def _joins(group: list, step) -> bool:
