@@ -36,6 +36,23 @@ __device__ __forceinline__ float lf_block_max(float v, float* red) {
   return v;
 }
 
+// The sum of squares of one row of D elements (16-byte loads when ``vec``), over the block.
+template <typename T, int BLOCK>
+__device__ __forceinline__ float lf_row_sumsq(const T* __restrict__ xr, int D, bool vec, float* red) {
+  constexpr int V = LfVec<T>::V;
+  float ss = 0.f;
+  if (vec) {
+    for (int i = threadIdx.x * V; i < D; i += BLOCK * V) {
+      float v[V]; lf_vld<V>(xr + i, v);
+      #pragma unroll
+      for (int j = 0; j < V; ++j) ss += v[j] * v[j];
+    }
+  } else {
+    for (int i = threadIdx.x; i < D; i += BLOCK) { const float v = lf_ld(xr[i]); ss += v * v; }
+  }
+  return lf_block_sum<BLOCK>(ss, red);
+}
+
 template <typename T, typename W, int BLOCK, bool HAS_W, bool ROUND>
 __device__ void lf_rms_norm(const T* __restrict__ x, long long row_stride, const W* __restrict__ w,
                             T* __restrict__ y, int rows, int D, float eps, float w_offset) {
@@ -45,18 +62,7 @@ __device__ void lf_rms_norm(const T* __restrict__ x, long long row_stride, const
   for (int row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + (long long)row * row_stride;
     T* yr = y + (long long)row * D;
-    float ss = 0.f;
-    if (vec) {
-      for (int i = threadIdx.x * V; i < D; i += BLOCK * V) {
-        float v[V]; lf_vld<V>(xr + i, v);
-        #pragma unroll
-        for (int j = 0; j < V; ++j) ss += v[j] * v[j];
-      }
-    } else {
-      for (int i = threadIdx.x; i < D; i += BLOCK) { float v = lf_ld(xr[i]); ss += v * v; }
-    }
-    ss = lf_block_sum<BLOCK>(ss, red);
-    const float r = 1.0f / sqrtf(ss / (float)D + eps);
+    const float r = 1.0f / sqrtf(lf_row_sumsq<T, BLOCK>(xr, D, vec, red) / (float)D + eps);
     if (vec) {
       for (int i = threadIdx.x * V; i < D; i += BLOCK * V) {
         float v[V]; lf_vld<V>(xr + i, v);
@@ -94,18 +100,7 @@ __device__ void lf_rms_rows(const TX* __restrict__ x, long long row_stride, cons
   for (int row = blockIdx.x; row < rows; row += gridDim.x) {
     const TX* xr = x + (long long)row * row_stride;
     TY* yr = y + (long long)row * D;
-    float ss = 0.f;
-    if (vec) {
-      for (int i = threadIdx.x * V; i < D; i += BLOCK * V) {
-        float v[V]; lf_vld<V>(xr + i, v);
-        #pragma unroll
-        for (int j = 0; j < V; ++j) ss += v[j] * v[j];
-      }
-    } else {
-      for (int i = threadIdx.x; i < D; i += BLOCK) { const float v = lf_ld(xr[i]); ss += v * v; }
-    }
-    ss = lf_block_sum<BLOCK>(ss, red);
-    const float r = 1.0f / sqrtf(ss * inv_n + eps);
+    const float r = 1.0f / sqrtf(lf_row_sumsq<TX, BLOCK>(xr, D, vec, red) * inv_n + eps);
     if (vec) {
       for (int i = threadIdx.x * V; i < D; i += BLOCK * V) {
         float v[V]; lf_vld<V>(xr + i, v);
