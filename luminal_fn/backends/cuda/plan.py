@@ -92,30 +92,27 @@ class BucketPlan:
         return "\n".join(lines)
 
 
+def _registrar(table: dict):
+    """A decorator factory filing functions in ``table`` under a CustomOp kind's name."""
+    def register(name: str):
+        def deco(fn):
+            table[name] = fn
+            return fn
+
+        return deco
+
+    return register
+
+
 # CustomOp kinds beyond the renderer's generic ones: name -> lower(planner, node)
 LOWERERS: dict[str, Callable] = {}
-
-
-def lowerer(name: str):
-    def deco(fn):
-        LOWERERS[name] = fn
-        return fn
-
-    return deco
-
+lowerer = _registrar(LOWERERS)
 
 # CustomOp kinds whose kernels one launch can run together with a sibling's: name ->
 # key(planner, node), equal for nodes that may share a launch, None for a node that may not
 # (the matmul lowering's GEMV over one activation row, see siblings.py)
 SIBLING_KEYS: dict[str, Callable] = {}
-
-
-def sibling_key(name: str):
-    def deco(fn):
-        SIBLING_KEYS[name] = fn
-        return fn
-
-    return deco
+sibling_key = _registrar(SIBLING_KEYS)
 
 
 class Planner:
