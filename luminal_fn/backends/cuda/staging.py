@@ -102,6 +102,7 @@ class HostReadback(_PinnedRing):
     def __init__(self, cp):
         super().__init__(cp, threading.RLock())  # re-entered: a slot's old read resolves first
         self.owner = [None] * SLOTS  # the PendingRead whose values a slot still holds
+        self.events = [None] * SLOTS  # one per slot, re-recorded once the slot's last read is done
 
     def start(self, buf, host_dtype=None):
         """A PendingRead of the contiguous CuPy array ``buf`` (at most STAGE_BYTES), its bytes
@@ -119,7 +120,9 @@ class HostReadback(_PinnedRing):
             stream = cp.cuda.get_current_stream()
             if n:
                 buf.data.copy_to_host_async(self._slot(k)[1], n, stream)
-            ev = cp.cuda.Event(block=False, disable_timing=True)
+            ev = self.events[k]
+            if ev is None:
+                ev = self.events[k] = cp.cuda.Event(block=False, disable_timing=True)
             ev.record(stream)
             pending = self.owner[k] = PendingRead(self, k, ev, tuple(buf.shape),
                                                          np.dtype(host_dtype or buf.dtype))
