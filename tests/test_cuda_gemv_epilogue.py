@@ -125,10 +125,14 @@ def test_epilogue_on_the_cpu_emulation_matches_float64(tmp_path, n, k, d):
 def test_jitted_residual_on_gpu_matches_float64(n, k, dname):
     d = np.float32 if dname == "float32" else ml_dtypes.bfloat16
     ins = _inputs(n, k, d, seed=2)
-    f = lf.jit(residual, backend="cuda")
+    _jitted_on_gpu_matches(residual, ins, _want(*ins, d), 1e-4 if dname == "float32" else 2e-2)
+
+
+def _jitted_on_gpu_matches(fn, ins, want, tol):
+    """``fn`` jitted on the CUDA backend agrees with ``want`` and a replay gives the same values."""
+    f = lf.jit(fn, backend="cuda")
     got = np.asarray(f(*ins))
-    tol = 1e-4 if dname == "float32" else 2e-2
-    np.testing.assert_allclose(got.astype(np.float64), _want(*ins, d), rtol=tol, atol=tol)
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)
     np.testing.assert_array_equal(np.asarray(f(*ins)), got)  # replayed: the same values
 
 
@@ -166,10 +170,7 @@ def test_pair_epilogue_on_the_cpu_emulation_matches_float64(tmp_path, n, k):
 def test_jitted_gated_mlp_on_gpu_matches_float64(n, k, dname):
     d = np.float32 if dname == "float32" else ml_dtypes.bfloat16
     ins = _gated_inputs(n, k, d, seed=4)
-    f = lf.jit(gated, backend="cuda")
-    got = np.asarray(f(*ins))
-    tol = 1e-4 if dname == "float32" else 3e-2
-    np.testing.assert_allclose(got.astype(np.float64), _gated_want(*ins, d), rtol=tol, atol=tol)
+    _jitted_on_gpu_matches(gated, ins, _gated_want(*ins, d), 1e-4 if dname == "float32" else 3e-2)
 
 
 # ---- an elementwise kernel read through a reshape by the next one (fuse_reshaped_elementwise) ----
