@@ -1,0 +1,87 @@
+"""The attention kinds on CUDA (kernels/attention.cu): ``attention``, attr-driven (q, k, v and a
+causal/scale attr; no rule offers it yet), lowered to the flash-decoding and prefill kernels.
+"""
+from __future__ import annotations
+
+import math
+
+from ...ir import dtypes as dt
+from ...ir.expr import as_expr, same
+from ..render import index as ix
+from .handkernels import hand_source, rexpr, storage
+from .plan import lowerer
+
+
+# ---- attention ---------------------------------------------------------------------------------
+CAUSAL = {None: 0, False: 0, "none": 0, 0: 0, True: 1, "top_left": 1, 1: 1, "bottom_right": 2, 2: 2}
+
+
+def _attn_operand(pl, node, k):
+    """(buffer, offset, (sb, sh, sl), shape4) of a (..., H, L, D) operand."""
+    view = node.inputs[k][1]
+    nd = len(view.shape)
+    if not 2 <= nd <= 4:
+        raise NotImplementedError(f"attention kernel: operand {k} must have 2 to 4 dims, got {view.shape}")
+    ok = (view.mask is None and same(view.strides[-1], 1) and pl.kernel_input(node, k).scalar is None)
+    if ok:
+        b = pl.input_buf(node, k)
+    else:
+        b, view = pl.materialize(node, k)
+    pad = 4 - nd
+    shape = (1,) * pad + tuple(view.shape)
+    strides = (0,) * pad + tuple(view.strides)
+    return b, view.offset, strides[:3], shape
+
+
+@lowerer("attention")
+def lower_attention(pl, node):
+    T = storage(pl, node.dtype)
+    bq, oq, sq, shq = _attn_operand(pl, node, 0)
+    bk, ok_, sk, shk = _attn_operand(pl, node, 1)
+    bv, ov, sv, shv = _attn_operand(pl, node, 2)
+    B, Hq, Lq, D = shq
+    _, Hkv, Lk, Dk = shk
+    if not isinstance(D, int) or D % 32 or D > 256 or not same(D, Dk) or not same(shv[-1], D):
+        raise NotImplementedError(f"attention kernel: head dim must be a static multiple of 32 up to "
+                                  f"256 and equal for q, k, v (got q {shq}, k {shk}, v {shv})")
+    for t in (pl.graph.nodes[node.inputs[j][0]].dtype for j in range(3)):
+        if t != node.dtype:
+            raise NotImplementedError(f"attention kernel: q, k, v must have the output dtype {node.dtype}")
+    if isinstance(Hq, int) and isinstance(Hkv, int) and Hq % Hkv:
+        raise ValueError(f"attention: {Hkv} key/value heads do not divide {Hq} query heads")
+    causal = CAUSAL.get(node.attrs.get("causal", 0))
+    if causal is None:
+        raise ValueError(f"attention: causal must be none/top_left/bottom_right, got {node.attrs.get('causal')!r}")
+    scale = node.attrs.get("scale")
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    bufs = [("in0", "b0", node.dtype, True), ("in1", "b1", node.dtype, True), ("in2", "b2", node.dtype, True)]
+    ids = [bq, bk, bv]
+    r = lambda e: rexpr(pl, e)  # noqa: E731
+    kv = node.attrs.get("kv_len")
+    if len(node.inputs) > 3:  # a runtime length (int32 scalar buffer)
+        bufs.append(("in3", "b3", dt.int32, True))
+        ids.append(pl.input_buf(node, 3))
+        kv_code = f"b3[{r(node.inputs[3][1].offset)}]"
+    else:
+        kv_code = r(Lk if kv is None else kv)
+    bufs.append(("out", "out", node.dtype, False))
+    ids.append(pl.node_buf[node.id])
+    body = ["LfAttn p;",
+            f"p.qb = {r(sq[0])}; p.qh = {r(sq[1])}; p.ql = {r(sq[2])};",
+            f"p.kb = {r(sk[0])}; p.kh = {r(sk[1])}; p.kl = {r(sk[2])};",
+            f"p.vb = {r(sv[0])}; p.vh = {r(sv[1])}; p.vl = {r(sv[2])};",
+            f"p.B = {r(B)}; p.Hq = {r(Hq)}; p.Hkv = {r(Hkv)}; p.Lq = {r(Lq)}; p.Lk = {r(Lk)};",
+            f"p.kv_len = {kv_code}; p.causal = {causal}; p.scale = {scale!r}f;"]
+    Lq_max = ix.max_value(Lq, pl.dims_max) or 1
+    args = f"b0 + ({r(oq)}), b1 + ({r(ok_)}), b2 + ({r(ov)}), out, p"
+    if Lq_max <= 4 and node.attrs.get("variant") != "prefill" or node.attrs.get("variant") == "decode":
+        body.append(f"lf_attn_decode<{T}, {D}, 4>({args});")
+        grid3 = (Lq, Hq, B)
+        variant = "decode"
+    else:
+        tk = 32 if D <= 128 else 8
+        body.append(f"lf_attn_prefill<{T}, {D}, {tk}>({args});")
+        grid3 = ((as_expr(Lq) + 15) // 16, Hq, B)
+        variant = "prefill"
+    src = hand_source(pl, "attention", body, bufs, 128, 1, 1, meta={"variant": variant}, grid3=grid3)
+    pl.add_kernel(src, ids, node.id, f"attention ({variant})")
