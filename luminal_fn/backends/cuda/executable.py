@@ -26,7 +26,8 @@ from .device import cupy, cupy_dtype, get_module, host_to_storage
 from .plan import HostStep, KernelStep, Planner, evaluate
 from .source import module_source
 from . import matmul as _matmul  # noqa: F401  (registers the matmul lowering)
-from . import handkernels as _hand  # noqa: F401  (registers rms_norm, softmax, rope)
+from . import handkernels as _hand  # noqa: F401  (registers rms_norm, softmax)
+from . import ropekernels as _rope  # noqa: F401  (registers rope)
 from . import attentionkernels as _attention  # noqa: F401  (registers attention)
 from . import rowkernels as _rows  # noqa: F401  (registers rms_norm_rows, softmax_rows)
 from . import modelkernels as _models  # noqa: F401  (registers the specialize_models.egg kernels)
