@@ -1,0 +1,259 @@
+"""The decode-attention rule of optimize/rules/specialize_attention.egg: the grouped-query
+attention the Llama step traces (QK product, scaled and masked softmax_rows, AV product) offered
+as one ``attention_rows`` kernel.
+
+The rule fires on the tiny Llama decode step (and on the same attention alone, through the
+example's own ``model.attention``), not on near misses; the kernel's NumPy semantics match a
+float64 NumPy attention for several cache lengths within a bucket; every random genome still
+computes the reference; the CUDA lowering runs on the CPU emulation of CUDA (g++ stand-in,
+tests/cuda_model_emulation.py) against the same reference, and on a real GPU (marked ``gpu``).
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import luminal_fn as lf
+import luminal_fn.numpy as lnp
+from luminal_fn.backends.numpy import NumpyBackend
+from luminal_fn.backends.numpy.attention_kernels import attention_rows
+from luminal_fn.optimize.egraph import build_egraph
+from luminal_fn.optimize.extract import Extractor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+
+from llama import model  # noqa: E402
+
+KIND = "attention_rows"
+R = np.random.default_rng(5)
+N_CACHE = 64  # cache rows; the context is rows 0..c-1, read as a view (C = min(64, c))
+DECODE = {"q": {0: "s"}, "mask": {0: "s", 1: "c"}}
+BUCKETS = {"s": [(1, 1), (2, 16)], "c": [(1, N_CACHE)]}  # c <= 64: the context fits the cache
+
+
+def f32(*shape):
+    return R.standard_normal(shape).astype(np.float32)
+
+
+def gqa_config(heads, kv_heads, head_dim):
+    """The fields of LlamaConfig that model.attention reads."""
+    return types.SimpleNamespace(num_attention_heads=heads, num_key_value_heads=kv_heads,
+                                 head_dim=head_dim, q_dim=heads * head_dim)
+
+
+def llama_attention(config):
+    """The Llama step's attention over a contiguous cache: q (s, H*E), the caches (64, Hk*E),
+    mask (s, c); the context is the first c cache rows."""
+    def fn(q, k_cache, v_cache, mask):
+        k, v = k_cache[:mask.shape[1]], v_cache[:mask.shape[1]]
+        return model.attention(q, k, v, mask[:, :k.shape[0]], config)  # as layer_forward slices
+
+    return fn
+
+
+def decode_args(config, c, s=1):
+    q = f32(s, config.q_dim)
+    kc, vc = (f32(N_CACHE, config.num_key_value_heads * config.head_dim) for _ in range(2))
+    pos = np.arange(c - s, c)
+    mask = model.causal_mask(pos, c)
+    return q, kc, vc, mask
+
+
+# ---- float64 reference -------------------------------------------------------------------------
+def ref_attention(config, q, kc, vc, mask):
+    """(s, H*E): head h of q attends with key/value head h // G over cache rows 0..c-1."""
+    s, c = mask.shape
+    h, hk, e = config.num_attention_heads, config.num_key_value_heads, config.head_dim
+    qh = q.astype(np.float64).reshape(s, h, e).transpose(1, 0, 2)
+    kh, vh = (x[:c].astype(np.float64).reshape(c, hk, e).transpose(1, 0, 2) for x in (kc, vc))
+    kh, vh = (np.repeat(x, h // hk, axis=0) for x in (kh, vh))
+    sc = qh @ kh.transpose(0, 2, 1) / np.sqrt(e) + mask.astype(np.float64)
+    w = np.exp(sc - sc.max(-1, keepdims=True))
+    out = (w / w.sum(-1, keepdims=True)) @ vh
+    return out.transpose(1, 0, 2).reshape(s, h * e)
+
+
+def close(got, want):
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=2e-5, atol=2e-5)
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+def extractor(fn, args, kinds=NumpyBackend.kernel_kinds, dynamic_axes=DECODE):
+    buckets = {k: v for k, v in BUCKETS.items() if any(k in ax.values() for ax in dynamic_axes.values())}
+    graph = lf.jit(fn, dynamic_axes=dynamic_axes, buckets=buckets or None).trace(*args).hlir
+    return Extractor(build_egraph(graph), graph, kernel_kinds=kinds)
+
+
+def kernel_option(ex, gene) -> int | None:
+    return next((i for i, n in enumerate(ex.options[gene.name])
+                 if n.op == "Kernel" and ex.eg.literal(n.children[0]) == KIND), None)
+
+
+def attention_genome(ex) -> tuple:
+    """The cheapest genome with the attention kernel chosen wherever it is offered."""
+    picks = [kernel_option(ex, g) for g in ex.genes]
+    assert any(p is not None for p in picks), "the rule did not offer attention_rows"
+    return tuple(0 if p is None else p for p in picks)
+
+
+def kernels(llir, name=KIND) -> list:
+    return [n for n in llir.live_nodes() if n.op == "CustomOp" and n.attrs.get("name") == name]
+
+
+# ---- the rule ----------------------------------------------------------------------------------
+def test_the_rule_fires_on_the_tiny_llama_decode_step():
+    """The real step (examples/llama, tiny config: 4 heads over 2 kv heads of 16, 2 layers): one
+    attention kernel per layer, no softmax_rows left, and the step computes what the generic
+    genome computes at several cache lengths."""
+    from llama.checkpoint import random_weights
+    from llama.config import config_from_dict
+    from llama.tiny import tiny_config_dict
+
+    config = config_from_dict(tiny_config_dict(384, 1, [2]), source="the test")
+    weights = random_weights(config, "float32", seed=0, as_numpy=True, embed_std=0.1)
+    step = model.make_step(config, backend="numpy", buckets={"s": [(1, 1)], "c": [(1, N_CACHE, 16)]})
+    cache = model.new_cache(config, N_CACHE, "numpy")
+    args = (weights, *model.step_inputs([5], 7), cache)
+    graph = step.trace(*args).hlir
+    ex = Extractor(build_egraph(graph), graph, kernel_kinds=NumpyBackend.kernel_kinds)
+    ll = ex.extract(attention_genome(ex))
+    ks = kernels(ll)
+    assert len(ks) == config.num_hidden_layers
+    hk, g, e = config.num_key_value_heads, config.num_attention_heads // config.num_key_value_heads, config.head_dim
+    for k in ks:
+        p = tuple(k.attrs["params"])
+        assert p[:2] == (hk, g) and str(p[2]) == "s" and str(p[3]) == f"min({N_CACHE}, c)" and p[4:] == (e, e)
+        assert len(k.inputs) == 7
+    assert kernels(ll, "softmax_rows") == []
+    # the same step through the generic genome (products and softmax kernels) agrees
+    be = NumpyBackend()
+    for c in (1, 8, 40):
+        tokens, pos, sc, mask = model.step_inputs([7], c - 1)
+        leaves = _leaves((weights, tokens, pos, sc, mask, model.new_cache(config, N_CACHE, "numpy")))
+        rng = np.random.default_rng(c)
+        leaves = [rng.standard_normal(x.shape).astype(np.float32) if x.shape == (N_CACHE, config.kv_dim)
+                  else np.asarray(x) for x in leaves]
+        dims = {"s": 1, "c": c}
+        want = be.compile(ex.extract(ex.generic_genome())).run(list(leaves), dims)
+        got = be.compile(ll).run(list(leaves), dims)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-4)
+
+
+def _leaves(tree) -> list:
+    from luminal_fn.frontend.pytree import flatten
+
+    return [np.asarray(x) for x in flatten(tree)[0]]
+
+
+GQA = {"4x2x16": (4, 2, 16), "8x2x32": (8, 2, 32), "6x3x8": (6, 3, 8)}
+
+
+@pytest.mark.parametrize("name", sorted(GQA))
+def test_the_kernel_computes_the_float64_attention_at_several_cache_lengths(name):
+    """One extraction serves the bucket: decode rows (s = 1) and a 3-row prefill-shaped call,
+    with the context c from 1 to the cache size (C = min(64, c) symbolic)."""
+    config = gqa_config(*GQA[name])
+    fn = llama_attention(config)
+    ex = extractor(fn, decode_args(config, 9))
+    ll = ex.extract(attention_genome(ex))
+    (k,) = kernels(ll)
+    assert len(k.inputs) == 7
+    plan = NumpyBackend().compile(ll)
+    for s, c in ((1, 1), (1, 2), (1, 17), (1, 64), (3, 5), (3, 40)):
+        args = decode_args(config, c, s)
+        got = plan.run(list(args), {"s": s, "c": c})[0]
+        close(got, ref_attention(config, *args))
+
+
+def test_the_formula_matches_the_reference_with_masked_keys():
+    """attention_rows itself (the kernel's formula) on (Hk, G, S, E) operands: masked keys get
+    no weight, and the traced literals (-1, log2(e), 1/sqrt(E)) give the softmax."""
+    hk, g, s, c, e = 2, 3, 2, 11, 8
+    q, k, v = f32(hk, g, s, e), f32(hk, c, e), f32(hk, c, e)
+    mask = np.where(R.random((s, c)) < 0.4, -1e10, 0.0).astype(np.float32)
+    mask[:, 3] = 0.0
+    got = attention_rows(q, k, v, -1.0, np.log2(np.e), 1 / np.sqrt(e), mask)
+    sc = np.einsum("agse,ace->agsc", q.astype(np.float64), k.astype(np.float64)) / np.sqrt(e) + mask
+    w = np.exp(sc - sc.max(-1, keepdims=True))
+    want = np.einsum("agsc,ace->agse", w / w.sum(-1, keepdims=True), v.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    assert got.dtype == np.float32 and got.shape == (hk, g, s, e)
+
+
+@pytest.mark.parametrize("name", sorted(GQA))
+def test_random_genomes_compute_the_reference(name):
+    config = gqa_config(*GQA[name])
+    fn = llama_attention(config)
+    ex = extractor(fn, decode_args(config, 9))
+    rnd = random.Random(7)
+    genomes = [None, attention_genome(ex)] + [tuple(rnd.randrange(g.n_options) for g in ex.genes)
+                                             for _ in range(16)]
+    be = NumpyBackend()
+    used = 0
+    for genome in genomes:
+        ll = ex.extract(genome)
+        used += bool(kernels(ll))
+        for s, c in ((1, 9), (2, 30)):
+            args = decode_args(config, c, s)
+            close(be.compile(ll).run(list(args), {"s": s, "c": c})[0], ref_attention(config, *args))
+    assert used >= 2
+
+
+def _no_mask(q, kc, vc, mask):
+    c = kc[:mask.shape[1]].shape[0]
+    qh = lnp.reshape(q, (q.shape[0], 4, 16)).transpose((1, 0, 2))
+    kh, vh = (lnp.reshape(x[:c], (c, 2, 16)).transpose((1, 0, 2)) for x in (kc, vc))
+    return lf.nn.scaled_dot_product_attention(qh, kh, vh)
+
+
+def _weights_transposed(q, kc, vc, mask):
+    """softmax rows over the keys, but the product sums over the queries (s == c here)."""
+    c = mask.shape[1]
+    mask = mask[:, :kc[:c].shape[0]]
+    qh = lnp.reshape(q, (q.shape[0], 4, 16)).transpose((1, 0, 2))
+    kh, vh = (lnp.reshape(x[:c], (c, 2, 16)).transpose((1, 0, 2)) for x in (kc, vc))
+    qg = lnp.reshape(qh, (2, 2, q.shape[0], 16))
+    sc = lnp.reshape(lnp.matmul(qg, lnp.expand_dims(lnp.swapaxes(kh, -1, -2), -3)), (4, q.shape[0], c))
+    w = lf.nn.softmax(sc * 0.25 + mask, axis=-1)
+    wg = lnp.reshape(lnp.swapaxes(w, -1, -2), (2, 2, c, q.shape[0]))
+    return lnp.matmul(wg, lnp.expand_dims(vh, -3))
+
+
+def _mha(q, kc, vc, mask):
+    """as many kv heads as query heads: not the GQA trace (the rule matches Hk < H only)"""
+    return llama_attention(gqa_config(2, 2, 16))(q, kc, vc, mask)
+
+
+@pytest.mark.parametrize("name,fn,args,axes", [
+    ("no_mask", _no_mask, decode_args(gqa_config(4, 2, 16), 9), DECODE),
+    ("weights_transposed", _weights_transposed, decode_args(gqa_config(4, 2, 16), 9, 9), {}),
+    ("mha", _mha, (f32(1, 32), f32(N_CACHE, 32), f32(N_CACHE, 32), np.zeros((1, 9), np.float32)), DECODE),
+])
+def test_near_misses_do_not_fire(name, fn, args, axes):
+    ex = extractor(fn, args, dynamic_axes=axes)
+    assert all(kernel_option(ex, g) is None for g in ex.genes), name
+    assert kernels(ex.extract(None)) == [], name
+
+
+def test_other_backends_are_not_offered_the_kind():
+    config = gqa_config(4, 2, 16)
+    ex = extractor(llama_attention(config), decode_args(config, 9), kinds=frozenset({"softmax_rows"}))
+    assert all(kernel_option(ex, g) is None for g in ex.genes)
+
+
+@pytest.mark.parametrize("s,c", [(1, 9), (3, 12)])
+def test_static_shapes_fire_too(s, c):
+    """Static dims fold S*C and G*S*C to numbers, and a size-1 S axis reads with stride 0."""
+    config = gqa_config(4, 2, 16)
+    args = decode_args(config, c, s)
+    ex = extractor(llama_attention(config), args, dynamic_axes={})
+    ll = ex.extract(attention_genome(ex))
+    assert [tuple(k.attrs["params"]) for k in kernels(ll)] == [(2, 2, s, c, 16, 16)]
+    close(NumpyBackend().compile(ll).run(list(args), {})[0], ref_attention(config, *args))
