@@ -124,7 +124,7 @@ def _node_values(graph, inputs, dims) -> list:
     for nid, x in zip(graph.inputs, inputs):
         vals[nid] = np.asarray(x)
     with np.errstate(all="ignore"):
-        for nid, step, _free in plan.steps:
+        for nid, step, _into, _free in plan.steps:
             vals[nid] = step(vals, dims)
     return vals
 

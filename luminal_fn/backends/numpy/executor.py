@@ -286,9 +286,11 @@ def _output(node, readers):
 # ---- the plan -----------------------------------------------------------------------------------
 class Plan:
     """A graph compiled to a list of (node id, step) closures. Fused kernels first share the
-    subtrees they have in common (plan_share: a value computed once, read by later kernels)."""
+    subtrees they have in common (plan_share: a value computed once, read by later kernels);
+    steps that can write into given memory get buffers kept from call to call (arena)."""
 
     def __init__(self, graph, kernels: dict | None = None):
+        from .arena import ArenaPool, Layout, lifetimes
         from .plan_share import share_subtrees  # imports the kernels' modules
 
         table = KERNELS if kernels is None else {**KERNELS, **kernels}
@@ -309,7 +311,7 @@ class Plan:
         for prod, consumer in last.items():
             if prod in extra or graph.nodes[prod].op != "Input":
                 last_use.setdefault(consumer, []).append(prod)
-        steps = []
+        steps, requests, flow = [], [], []
         for node in nodes:
             if node.op == "Input":
                 continue
@@ -320,19 +322,30 @@ class Plan:
             readers = [make_reader(i, v, *producer(i)) for i, v in node.inputs]
             free = tuple(i for i in last_use.get(node.id, ()) if i not in self.outputs)
             step = build(node, readers)
-            steps.append((node.id, getattr(step, "raw", step), free))
+            into = getattr(step, "into", None)
+            reqs = getattr(step, "requests", None) if into is not None else None
+            steps.append((node.id, getattr(step, "raw", step), into, free))
+            requests.append(reqs)
+            produced = (node.id, *(vid for _, vid in node.attrs.get("_stash", ())))
+            flow.append((produced, [i for i, _ in node.inputs], reqs is not None))
         self.steps = steps
+        self.layout = Layout(requests, lifetimes(flow, self.outputs))
+        self._arenas = ArenaPool(self.layout)
 
     def run(self, inputs, dims) -> list:
         vals = [None] * self.n
         for nid, x in zip(self.inputs, inputs):
             vals[nid] = x
-        with np.errstate(all="ignore"):  # once per run; steps are the unguarded ``raw`` forms
-            for nid, step, free in self.steps:
-                vals[nid] = step(vals, dims)
-                for f in free:  # release intermediates as soon as their last reader ran
-                    vals[f] = None
-        return [vals[o] for o in self.outputs]
+        arena = self._arenas.take()
+        try:
+            with np.errstate(all="ignore"):  # once per run; steps are the unguarded ``raw`` forms
+                for (nid, step, into, free), bufs in zip(self.steps, arena):
+                    vals[nid] = step(vals, dims) if bufs is None else into(vals, dims, bufs)
+                    for f in free:  # release intermediates as soon as their last reader ran
+                        vals[f] = None
+            return [vals[o] for o in self.outputs]
+        finally:
+            self._arenas.give(arena)
 
 
 def evaluate_node(graph, node) -> np.ndarray:

@@ -5,6 +5,7 @@ import numpy as np
 
 from ...ir import dtypes as dt
 from ...ir.expr import compile_np
+from .arena import Request
 from .executor import KERNELS, _compute_dtype, _fmod, _guarded, kernel
 from .tree_peephole import rewrite
 from .tree_program import UFUNC_NAMES, compact_reader, compact_view, compile_program
@@ -139,19 +140,29 @@ def _program(node, readers, tree, full_shape):
 
 
 def _with_stash(node, program, reads):
-    """The program as ``vals -> root``: values it keeps for later kernels (plan_share's stash)
-    are stored in ``vals`` under their ids on the way."""
+    """The program as ``(vals, bufs=()) -> root``: values it keeps for later kernels (plan_share's
+    stash) are stored in ``vals`` under their ids on the way; ``bufs`` are its buffers when the
+    plan's arena provides them."""
     ids = [vid for _, vid in node.attrs.get("_stash", ())]
     if not ids:
-        return lambda vals: program(*[r(vals) for r in reads])
+        return lambda vals, bufs=(): program(*[r(vals) for r in reads], *bufs)
 
-    def run(vals):
-        root, *kept = program(*[r(vals) for r in reads])
+    def run(vals, bufs=()):
+        root, *kept = program(*[r(vals) for r in reads], *bufs)
         for vid, value in zip(ids, kept):
             vals[vid] = value
         return root
 
     return run
+
+
+def _program_requests(node, program) -> list:
+    """One arena request per buffer of the program: the kept values under their stash ids, the
+    rest scratch (the caller names the root's buffer when the root is the node's value)."""
+    kept = {b: vid for b, (_, vid) in zip(program.kept_buffers, node.attrs.get("_stash", ()))
+            if b is not None}
+    dtype = np.dtype(node.dtype.name)
+    return [Request(tuple(shape), dtype, kept.get(j)) for j, shape in enumerate(program.buffer_shapes)]
 
 
 def _no_stash(node):
@@ -171,15 +182,32 @@ def _fused(node, readers):
         program, reads = fast
         run = _with_stash(node, program, reads)
         shape = tuple(node.shape)
+        requests = _program_requests(node, program)
         if program.root_is_temp and program.root_shape == shape:
             def fused_program(vals, dims):
                 return run(vals)  # a fresh array of the node's shape
+
+            def into(vals, dims, bufs):
+                return run(vals, bufs)  # the root's buffer is the node's value
+
+            if program.root_buffer is not None:  # else a 0-d root: nothing to keep
+                requests[program.root_buffer] = Request(shape, np.dtype(od), node.id)
         else:
             def fused_program(vals, dims):
                 return np.array(np.broadcast_to(run(vals), shape), dtype=od, order="C", copy=True)
 
+            def into(vals, dims, bufs):
+                out = bufs[-1]
+                np.copyto(out, run(vals, bufs[:-1]))
+                return out
+
+            requests.append(Request(shape, np.dtype(od), node.id))
+
         step = _guarded(fused_program)  # Plan runs the raw form inside its one errstate
         step.program = program
+        if shape and (program.root_buffer is not None or not program.root_is_temp
+                      or program.root_shape != shape):
+            step.into, step.requests = into, tuple(requests)
         return step
     _no_stash(node)
     fn = compile_tree(tree, shape_fn)
@@ -209,16 +237,23 @@ def _fused_reduce(node, readers):
         in_shape = tuple(node.attrs["in_shape"])
         full = program.root_shape == in_shape
 
-        def reduce_program(vals, dims):
-            x = run(vals)
+        def reduce_program(vals, dims, bufs=(), out=None):
+            x = run(vals, bufs)
             if not full:
                 x = np.broadcast_to(x, in_shape)
             if op == "sum":  # the ufunc's own reduce: np.sum / np.max minus their wrappers
-                return np.asarray(np.add.reduce(x, axis=axis, dtype=acc)).astype(od, copy=False)
-            return np.asarray(np.maximum.reduce(x, axis=axis, initial=init)).astype(od, copy=False)
+                r = np.add.reduce(x, axis=axis, dtype=acc, out=out)
+            else:
+                r = np.maximum.reduce(x, axis=axis, initial=init, out=out)
+            return r if out is not None else np.asarray(r).astype(od, copy=False)
 
         step = _guarded(reduce_program)
         step.program = program
+        shape = tuple(node.shape)
+        reduced = tuple(d for j, d in enumerate(in_shape) if j != axis % len(in_shape))
+        if np.dtype(od) == np.dtype(acc) and shape and reduced == shape:
+            step.requests = (*_program_requests(node, program), Request(shape, np.dtype(od), node.id))
+            step.into = lambda vals, dims, bufs: reduce_program(vals, dims, bufs[:-1], bufs[-1])
         return step
     _no_stash(node)
     fn = compile_tree(tree, in_shape_fn)
@@ -242,12 +277,18 @@ def _matmul(node, readers):
     od = dt.to_numpy(node.dtype)
     cd = _compute_dtype(node.dtype)
 
-    def step(vals, dims):
+    def step(vals, dims, out=None):
         a, b = ra(vals, dims), rb(vals, dims)
-        if a.dtype != cd:
+        if a.dtype != cd or b.dtype != cd:
             a, b = a.astype(cd), b.astype(cd)
+        if out is not None:
+            return np.matmul(a, b, out=out)
         return np.matmul(a, b).astype(od, copy=False)
 
+    shape = tuple(node.shape)
+    if np.dtype(od) == np.dtype(cd) and all(isinstance(d, int) for d in shape):
+        step.requests = (Request(shape, np.dtype(od), node.id),)
+        step.into = lambda vals, dims, bufs: step(vals, dims, bufs[0])
     return step
 
 

@@ -11,7 +11,8 @@ memory per appearance. Here a tree is compiled, once, into a short Python functi
   small shape and NumPy broadcasts it where it meets a full-size operand;
 * every temporary the function owns is written in place (``out=``) by the first later operation
   of the same shape once its own last use has passed (a register allocation over array shapes),
-  so a chain of N elementwise operations allocates one buffer instead of N.
+  so a chain of N elementwise operations allocates one buffer instead of N; a caller may also
+  pass those buffers in (``buffer_shapes``), so a plan reuses them from call to call.
 
 Only static shapes, unmasked views and trees whose every node, constant and input share one
 float dtype (float32 or float64) take this path; ``compile_program`` returns None for anything
@@ -135,7 +136,7 @@ def _emit(b: _Builder, root: str, n_args: int, kept=()):
         last_use[s] = len(b.ops)  # results outlive the program
     buffer_of: dict = {}  # temp slot -> buffer name holding it
     free: dict = {}  # shape -> buffer names whose value is dead
-    lines, n_buffers = [], 0
+    lines, buffer_shapes = [], []
     for k, (name, ufunc, kids) in enumerate(b.ops):
         shape = b.shapes[name]
         # operands whose last use is this op may be overwritten by it (elementwise: each output
@@ -143,17 +144,20 @@ def _emit(b: _Builder, root: str, n_args: int, kept=()):
         for s in dict.fromkeys(kids):
             if s in buffer_of and last_use[s] == k:
                 free.setdefault(b.shapes[s], []).append(buffer_of[s])
-        pool = free.get(shape) if shape else None  # a 0-d result is a NumPy scalar: no out=
         args = ", ".join(kids)
+        if not shape:  # a 0-d result is a NumPy scalar: no buffer
+            lines.append(f"    {name} = {ufunc}({args})")
+            continue
+        pool = free.get(shape)
         if pool:
             buf = pool.pop()
-            lines.append(f"    {buf} = {name} = {ufunc}({args}, out={buf})")
         else:
-            buf = f"b{n_buffers}"
-            n_buffers += 1
-            lines.append(f"    {buf} = {name} = {ufunc}({args})")
+            buf = f"b{len(buffer_shapes)}"
+            buffer_shapes.append(shape)
+        # a buffer parameter left None makes the first ufunc writing it allocate it
+        lines.append(f"    {buf} = {name} = {ufunc}({args}, out={buf})")
         buffer_of[name] = buf
-    params = ", ".join(f"a{k}" for k in range(n_args))
+    params = ", ".join([f"a{k}" for k in range(n_args)] + [f"b{j}=None" for j in range(len(buffer_shapes))])
     ret = ", ".join((root, *kept)) if kept else root
     src = f"def program({params}):\n" + "\n".join(lines + [f"    return {ret}"]) + "\n"
     namespace = {u: getattr(np, u) for u in set(UFUNC_NAMES.values())}
@@ -163,7 +167,16 @@ def _emit(b: _Builder, root: str, n_args: int, kept=()):
     fn.source = src
     fn.root_is_temp = root.startswith("t")
     fn.root_shape = b.shapes[root]
+    # for a caller that owns the memory (the plan's arena): the shape of each buffer parameter
+    # and which of them ends up holding the root and each kept value
+    fn.buffer_shapes = tuple(buffer_shapes)
+    fn.root_buffer = _index(buffer_of.get(root))
+    fn.kept_buffers = tuple(_index(buffer_of.get(k)) for k in kept)
     return fn
+
+
+def _index(buf):
+    return None if buf is None else int(buf[1:])
 
 
 __all__ = ["compile_program", "compact_reader", "compact_view"]
