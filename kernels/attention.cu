@@ -167,3 +167,106 @@ __device__ void lf_attn_prefill(const T* __restrict__ q, const T* __restrict__ k
     for (int e = 0; e < E; ++e) orow[lane + 32 * e] = lf_st<T>(l[r] == 0.f ? LF_NAN : acc[r][e] * inv);
   }
 }
+
+// attention_rows, the kernel optimize/rules/specialize_attention.egg offers (semantics:
+// backends/numpy/attention_kernels.py): the grouped-query attention of one query row (h, s) per
+// block, h = hk * G + g reading key/value head hk, computing exactly the traced formula
+//   x_j = (q . k_j) * scale + mask_j,  e_j = exp2((x_j + max(x) * neg) * log2e),
+//   y = sum_j (e_j * (1 / sum(e))) * v_j
+// in three passes over the keys (max, sum, weighted values), so the (H, S, C) scores and weights
+// are never written. Warps take keys in turn; the lanes of a warp split E for the dot product
+// and Ev for the values. The scores stay in shared memory when C <= CS (the bucket's largest C);
+// otherwise passes 2 and 3 recompute them. q (Hk, G, S, E), k (Hk, C, E), v (Hk, C, Ev) and the
+// mask (H, S, C) are read with their own strides and unit stride along the last axis; y is
+// contiguous (Hk, G, S, Ev). NE, NEV: E and Ev in lanes-worth (ceil(E / 32)). Needs
+// lf_block_sum / lf_block_max from rms_norm.cu.
+template <typename TQ, typename TK, int NE>
+__device__ __forceinline__ float lf_attn_score(const float (&qv)[NE], const TK* __restrict__ kr, int E,
+                                               int lane) {
+  float d = 0.f;
+  #pragma unroll
+  for (int i = 0; i < NE; ++i) {
+    const int e = lane + 32 * i;
+    if (e < E) d += qv[i] * lf_ld(kr[e]);
+  }
+  #pragma unroll
+  for (int off = 16; off > 0; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
+  return d;  // every lane holds the sum
+}
+
+template <typename TQ, typename TK, typename TV, typename TM, typename TY, int BLOCK, int NE, int NEV,
+          int CS>
+__device__ void lf_attn_rows(const TQ* __restrict__ q, long long qh, long long qg, long long qs,
+                             const TK* __restrict__ k, long long kh, long long kc,
+                             const TV* __restrict__ v, long long vh, long long vc,
+                             const TM* __restrict__ m, long long mh, long long ms,
+                             TY* __restrict__ y, int Hk, int G, int S, int C, int E, int Ev,
+                             float neg, float log2e, float scale) {
+  static_assert(BLOCK >= 64 && BLOCK % 32 == 0, "lf_attn_rows: at least two warps");
+  constexpr int NW = BLOCK / 32;
+  __shared__ float red[32];
+  __shared__ float xs[CS > 0 ? CS : 1];
+  __shared__ float part[NW][NEV * 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int rows = Hk * G * S;
+  const bool cached = CS > 0 && C <= CS;
+  for (int row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int h = row / S, s = row - h * S, hk = h / G, g = h - hk * G;
+    const TQ* qr = q + hk * qh + g * qg + s * qs;
+    const TK* kb = k + hk * kh;
+    const TV* vb = v + hk * vh;
+    const TM* mr = m + h * mh + s * ms;
+    float qv[NE];
+    #pragma unroll
+    for (int i = 0; i < NE; ++i) {
+      const int e = lane + 32 * i;
+      qv[i] = e < E ? lf_ld(qr[e]) : 0.f;
+    }
+    // pass 1: the scores (kept in shared memory when they fit) and their max
+    float mx = -LF_INF;
+    for (int j = warp; j < C; j += NW) {
+      const float x = lf_attn_score<TQ, TK, NE>(qv, kb + j * kc, E, lane) * scale + lf_ld(mr[j]);
+      if (cached && lane == 0) xs[j] = x;
+      mx = lf_max(mx, x);
+    }
+    mx = lf_block_max<BLOCK>(mx, red);  // its barriers also publish xs
+    const float shift = mx * neg;
+    // pass 2: the sum of the exponentials
+    float sum = 0.f;
+    if (cached) {
+      for (int j = threadIdx.x; j < C; j += BLOCK) sum += exp2f((xs[j] + shift) * log2e);
+    } else {
+      for (int j = warp; j < C; j += NW) {
+        const float x = lf_attn_score<TQ, TK, NE>(qv, kb + j * kc, E, lane) * scale + lf_ld(mr[j]);
+        if (lane == 0) sum += exp2f((x + shift) * log2e);
+      }
+    }
+    const float inv = 1.0f / lf_block_sum<BLOCK>(sum, red);
+    // pass 3: the weighted values, each warp over its keys, then summed across the warps
+    float acc[NEV];
+    #pragma unroll
+    for (int i = 0; i < NEV; ++i) acc[i] = 0.f;
+    for (int j = warp; j < C; j += NW) {
+      const float x = cached ? xs[j]
+                             : lf_attn_score<TQ, TK, NE>(qv, kb + j * kc, E, lane) * scale + lf_ld(mr[j]);
+      const float w = exp2f((x + shift) * log2e) * inv;
+      const TV* vr = vb + j * vc;
+      #pragma unroll
+      for (int i = 0; i < NEV; ++i) {
+        const int e = lane + 32 * i;
+        if (e < Ev) acc[i] += w * lf_ld(vr[e]);
+      }
+    }
+    #pragma unroll
+    for (int i = 0; i < NEV; ++i) part[warp][lane + 32 * i] = acc[i];
+    __syncthreads();
+    TY* yr = y + (long long)row * Ev;
+    for (int e = threadIdx.x; e < Ev; e += BLOCK) {
+      float t = 0.f;
+      #pragma unroll
+      for (int w = 0; w < NW; ++w) t += part[w][e];
+      yr[e] = lf_st<TY>(t);
+    }
+    __syncthreads();  // part and xs are reused by the block's next row
+  }
+}

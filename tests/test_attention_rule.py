@@ -257,3 +257,108 @@ def test_static_shapes_fire_too(s, c):
     ll = ex.extract(attention_genome(ex))
     assert [tuple(k.attrs["params"]) for k in kernels(ll)] == [(2, 2, s, c, 16, 16)]
     close(NumpyBackend().compile(ll).run(list(args), {})[0], ref_attention(config, *args))
+
+
+# ---- CUDA --------------------------------------------------------------------------------------
+def test_cuda_plans_one_kernel_and_the_module_compiles():
+    from luminal_fn.backends.cuda import KERNEL_KINDS
+    from luminal_fn.backends.cuda.executable import plan_graph
+    from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
+
+    config = gqa_config(8, 2, 32)
+    ex = extractor(llama_attention(config), decode_args(config, 9), kinds=KERNEL_KINDS)
+    plan = plan_graph(ex.extract(attention_genome(ex)), {"s": 1, "c": N_CACHE})
+    labels = [s.label for s in plan.steps]  # q, caches and mask read in place
+    assert labels[0] == "attention_rows" and labels.count("attention_rows") == 1
+    assert not {"softmax_rows", "matmul", "materialize"} & set(labels), labels  # then the output's transpose
+    if nvcc_available():
+        nvcc_check(module_source(plan.kernels()))
+
+
+_SHFL = """
+inline float __shfl_xor_sync(unsigned, float v, int o) { return lf_shfl(v, o); }
+// the attr-driven attention kernels of attention.cu need it to compile; they are not run here
+inline float __shfl_sync(unsigned, float, int) { std::abort(); }
+"""
+
+
+def _emulation_library(bp, workdir):
+    """The stand-in for CUDA, kernels/rms_norm.cu (block reductions) and attention.cu, and the
+    plan's kernels (one OS thread per CUDA thread: the kernel shuffles and synchronises)."""
+    import ctypes
+    import dataclasses
+    import subprocess
+
+    import cuda_model_emulation as emu
+    from luminal_fn.backends.render.files import kernel_file
+
+    parts = [emu._SHIM, "#include <cstdlib>", _SHFL]
+    parts += [emu._shared_static(kernel_file(f)) for f in ("rms_norm.cu", "attention.cu")]
+    for src in {s.source.name: s.source for s in bp.steps}.values():
+        parts.append(emu._shared_static(src.text))
+        parts.append(emu._runner(dataclasses.replace(src, text=src.text + "\n// __syncthreads")))
+    cpp, so = f"{workdir}/attn.cpp", f"{workdir}/attn.so"
+    with open(cpp, "w") as f:
+        f.write("\n".join(parts))
+    res = subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
+                          "-Wno-unknown-pragmas", "-o", so, cpp], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[:4000]
+    return ctypes.CDLL(so)
+
+
+EMULATED = {  # name -> (heads, kv heads, head dim, dynamic, the calls' (s, c))
+    "decode_4x2x16": (4, 2, 16, True, ((1, 1), (1, 17), (1, 64), (3, 20))),
+    "decode_8x2x32": (8, 2, 32, True, ((1, 9), (1, 64))),
+    "static_6x3x40": (6, 3, 40, False, ((1, 13),)),  # E over one warp's 32 lanes
+}
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
+@pytest.mark.parametrize("recompute", [False, True], ids=["scores_in_shared", "scores_recomputed"])
+@pytest.mark.parametrize("name", sorted(EMULATED))
+def test_cuda_kernel_on_the_cpu_emulation_computes_the_reference(name, recompute, tmp_path, monkeypatch):
+    import cuda_model_emulation as emu
+    from luminal_fn.backends.cuda import KERNEL_KINDS, attentionkernels
+    from luminal_fn.backends.cuda.executable import plan_graph
+
+    if recompute:  # C over the shared-memory budget: passes 2 and 3 recompute the scores
+        monkeypatch.setattr(attentionkernels, "SCORES_IN_SHARED", 0)
+    heads, kv_heads, head_dim, dynamic, calls = EMULATED[name]
+    config = gqa_config(heads, kv_heads, head_dim)
+    s0, c0 = calls[0]
+    ex = extractor(llama_attention(config), decode_args(config, c0, s0),
+                   kinds=KERNEL_KINDS, dynamic_axes=DECODE if dynamic else {})
+    ll = ex.extract(attention_genome(ex))
+    bp = plan_graph(ll, {"s": 16, "c": N_CACHE} if dynamic else {})
+    assert [s.label for s in bp.steps].count("attention_rows") == 1
+    lib = _emulation_library(bp, str(tmp_path))
+    for s, c in calls:
+        args = decode_args(config, c, s)
+        got = emu.run(lib, bp, list(args), {"s": s, "c": c} if dynamic else {})[0]
+        close(got, ref_attention(config, *args))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(GQA))
+def test_cuda_attention_kernel_on_the_gpu(name):
+    """The kernel the rule offers, chosen by the genome, against the float64 reference; then the
+    jitted function on the CUDA backend (whatever its search picks) agrees too."""
+    from luminal_fn.backends.cuda import KERNEL_KINDS
+
+    config = gqa_config(*GQA[name])
+    fn = llama_attention(config)
+    ex = extractor(fn, decode_args(config, 9), kinds=KERNEL_KINDS)
+    ll = ex.extract(attention_genome(ex))
+    assert len(kernels(ll)) == 1
+    from luminal_fn.backends import get_backend
+
+    be = get_backend("cuda")
+    exe = be.compile(ll)
+    for s, c in ((1, 1), (1, 37), (1, 64), (5, 40)):
+        args = decode_args(config, c, s)
+        got = be.to_numpy(exe.run([be.from_numpy(a) for a in args], {"s": s, "c": c})[0])
+        close(got, ref_attention(config, *args))
+    jf = lf.jit(fn, backend="cuda", dynamic_axes=DECODE, buckets=BUCKETS)
+    for s, c in ((1, 12), (4, 30)):
+        args = decode_args(config, c, s)
+        close(np.asarray(jf(*args)), ref_attention(config, *args))

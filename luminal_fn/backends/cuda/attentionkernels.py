@@ -1,5 +1,11 @@
-"""The attention kinds on CUDA (kernels/attention.cu): ``attention``, attr-driven (q, k, v and a
-causal/scale attr; no rule offers it yet), lowered to the flash-decoding and prefill kernels.
+"""The attention kinds on CUDA (kernels/attention.cu):
+
+- ``attention_rows``, the kernel optimize/rules/specialize_attention.egg offers for the
+  grouped-query attention the Llama step traces (semantics: backends/numpy/attention_kernels.py):
+  one block per query row, three passes over the keys, the traced literals rendered as float
+  literals (read from memory when one is not a scalar Constant);
+- ``attention``, attr-driven (q, k, v and a causal/scale attr; no rule offers it yet), lowered to
+  the flash-decoding and prefill kernels.
 """
 from __future__ import annotations
 
@@ -10,6 +16,55 @@ from ...ir.expr import as_expr, same
 from ..render import index as ix
 from .handkernels import hand_source, rexpr, storage
 from .plan import lowerer
+from .rowkernels import _at_most, _direct, _lead, _scalar_operand
+
+SCORES_IN_SHARED = 4096  # the largest bucket C whose scores stay in shared memory (16 KiB)
+
+
+def _unit_last(view) -> bool:
+    return same(view.strides[-1], 1) or same(view.shape[-1], 1)
+
+
+@lowerer("attention_rows")
+def lower_attention_rows(pl, node):
+    Hk, G, S, C, E, Ev = node.attrs["params"]
+    r = lambda e: rexpr(pl, e)  # noqa: E731
+    bufs, ids, types = [], [], []
+    views = []
+    for k in range(3):  # q (Hk, G, S, E), k (Hk, C, E), v (Hk, C, Ev): unit stride along the last axis
+        b, view = _direct(pl, node, k, _unit_last)
+        d = pl.kernel_input(node, k).dtype
+        bufs.append((f"in{k}", f"b{k}", d, True))
+        ids.append(b)
+        types.append(storage(pl, d))
+        views.append(view)
+    b_m, mv = _direct(pl, node, 6, _unit_last)
+    bufs.append(("in6", "b6", pl.kernel_input(node, 6).dtype, True))
+    ids.append(b_m)
+    types.append(storage(pl, pl.kernel_input(node, 6).dtype))
+    neg = _scalar_operand(pl, node, 3, bufs, ids)
+    log2e = _scalar_operand(pl, node, 4, bufs, ids)
+    scale = _scalar_operand(pl, node, 5, bufs, ids)
+    bufs.append(("out", "out", node.dtype, False))
+    ids.append(pl.node_buf[node.id])
+    qv, kv, vv = views
+    mh, ms = _lead(mv)
+    c_max = _at_most(pl, C)
+    ne, nev = (-(-_at_most(pl, x) // 32) for x in (E, Ev))
+    cs = -(-c_max // 32) * 32 if c_max <= SCORES_IN_SHARED else 0
+    warps = min(16, max(2, 1 << max(0, (c_max // 16) - 1).bit_length()))
+    threads = 32 * warps
+    TQ, TK, TV, TM = types
+    body = [f"lf_attn_rows<{TQ}, {TK}, {TV}, {TM}, {storage(pl, node.dtype)}, {threads}, {ne}, {nev}, {cs}>("
+            f"b0 + ({r(qv.offset)}), (long long)({r(qv.strides[0])}), (long long)({r(qv.strides[1])}), "
+            f"(long long)({r(qv.strides[2])}), "
+            f"b1 + ({r(kv.offset)}), (long long)({r(kv.strides[0])}), (long long)({r(kv.strides[1])}), "
+            f"b2 + ({r(vv.offset)}), (long long)({r(vv.strides[0])}), (long long)({r(vv.strides[1])}), "
+            f"b6 + ({r(mv.offset)}), (long long)({r(mh)}), (long long)({r(ms)}), out, "
+            f"{r(Hk)}, {r(G)}, {r(S)}, {r(C)}, {r(E)}, {r(Ev)}, {neg}, {log2e}, {scale});"]
+    rows = as_expr(Hk) * G * S
+    src = hand_source(pl, "attention_rows", body, bufs, threads, rows, 1)
+    pl.add_kernel(src, ids, node.id, "attention_rows")
 
 
 # ---- attention ---------------------------------------------------------------------------------
