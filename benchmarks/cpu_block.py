@@ -4,7 +4,7 @@ in NumPy eager and in jax.jit, timed in one run (issue 3, item 11).
 Block: x (256, 256); single-head attention (q, k, v, o projections, softmax), residual, layer
 norm, MLP 256 -> 1024 -> 256 with GELU (tanh form), residual, layer norm. float32.
 
-    python benchmarks/cpu_block.py [--repeats 200]
+    python benchmarks/cpu_block.py [--repeats 200] [--rounds 10] [--search 100]
 """
 from __future__ import annotations
 
@@ -48,28 +48,35 @@ def block(xp, p, x):
     return norm(h + u @ p["w2"] + p["b2"], p["g2"])
 
 
-def timeit(fn, repeats):
-    fn()
-    fn()
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+def time_interleaved(fns: dict, repeats: int, rounds: int) -> dict:
+    """Median seconds per call of each function, timed in ``rounds`` rounds that each run every
+    function ``repeats // rounds`` times in turn, so a slow spell of the machine (other tenants of
+    a VM) lands on all of them instead of on whichever was being timed."""
+    for fn in fns.values():
         fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+        fn()
+    per = max(1, repeats // rounds)
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for _ in range(per):
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=200)
     ap.add_argument("--search", type=int, default=100, help="candidates the search times")
+    ap.add_argument("--rounds", type=int, default=10, help="interleaved rounds the repeats are split into")
     args = ap.parse_args()
     p, x = make_params()
-    rows = []
     ref = block(np, {k: v.astype(np.float64) for k, v in p.items()}, x.astype(np.float64))
-
-    t_np = timeit(lambda: block(np, p, x), args.repeats)
-    rows.append(("NumPy eager", t_np, np.abs(block(np, p, x) - ref).max()))
+    fns, errs, names = {}, {}, {}
+    fns["eager"] = lambda: block(np, p, x)
+    errs["eager"], names["eager"] = np.abs(block(np, p, x) - ref).max(), "NumPy eager"
 
     import luminal_fn as lf
     import luminal_fn.numpy as lnp
@@ -81,9 +88,9 @@ def main():
     t_compile = time.perf_counter() - t0
     xa = lf.device_put(x, "numpy")
     pa = {k: lf.device_put(v, "numpy") for k, v in p.items()}
-    t_lf = timeit(lambda: f(pa, xa), args.repeats)
-    rows.append((f"luminal_fn jit (numpy backend, first call {t_compile:.1f} s)", t_lf,
-                 np.abs(out - ref).max()))
+    fns["lf"] = lambda: f(pa, xa)
+    errs["lf"] = np.abs(out - ref).max()
+    names["lf"] = f"luminal_fn jit (numpy backend, first call {t_compile:.1f} s)"
 
     try:
         import jax
@@ -92,16 +99,18 @@ def main():
         jf = jax.jit(lambda p, x: block(jnp, p, x))
         pj = {k: jax.device_put(v) for k, v in p.items()}
         xj = jax.device_put(x)
-        outj = np.asarray(jf(pj, xj))
-        t_jax = timeit(lambda: jf(pj, xj).block_until_ready(), args.repeats)
-        rows.append((f"jax.jit {jax.__version__} (CPU)", t_jax, np.abs(outj - ref).max()))
+        fns["jax"] = lambda: jf(pj, xj).block_until_ready()
+        errs["jax"] = np.abs(np.asarray(jf(pj, xj)) - ref).max()
+        names["jax"] = f"jax.jit {jax.__version__} (CPU)"
     except ImportError:
-        t_jax = None
-        rows.append(("jax.jit: jax not installed", float("nan"), float("nan")))
+        names["jax"] = "jax.jit: jax not installed"
 
+    t = time_interleaved(fns, args.repeats, args.rounds)
+    t_np, t_jax = t["eager"], t.get("jax")
+    rows = [(names[k], t.get(k, float("nan")), errs.get(k, float("nan"))) for k in ("eager", "lf", "jax")]
     print(f"# MLP + attention block, x {N}x{D}, hidden {H}, float32; {time.strftime('%Y-%m-%d')}, "
           f"{platform.machine()}, {os.cpu_count()} cores, numpy {np.__version__}; median of "
-          f"{args.repeats}")
+          f"{args.repeats} calls each, interleaved in {args.rounds} rounds")
     print(f"| system | ms per call | vs NumPy eager | vs jax.jit | max abs err vs float64 |")
     print("| --- | --- | --- | --- | --- |")
     for name, t, err in rows:
@@ -111,7 +120,7 @@ def main():
     (cost,) = f.compiled()[0].cost().values()
     print(f"# luminal_fn plan: {cost['kernels']} kernels; the search timed it at "
           f"{cost['best_time_s'] * 1e3:.3f} ms ({cost['candidates']} candidates, "
-          f"{cost['search_s']:.1f} s)")
+          f"{cost['search_s']:.1f} s); 1-minute load average {os.getloadavg()[0]:.2f} at the end")
 
 
 if __name__ == "__main__":
