@@ -111,39 +111,27 @@ def kernels(llir, name=KIND) -> list:
 def test_the_rule_fires_on_the_tiny_llama_decode_step():
     """The real step (examples/llama, tiny config: 4 heads over 2 kv heads of 16, 2 layers): one
     attention kernel per layer, no softmax_rows left, and the step computes what the generic
-    genome computes at several cache lengths."""
-    from llama.checkpoint import random_weights
-    from llama.config import config_from_dict
-    from llama.tiny import tiny_config_dict
-
-    config = config_from_dict(tiny_config_dict(384, 1, [2]), source="the test")
-    weights = random_weights(config, "float32", seed=0, as_numpy=True, embed_std=0.1)
-    step = model.make_step(config, backend="numpy", buckets={"s": [(1, 1)], "c": [(1, N_CACHE, 16)]})
-    cache = model.new_cache(config, N_CACHE, "numpy")
-    args = (weights, *model.step_inputs([5], 7), cache)
-    graph = step.trace(*args).hlir
+    genome computes at several cache lengths (logits and the updated caches)."""
+    config, graph, inputs = _tiny_llama_step()
     ex = Extractor(build_egraph(graph), graph, kernel_kinds=NumpyBackend.kernel_kinds)
     ll = ex.extract(attention_genome(ex))
     ks = kernels(ll)
     assert len(ks) == config.num_hidden_layers
-    hk, g, e = config.num_key_value_heads, config.num_attention_heads // config.num_key_value_heads, config.head_dim
+    hk, e = config.num_key_value_heads, config.head_dim
     for k in ks:
         p = tuple(k.attrs["params"])
-        assert p[:2] == (hk, g) and str(p[2]) == "s" and str(p[3]) == f"min({N_CACHE}, c)" and p[4:] == (e, e)
+        assert p[:2] == (hk, config.num_attention_heads // hk) and p[4:] == (e, e)
+        assert (str(p[2]), str(p[3])) == ("s", f"min({N_CACHE}, c)")
         assert len(k.inputs) == 7
     assert kernels(ll, "softmax_rows") == []
-    # the same step through the generic genome (products and softmax kernels) agrees
     be = NumpyBackend()
+    want_plan, got_plan = be.compile(ex.extract(ex.generic_genome())), be.compile(ll)
     for c in (1, 8, 40):
-        tokens, pos, sc, mask = model.step_inputs([7], c - 1)
-        leaves = _leaves((weights, tokens, pos, sc, mask, model.new_cache(config, N_CACHE, "numpy")))
-        rng = np.random.default_rng(c)
-        leaves = [rng.standard_normal(x.shape).astype(np.float32) if x.shape == (N_CACHE, config.kv_dim)
-                  else np.asarray(x) for x in leaves]
-        dims = {"s": 1, "c": c}
-        want = be.compile(ex.extract(ex.generic_genome())).run(list(leaves), dims)
-        got = be.compile(ll).run(list(leaves), dims)
-        np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-4)
+        args = inputs(c)
+        want = want_plan.run([a.copy() for a in args], {"s": 1, "c": c})
+        got = got_plan.run([a.copy() for a in args], {"s": 1, "c": c})
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
 
 
 def _leaves(tree) -> list:
@@ -362,3 +350,75 @@ def test_cuda_attention_kernel_on_the_gpu(name):
     for s, c in ((1, 12), (4, 30)):
         args = decode_args(config, c, s)
         close(np.asarray(jf(*args)), ref_attention(config, *args))
+
+
+def _tiny_llama_step():
+    """The tiny Llama decode step traced (2 layers, 4 heads over 2 kv heads of 16), and its
+    flat inputs at a context of c rows (random cache rows, the new token at row c - 1)."""
+    from llama.checkpoint import random_weights
+    from llama.config import config_from_dict
+    from llama.tiny import tiny_config_dict
+
+    config = config_from_dict(tiny_config_dict(384, 1, [2]), source="the test")
+    weights = random_weights(config, "float32", seed=0, as_numpy=True, embed_std=0.1)
+    step = model.make_step(config, backend="numpy", buckets={"s": [(1, 1)], "c": [(1, N_CACHE, 16)]})
+    graph = step.trace(weights, *model.step_inputs([5], 7), model.new_cache(config, N_CACHE, "numpy")).hlir
+
+    def inputs(c):
+        rng = np.random.default_rng(c)
+        cache = [{"k": rng.standard_normal((N_CACHE, config.kv_dim)).astype(np.float32),
+                  "v": rng.standard_normal((N_CACHE, config.kv_dim)).astype(np.float32)}
+                 for _ in range(config.num_hidden_layers)]
+        return _leaves((weights, *model.step_inputs([7], c - 1), cache))
+
+    return config, graph, inputs
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
+def test_tiny_llama_decode_step_with_the_kernel_on_the_cpu_emulation(tmp_path):
+    """The whole step planned for CUDA with attention_rows chosen (matmuls forced to the rendered
+    reduction: cuBLAS and the GEMV kernels are not emulated) computes the NumPy backend's generic
+    step: logits and both layers' updated caches."""
+    import cuda_model_emulation as emu
+    from luminal_fn.backends.cuda.executable import plan_graph
+
+    config, graph, inputs = _tiny_llama_step()
+    ex = Extractor(build_egraph(graph), graph, kernel_kinds=frozenset({KIND}))
+    ll = ex.extract(attention_genome(ex))
+    for n in ll.live_nodes():
+        if n.op == "CustomOp" and n.attrs.get("name") == "matmul":
+            n.attrs["strategy"] = "rendered"
+    bp = plan_graph(ll, {"s": 1, "c": N_CACHE})
+    labels = [s.label for s in bp.steps]
+    assert labels.count(KIND) == config.num_hidden_layers and "softmax_rows" not in labels
+    lib = _emulation_library(bp, str(tmp_path))
+    want_plan = NumpyBackend().compile(ex.extract(ex.generic_genome()))
+    for c in (1, 23, N_CACHE):
+        args = inputs(c)
+        want = want_plan.run([a.copy() for a in args], {"s": 1, "c": c})
+        got = emu.run(lib, bp, [a.copy() for a in args], {"s": 1, "c": c})
+        assert len(got) == len(want) == 1 + 2 * config.num_hidden_layers
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, np.asarray(w), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_tiny_llama_decode_step_with_the_kernel_on_the_gpu():
+    """The whole step on the CUDA backend with attention_rows chosen computes the NumPy
+    backend's generic step."""
+    from luminal_fn.backends import get_backend
+    from luminal_fn.backends.cuda import KERNEL_KINDS
+
+    config, graph, inputs = _tiny_llama_step()
+    ex = Extractor(build_egraph(graph), graph, kernel_kinds=KERNEL_KINDS)
+    ll = ex.extract(attention_genome(ex))
+    assert len(kernels(ll)) == config.num_hidden_layers
+    be = get_backend("cuda")
+    exe = be.compile(ll)
+    want_plan = NumpyBackend().compile(ex.extract(ex.generic_genome()))
+    for c in (1, 23, N_CACHE):
+        args = inputs(c)
+        want = want_plan.run([a.copy() for a in args], {"s": 1, "c": c})
+        got = exe.run([be.from_numpy(a) for a in args], {"s": 1, "c": c})
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(be.to_numpy(g), np.asarray(w), rtol=1e-4, atol=1e-4)
