@@ -10,3 +10,13 @@ __device__ __forceinline__ void lf_rope_pair(float x1, float x2, float c1, float
   y1 = x1 * c1 - x2 * s1;
   y2 = x2 * c2 + x1 * s2;
 }
+
+// The rope_half kind of optimize/rules/specialize_rope.egg: the formula nn.rope traces, with its
+// literal neg (-1) passed in so the kernel computes exactly what was traced:
+//   y1 = x1 * c1 + (x2 * neg) * s1,  y2 = x2 * c2 + x1 * s2
+// (with the half tables, c1 == c2 and s1 == s2: both elements of the pair read one entry).
+__device__ __forceinline__ void lf_rope_half_pair(float x1, float x2, float c1, float s1, float c2,
+                                                  float s2, float neg, float& y1, float& y2) {
+  y1 = x1 * c1 + (x2 * neg) * s1;
+  y2 = x2 * c2 + x1 * s2;
+}

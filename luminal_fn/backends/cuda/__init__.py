@@ -18,11 +18,12 @@ from .staging import STAGE_BYTES, HostReadback, HostStaging
 
 # CustomOp kernel names the optimizer may offer beyond fused/fused_reduce/matmul: the model
 # kernels of optimize/rules/specialize_models.egg (lowered in modelkernels.py) and the row kernels
-# of specialize_norms.egg (rowkernels.py). The attr-driven hand kernels of handkernels.py
+# of specialize_norms.egg (rowkernels.py), rope_half of specialize_rope.egg (ropekernels.py).
+# The attr-driven hand kernels of handkernels.py
 # (rms_norm, softmax, rope, attention) have no rules yet, so are not listed.
 KERNEL_KINDS = frozenset({"embedding_bag", "embedding_bag_multi", "embedding_bag_multi_raw",
                           "dlrm_interact", "conv2d_bias", "linear_bias", "matmul_t",
-                          "rms_norm_rows", "softmax_rows",
+                          "rms_norm_rows", "softmax_rows", "rope_half",
                           "attention_rows"})  # specialize_attention.egg (attentionkernels.py)
 
 # DLPack imports of these dtypes are the backend's storage already (bfloat16 is viewed as uint16)

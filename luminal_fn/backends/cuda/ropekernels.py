@@ -1,5 +1,9 @@
-"""The RoPE kinds on CUDA (kernels/rope.cu): ``rope``, attr-driven (x, cos, sin and a style
-attr; no rule offers it), one thread per rotated pair.
+"""The RoPE kinds on CUDA (kernels/rope.cu), one thread per rotated pair (y[d], y[d + half]):
+
+- ``rope_half``, offered by optimize/rules/specialize_rope.egg (semantics in
+  backends/numpy/rope_kernels.py): x, cos, sin and the traced literal neg; cos and sin either
+  full width or the half tables (both elements of a pair then read one entry);
+- ``rope``, attr-driven (x, cos, sin and a style attr; no rule offers it).
 """
 from __future__ import annotations
 
@@ -10,33 +14,40 @@ from ..render.kernels import BLOCK, gtid
 from ..render.lang import load_expr, store_expr
 from .handkernels import hand_source, names
 from .plan import lowerer
+from .rowkernels import _scalar_operand
 
 
-# ---- rope --------------------------------------------------------------------------------------
-@lowerer("rope")
-def lower_rope(pl, node):
-    style = node.attrs.get("style", "half")
-    if style not in ("half", "interleaved"):
-        raise ValueError(f"rope: style must be 'half' or 'interleaved', got {style!r}")
-    shape = tuple(node.shape)
-    D = shape[-1]
+def _static_even_last(node, kind) -> int:
+    D = tuple(node.shape)[-1]
     if not isinstance(D, int) or D % 2:
-        raise NotImplementedError(f"rope kernel: the last dim must be a static even size, got {D}")
-    h = D // 2
-    step, pair = (1, h) if style == "half" else (2, 1)
-    pshape = shape[:-1] + (h,)
-    views, ids, bufs, lasts = [], [], [], []
-    for k in range(3):
-        view = node.inputs[k][1]
-        ki = pl.kernel_input(node, k)
-        if view.mask is not None or ki.scalar is not None:
-            b, view = pl.materialize(node, k)
-        else:
-            b = pl.input_buf(node, k)
-        views.append(View(pshape, tuple(view.strides[:-1]) + (as_expr(view.strides[-1]) * step,), view.offset))
-        lasts.append(view.strides[-1])
-        ids.append(b)
-        bufs.append((f"in{k}", f"b{k}", pl.graph.nodes[node.inputs[k][0]].dtype, True))
+        raise NotImplementedError(f"{kind} kernel: the last dim must be a static even size, got "
+                                  f"{D} (shape {tuple(node.shape)})")
+    return D
+
+
+def _pair_operand(pl, node, k, pshape, step, pair, half_ok=False):
+    """(buffer, dtype, view over the pairs, distance to the pair's second element or None when
+    both elements read one entry) of input k, materialised when masked or a literal."""
+    view = node.inputs[k][1]
+    if view.mask is not None or pl.kernel_input(node, k).scalar is not None:
+        b, view = pl.materialize(node, k)
+    else:
+        b = pl.input_buf(node, k)
+    dtype = pl.graph.nodes[node.inputs[k][0]].dtype
+    last = view.strides[-1]
+    if half_ok and view.shape[-1] == pshape[-1]:  # a half table (the last dim is static)
+        return b, dtype, View(pshape, tuple(view.strides), view.offset), None
+    pv = View(pshape, tuple(view.strides[:-1]) + (as_expr(last) * step,), view.offset)
+    return b, dtype, pv, as_expr(last) * pair
+
+
+def _render_pairs(pl, node, kind, operands, step, pair, call, extra_bufs=(), meta=None):
+    """A grid-stride loop over the pairs: loads both elements of each operand, calls
+    ``call(values)`` (C code assigning float y1, y2) and stores y1 at the pair's first output
+    element, y2 ``pair`` elements after it."""
+    shape = tuple(node.shape)
+    pshape = shape[:-1] + (shape[-1] // 2,)
+    views = [op[2] for op in operands]
     ostr = contiguous_strides(shape)
     views.append(View(pshape, tuple(ostr[:-1]) + (step,), 0))
     cshape, cviews = ix.coalesce(pshape, views)
@@ -47,24 +58,62 @@ def lower_rope(pl, node):
     body = [f"const {itype} n = {ix.r(n, nm)};", f"for ({itype} i = {g}; i < n; i += {stride}) {{"]
     cl, cs = ix.coords(cshape, "i", nm, "c", itype)
     inner = list(cl)
-    vals = []
-    for k in range(3):
-        d = bufs[k][2]
-        a = ix.address(cviews[k], cs, nm)
-        dist = ix.r(as_expr(lasts[k]) * pair, nm)
-        inner.append(f"const {itype} a{k} = {a};")
-        vals.append((load_expr(pl.lang, d, f"b{k}[a{k}]"), load_expr(pl.lang, d, f"b{k}[a{k} + {dist}]")))
-    inner.append(f"const {itype} ao = {ix.address(cviews[3], cs, nm)};")
+    bufs, ids, vals = [], [], []
+    for k, (b, dtype, _pv, dist) in enumerate(operands):
+        bufs.append((f"in{k}", f"b{k}", dtype, True))
+        ids.append(b)
+        inner.append(f"const {itype} a{k} = {ix.address(cviews[k], cs, nm)};")
+        first = load_expr(pl.lang, dtype, f"b{k}[a{k}]")
+        if dist is None:
+            inner.append(f"const float v{k} = {first};")
+            vals.append((f"v{k}", f"v{k}"))
+        else:
+            vals.append((first, load_expr(pl.lang, dtype, f"b{k}[a{k} + {ix.r(dist, nm)}]")))
+    for buf in extra_bufs:
+        bufs.append(buf[0])
+        ids.append(buf[1])
+    inner.append(f"const {itype} ao = {ix.address(cviews[-1], cs, nm)};")
     inner.append("float y1, y2;")
-    inner.append(f"lf_rope_pair({vals[0][0]}, {vals[0][1]}, {vals[1][0]}, {vals[2][0]}, {vals[1][1]}, "
-                 f"{vals[2][1]}, y1, y2);")
+    inner.append(call(vals))
     inner.append(f"out[ao] = {store_expr(pl.lang, node.dtype, 'y1', 'float')};")
     inner.append(f"out[ao + {pair}] = {store_expr(pl.lang, node.dtype, 'y2', 'float')};")
     body += ["  " + ln for ln in inner] + ["}"]
     bufs.append(("out", "out", node.dtype, False))
     ids.append(pl.node_buf[node.id])
-    src = hand_source(pl, "rope", body, bufs, BLOCK, n, BLOCK, meta={"style": style})
-    pl.add_kernel(src, ids, node.id, "rope")
+    src = hand_source(pl, kind, body, bufs, BLOCK, n, BLOCK, meta=meta)
+    pl.add_kernel(src, ids, node.id, kind)
 
 
-__all__ = ["lower_rope"]
+@lowerer("rope_half")
+def lower_rope_half(pl, node):
+    D = _static_even_last(node, "rope_half")
+    pshape = tuple(node.shape)[:-1] + (D // 2,)
+    ops = [_pair_operand(pl, node, k, pshape, 1, D // 2, half_ok=k > 0) for k in range(3)]
+    extra, ids = [], []
+    neg = _scalar_operand(pl, node, 3, extra, ids)
+
+    def call(v):
+        (x1, x2), (c1, c2), (s1, s2) = v
+        return f"lf_rope_half_pair({x1}, {x2}, {c1}, {s1}, {c2}, {s2}, {neg}, y1, y2);"
+
+    _render_pairs(pl, node, "rope_half", ops, 1, D // 2, call, list(zip(extra, ids)))
+
+
+@lowerer("rope")
+def lower_rope(pl, node):
+    style = node.attrs.get("style", "half")
+    if style not in ("half", "interleaved"):
+        raise ValueError(f"rope: style must be 'half' or 'interleaved', got {style!r}")
+    D = _static_even_last(node, "rope")
+    step, pair = (1, D // 2) if style == "half" else (2, 1)
+    pshape = tuple(node.shape)[:-1] + (D // 2,)
+    ops = [_pair_operand(pl, node, k, pshape, step, pair) for k in range(3)]
+
+    def call(v):
+        (x1, x2), (c1, c2), (s1, s2) = v
+        return f"lf_rope_pair({x1}, {x2}, {c1}, {s1}, {c2}, {s2}, y1, y2);"
+
+    _render_pairs(pl, node, "rope", ops, step, pair, call, meta={"style": style})
+
+
+__all__ = ["lower_rope", "lower_rope_half"]
