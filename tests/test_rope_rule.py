@@ -381,3 +381,30 @@ def test_cuda_rope_half_on_the_gpu(name):
         _close(got, want, 1e-4)
     jf = lf.jit(fn, backend="cuda", dynamic_axes=axes)  # and through jit, whatever search picks
     _close(np.asarray(jf(*args)), want, 1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_cuda_llama_step_with_rope_half_on_the_gpu(dtype):
+    """The tiny Llama step as the CUDA backend extracts it (rope_half for q and k, reading the
+    GEMV output), decode and prefill, against the NumPy backend on the same kernels."""
+    from llama.model import step_inputs
+    from luminal_fn.backends import get_backend
+    from luminal_fn.backends.cuda import KERNEL_KINDS
+
+    _, w, cache, step = _tiny_llama(dtype, layers=2)
+    g = step.trace(w, *step_inputs([7], 39), cache).hlir
+    ll = Extractor(build_egraph(g), g, kernel_kinds=KERNEL_KINDS).extract(None)
+    assert len(_ropes(ll)) == 4
+    cuda = get_backend("cuda")
+    exe = cuda.compile(ll)
+    ref = NumpyBackend().compile(ll)
+    tol = 2e-2 if dtype == "bfloat16" else 1e-3  # a bf16 product may round the other way
+    for tokens, start in (([7], 39), ([3, 9, 4, 11, 2], 20)):
+        ins, _ = _flat(step, (w, *step_inputs(tokens, start), cache))
+        dims = {"s": len(tokens), "c": start + len(tokens)}
+        want = ref.run([x.copy() for x in ins], dims)
+        got = exe.run([cuda.from_numpy(x.copy()) for x in ins], dims)
+        for k, (o, r) in enumerate(zip(got, want)):
+            np.testing.assert_allclose(cuda.to_numpy(o).astype(np.float64), np.asarray(r).astype(np.float64),
+                                       rtol=tol, atol=tol, err_msg=f"{dtype} dims {dims} output {k}")
