@@ -66,7 +66,7 @@ def llama_case(s=3, heads=H, dtype=np.float32):
 
     a = _angles(pos, inv)[:, None, :]
     want = ref_rope(x.astype(np.float32).reshape(s, heads, D), np.cos(a), np.sin(a)).reshape(s, heads * D)
-    return fn, (x, pos, inv), want, {"x": {0: "s"}, "pos": {0: "s"}}
+    return fn, (x, pos, inv), want, {"x": {0: "s"}, "pos": {0: "s"}}, {"s": s}
 
 
 def heads_first_case():
@@ -74,7 +74,23 @@ def heads_first_case():
     x, a = f32(H, 5, D), f32(5, D // 2)
     c, s = np.cos(a), np.sin(a)
     return (lambda x, c, s: lf.nn.rope(x, cos=c, sin=s)), (x, c, s), ref_rope(x, c, s), \
-        {"x": {1: "s"}, "c": {0: "s"}, "s": {0: "s"}}
+        {"x": {1: "s"}, "c": {0: "s"}, "s": {0: "s"}}, {"s": 5}
+
+
+def one_head_case():
+    """A 2-D x (s, D): one head."""
+    x, a = f32(7, D), f32(7, D // 2)
+    c, s = np.cos(a), np.sin(a)
+    return (lambda x, c, s: lf.nn.rope(x, cos=c, sin=s)), (x, c, s), ref_rope(x, c, s), \
+        {"x": {0: "s"}, "c": {0: "s"}, "s": {0: "s"}}, {"s": 7}
+
+
+def batch_heads_case():
+    """A 4-D x (B, H, s, D), the layout of PyTorch attention, tables (s, D/2)."""
+    x, a = f32(2, 3, 5, D), f32(5, D // 2)
+    c, s = np.cos(a), np.sin(a)
+    return (lambda x, c, s: lf.nn.rope(x, cos=c, sin=s)), (x, c, s), ref_rope(x, c, s), \
+        {"x": {2: "s"}, "c": {0: "s"}, "s": {0: "s"}}, {"s": 5}
 
 
 def full_tables_case():
@@ -82,21 +98,21 @@ def full_tables_case():
     x, a = f32(H, 6, D), f32(6, D // 2)
     c, s = np.cos(a), np.sin(a)
     cf, sf = np.concatenate([c, c], -1), np.concatenate([s, s], -1)
-    return (lambda x, c, s: lf.nn.rope(x, cos=c, sin=s)), (x, cf, sf), ref_rope(x, c, s), None
+    return (lambda x, c, s: lf.nn.rope(x, cos=c, sin=s)), (x, cf, sf), ref_rope(x, c, s), None, {}
 
 
 def narrow_x_case():
     """x stored in float16 and widened first (the bf16 Llama's GEMV output): the kernel reads it
     narrow."""
-    fn, (x, pos, inv), _, axes = llama_case(s=4, heads=KVH)
+    fn, (x, pos, inv), _, axes, dims = llama_case(s=4, heads=KVH)
     x16 = x.astype(np.float16)
     a = _angles(pos, inv)[:, None, :]
     want = ref_rope(x16.astype(np.float32).reshape(4, KVH, D), np.cos(a), np.sin(a)).reshape(4, KVH * D)
-    return fn, (x16, pos, inv), want, axes
+    return fn, (x16, pos, inv), want, axes, dims
 
 
 CASES = {"llama": llama_case, "heads_first": heads_first_case, "full_tables": full_tables_case,
-         "narrow_x": narrow_x_case}
+         "narrow_x": narrow_x_case, "one_head": one_head_case, "batch_heads": batch_heads_case}
 
 
 def _extractor(fn, args, kinds, axes=None):
@@ -139,9 +155,11 @@ def test_kernel_formula_matches_the_float64_rope_with_full_and_half_tables():
     ("full_tables", [(("4", "6", "16"), ("float32", "float32", "float32", "float32"), (16, 16))]),
     # the float16 x is read as it is stored: the Cast to float32 is the kernel's load
     ("narrow_x", [(("s", "2", "16"), ("float16", "float32", "float32", "float32"), (8, 8))]),
+    ("one_head", [(("s", "16"), ("float32", "float32", "float32", "float32"), (8, 8))]),
+    ("batch_heads", [(("2", "3", "s", "16"), ("float32", "float32", "float32", "float32"), (8, 8))]),
 ])
 def test_rope_becomes_one_kernel(name, expect):
-    fn, args, _, axes = CASES[name]()
+    fn, args, _, axes, _ = CASES[name]()
     ll = _extractor(fn, args, NumpyBackend.kernel_kinds, axes).extract(None)
     assert _ropes(ll) == expect
     # nothing else reads x in pairs: the only other kernels make the tables (llama) or none
@@ -171,8 +189,13 @@ def _rot_unswapped(x, c, s):
     ("other_tensor", _rot_other, (f32(2, 3, D), f32(2, 3, D), f32(3, D), f32(3, D))),
     # the halves negated in place, not swapped
     ("unswapped", _rot_unswapped, (f32(2, 3, D), f32(3, D), f32(3, D))),
-    # a 2-D x (one head): other ranks keep the generic kernels
-    ("rank2", lambda x, c, s: lf.nn.rope(x, cos=c, sin=s), (f32(5, D), f32(5, D // 2), f32(5, D // 2))),
+    # a 5-D x: ranks other than 2, 3 and 4 keep the generic kernels
+    ("rank5", lambda x, c, s: lf.nn.rope(x, cos=c, sin=s), (f32(2, 1, 2, 5, D), f32(5, D // 2), f32(5, D // 2))),
+    # x read through a transposed view (seq_axis=0 on (s, H, D) data seen as (H, s, D)): the
+    # rotated halves and x*cos read other elements than a plain x would
+    ("x_transposed_read", lambda x, c, s: x * c + lnp.concatenate([-lnp.transpose(x, (1, 0, 2))[..., D // 2:],
+                                                                   x[..., :D // 2]], axis=-1) * s,
+     (f32(3, 3, D), f32(3, D), f32(3, D))),
 ])
 def test_near_misses_do_not_fire(name, fn, args):
     ex = _extractor(fn, args, NumpyBackend.kernel_kinds)
@@ -181,7 +204,7 @@ def test_near_misses_do_not_fire(name, fn, args):
 
 
 def test_the_rule_leaves_other_backends_alone():
-    fn, args, _, axes = llama_case()
+    fn, args, _, axes, _ = llama_case()
     assert _ropes(_extractor(fn, args, frozenset(), axes).extract(None)) == []
 
 
@@ -224,11 +247,10 @@ def test_llama_step_ropes_q_and_k_with_one_kernel_each(dtype):
 # ---- every genome computes the reference (NumPy backend), decode and prefill ---------------------
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_random_genomes_compute_the_reference(name):
-    fn, args, want, axes = CASES[name]()
+    fn, args, want, axes, dims = CASES[name]()
     ex = _extractor(fn, args, NumpyBackend.kernel_kinds, axes)
     be = NumpyBackend()
     rnd = random.Random(3)
-    dims = {"s": args[0].shape[0] if name != "heads_first" else args[0].shape[1]} if axes else {}
     used = 0
     for genome in [None, ex.generic_genome()] + [tuple(rnd.randrange(g.n_options) for g in ex.genes)
                                                  for _ in range(16)]:
@@ -240,9 +262,9 @@ def test_random_genomes_compute_the_reference(name):
 
 @pytest.mark.parametrize("s", [1, 6])
 def test_jit_with_a_symbolic_sequence_matches_the_reference(s):
-    fn, _, _, axes = llama_case()
+    fn, _, _, axes, _ = llama_case()
     jf = lf.jit(fn, backend="numpy", dynamic_axes=axes, buckets={"s": [(1, 1), (2, 8)]})
-    _, args, want, _ = llama_case(s=s)
+    _, args, want, _, _ = llama_case(s=s)
     _close(jf(*args), want)
 
 
@@ -269,7 +291,7 @@ def test_cuda_plans_rope_half_and_the_module_compiles():
 
     labels, kernels = [], []
     for name in sorted(CASES):
-        fn, args, _, axes = CASES[name]()
+        fn, args, _, axes, _ = CASES[name]()
         plan = plan_graph(_extractor(fn, args, KERNEL_KINDS, axes).extract(None), {"s": 8})
         labels += [s.label for s in plan.steps]
         kernels += plan.kernels()
@@ -313,9 +335,8 @@ def test_cuda_rope_half_on_the_cpu_emulation(name, tmp_path):
     import cuda_model_emulation as emu
     from luminal_fn.backends.cuda.executable import plan_graph
 
-    fn, args, want, axes = CASES[name]()
+    fn, args, want, axes, dims = CASES[name]()
     ll = _extractor(fn, args, frozenset({KIND}), axes).extract(None)
-    dims = {"s": args[0].shape[0] if name != "heads_first" else args[0].shape[1]} if axes else {}
     bp = plan_graph(ll, {k: 8 for k in dims})  # the bucket's largest s; called at the real one
     assert [s.label for s in bp.steps].count(KIND) == 1
     got = emu.run(_emulation_library([bp], str(tmp_path)), bp, list(args), dims)[0]
@@ -355,11 +376,11 @@ def test_cuda_llama_step_with_rope_half_on_the_cpu_emulation(tmp_path):
 # ---- CUDA on a GPU ------------------------------------------------------------------------------
 def _gpu_cases():
     def bf16_llama():
-        fn, (x, pos, inv), _, axes = llama_case(s=5, heads=H)
+        fn, (x, pos, inv), _, axes, dims = llama_case(s=5, heads=H)
         xb = x.astype(ml_dtypes.bfloat16)
         a = _angles(pos, inv)[:, None, :]
         want = ref_rope(xb.astype(np.float32).reshape(5, H, D), np.cos(a), np.sin(a)).reshape(5, H * D)
-        return fn, (xb, pos, inv), want, axes
+        return fn, (xb, pos, inv), want, axes, dims
 
     return {**CASES, "bf16_llama": bf16_llama}
 
@@ -370,10 +391,9 @@ def test_cuda_rope_half_on_the_gpu(name):
     from luminal_fn.backends import get_backend
     from luminal_fn.backends.cuda import KERNEL_KINDS
 
-    fn, args, want, axes = _gpu_cases()[name]()
+    fn, args, want, axes, dims = _gpu_cases()[name]()
     ll = _extractor(fn, args, KERNEL_KINDS, axes).extract(None)
     assert _ropes(ll), name
-    dims = {"s": args[0].shape[0] if name != "heads_first" else args[0].shape[1]} if axes else {}
     cuda = get_backend("cuda")
     exe = cuda.compile(ll)
     for call in (1, 2):  # the second call replays the captured graph
