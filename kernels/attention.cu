@@ -174,11 +174,11 @@ __device__ void lf_attn_prefill(const T* __restrict__ q, const T* __restrict__ k
 //   x_j = (q . k_j) * scale + mask_j,  e_j = exp2((x_j + max(x) * neg) * log2e),
 //   y = sum_j (e_j * (1 / sum(e))) * v_j
 // in three passes over the keys (max, sum, weighted values), so the (H, S, C) scores and weights
-// are never written. Warps take keys in turn; the lanes of a warp split E for the dot product
-// and Ev for the values. The scores stay in shared memory when C <= CS (the bucket's largest C);
-// otherwise passes 2 and 3 recompute them. q (Hk, G, S, E), k (Hk, C, E), v (Hk, C, Ev) and the
-// mask (H, S, C) are read with their own strides and unit stride along the last axis; y is
-// contiguous (Hk, G, S, Ev). NE, NEV: E and Ev in lanes-worth (ceil(E / 32)). Needs
+// are never written. When C <= CS (the bucket's largest C) the scores stay in shared memory, each
+// thread scoring whole keys; otherwise warps take keys in turn, the lanes splitting E, and passes
+// 2 and 3 recompute them. For the values warps take keys in turn, the lanes splitting Ev.
+// q (Hk, G, S, E), k (Hk, C, E), v (Hk, C, Ev) and the mask (H, S, C) are read with their own
+// strides and unit stride along the last axis; y is contiguous (Hk, G, S, Ev). NE, NEV: E and Ev in lanes-worth (ceil(E / 32)). Needs
 // lf_block_sum / lf_block_max from rms_norm.cu.
 template <typename TQ, typename TK, int NE>
 __device__ __forceinline__ float lf_attn_score(const float (&qv)[NE], const TK* __restrict__ kr, int E,
@@ -206,6 +206,7 @@ __device__ void lf_attn_rows(const TQ* __restrict__ q, long long qh, long long q
   constexpr int NW = BLOCK / 32;
   __shared__ float red[32];
   __shared__ float xs[CS > 0 ? CS : 1];
+  __shared__ float sq[CS > 0 ? NE * 32 : 1];
   __shared__ float part[NW][NEV * 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int rows = Hk * G * S;
@@ -222,12 +223,24 @@ __device__ void lf_attn_rows(const TQ* __restrict__ q, long long qh, long long q
       const int e = lane + 32 * i;
       qv[i] = e < E ? lf_ld(qr[e]) : 0.f;
     }
-    // pass 1: the scores (kept in shared memory when they fit) and their max
+    // pass 1: the scores and their max. Kept in shared memory: each thread scores whole keys
+    // (q staged in shared memory; no shuffles). Else each warp scores a key, lanes splitting E.
     float mx = -LF_INF;
-    for (int j = warp; j < C; j += NW) {
-      const float x = lf_attn_score<TQ, TK, NE>(qv, kb + j * kc, E, lane) * scale + lf_ld(mr[j]);
-      if (cached && lane == 0) xs[j] = x;
-      mx = lf_max(mx, x);
+    if (cached) {
+      for (int e = threadIdx.x; e < E; e += BLOCK) sq[e] = lf_ld(qr[e]);
+      __syncthreads();
+      for (int j = threadIdx.x; j < C; j += BLOCK) {
+        const TK* kr = kb + j * kc;
+        float d = 0.f;
+        #pragma unroll 8
+        for (int e = 0; e < E; ++e) d += sq[e] * lf_ld(kr[e]);
+        const float x = d * scale + lf_ld(mr[j]);
+        xs[j] = x;
+        mx = lf_max(mx, x);
+      }
+    } else {
+      for (int j = warp; j < C; j += NW)
+        mx = lf_max(mx, lf_attn_score<TQ, TK, NE>(qv, kb + j * kc, E, lane) * scale + lf_ld(mr[j]));
     }
     mx = lf_block_max<BLOCK>(mx, red);  // its barriers also publish xs
     const float shift = mx * neg;

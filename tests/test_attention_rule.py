@@ -248,12 +248,16 @@ def test_static_shapes_fire_too(s, c):
 
 
 # ---- CUDA --------------------------------------------------------------------------------------
-def test_cuda_plans_one_kernel_and_the_module_compiles():
-    from luminal_fn.backends.cuda import KERNEL_KINDS
+@pytest.mark.parametrize("recompute", [False, True], ids=["scores_in_shared", "scores_recomputed"])
+@pytest.mark.parametrize("shape", [(8, 2, 32), (32, 8, 64)], ids=["8x2x32", "llama_1b_32x8x64"])
+def test_cuda_plans_one_kernel_and_the_module_compiles(shape, recompute, monkeypatch):
+    from luminal_fn.backends.cuda import KERNEL_KINDS, attentionkernels
     from luminal_fn.backends.cuda.executable import plan_graph
     from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
 
-    config = gqa_config(8, 2, 32)
+    if recompute:
+        monkeypatch.setattr(attentionkernels, "SCORES_IN_SHARED", 0)
+    config = gqa_config(*shape)
     ex = extractor(llama_attention(config), decode_args(config, 9), kinds=KERNEL_KINDS)
     plan = plan_graph(ex.extract(attention_genome(ex)), {"s": 1, "c": N_CACHE})
     labels = [s.label for s in plan.steps]  # q, caches and mask read in place
