@@ -373,6 +373,34 @@ def test_cuda_llama_step_with_rope_half_on_the_cpu_emulation(tmp_path):
             np.testing.assert_allclose(o, np.asarray(r), rtol=1e-4, atol=1e-4, err_msg=f"dims {dims} output {k}")
 
 
+@needs_gxx
+@pytest.mark.parametrize("style", ["half", "interleaved"])
+def test_cuda_attr_driven_rope_on_the_cpu_emulation(style, tmp_path):
+    """The attr-driven ``rope`` kind (no rule offers it) shares rope_half's pair loop: x (3, 2, D)
+    and full-width tables broadcast over the heads, against the float64 rotation."""
+    import cuda_model_emulation as emu
+    from cuda_cases import B
+    from luminal_fn.backends.cuda.executable import plan_graph
+    from luminal_fn.ir.view import View
+
+    b = B()
+    shape = (3, 2, D)
+    x, c, s = b.input(shape), b.input((3, D)), b.input((3, D))
+    tab = View((3, 2, D), (D, 0, 1), 0)
+    b.output(b.custom("rope", [b.c(x), (c, tab), (s, tab)], shape, style=style))
+    xs, a = f32(*shape), f32(3, 1, D // 2)
+    if style == "half":
+        cf, sf = np.concatenate([np.cos(a), np.cos(a)], -1), np.concatenate([np.sin(a), np.sin(a)], -1)
+        want = ref_rope(xs, np.cos(a), np.sin(a))
+    else:  # pairs (2i, 2i + 1): the tables repeat each angle twice
+        cf, sf = np.repeat(np.cos(a), 2, -1), np.repeat(np.sin(a), 2, -1)
+        pairs = xs.reshape(3, 2, D // 2, 2).transpose(0, 1, 3, 2).reshape(shape)
+        want = ref_rope(pairs, np.cos(a), np.sin(a)).reshape(3, 2, 2, D // 2).transpose(0, 1, 3, 2).reshape(shape)
+    bp = plan_graph(b.g, {})
+    got = emu.run(_emulation_library([bp], str(tmp_path)), bp, [xs, cf[:, 0], sf[:, 0]], {})[0]
+    _close(got, want)
+
+
 # ---- CUDA on a GPU ------------------------------------------------------------------------------
 def _gpu_cases():
     def bf16_llama():
