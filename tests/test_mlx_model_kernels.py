@@ -44,8 +44,8 @@ HAVE_METAL = bool(mx.metal.is_available())
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed on this machine")
 KINDS = ("embedding_bag", "embedding_bag_multi", "embedding_bag_multi_raw", "dlrm_interact", "conv2d_bias",
          "linear_bias", "matmul_t", "rms_norm_rows", "softmax_rows")
-# NumPy kinds MLX does not offer (its graphs keep the generic form): the decode attention
-NOT_ON_MLX = ("attention_rows",)
+# NumPy kinds MLX does not offer (its graphs keep the generic form): the decode attention, RoPE
+NOT_ON_MLX = ("attention_rows", "rope_half")
 
 
 def _scalar(b, value):
