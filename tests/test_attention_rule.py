@@ -3,7 +3,8 @@ attention the Llama step traces (QK product, scaled and masked softmax_rows, AV 
 as one ``attention_rows`` kernel.
 
 The rule fires on the tiny Llama decode step (and on the same attention alone, through the
-example's own ``model.attention``), not on near misses; the kernel's NumPy semantics match a
+example's own ``model.attention``, grouped or with one key/value head per query head, static or
+with dynamic s and c), not on near misses; the kernel's NumPy semantics match a
 float64 NumPy attention for several cache lengths within a bucket; every random genome still
 computes the reference; the CUDA lowering runs on the CPU emulation of CUDA (g++ stand-in,
 tests/cuda_model_emulation.py) against the same reference, and on a real GPU (marked ``gpu``).
@@ -140,7 +141,8 @@ def _leaves(tree) -> list:
     return [np.asarray(x) for x in flatten(tree)[0]]
 
 
-GQA = {"4x2x16": (4, 2, 16), "8x2x32": (8, 2, 32), "6x3x8": (6, 3, 8)}
+GQA = {"4x2x16": (4, 2, 16), "8x2x32": (8, 2, 32), "6x3x8": (6, 3, 8),
+       "mha_3x3x16": (3, 3, 16)}  # one key/value head per query head: plain products, G = 1
 
 
 @pytest.mark.parametrize("name", sorted(GQA))
@@ -214,15 +216,19 @@ def _weights_transposed(q, kc, vc, mask):
     return lnp.matmul(wg, lnp.expand_dims(vh, -3))
 
 
-def _mha(q, kc, vc, mask):
-    """as many kv heads as query heads: not the GQA trace (the rule matches Hk < H only)"""
-    return llama_attention(gqa_config(2, 2, 16))(q, kc, vc, mask)
+def _mha_weights_transposed(q, kc, vc, mask):
+    """one kv head per query head, the product summing over the queries (s == c here)"""
+    c = mask.shape[1]
+    qh = lnp.reshape(q, (q.shape[0], 2, 16)).transpose((1, 0, 2))
+    kh, vh = (lnp.reshape(x[:c], (c, 2, 16)).transpose((1, 0, 2)) for x in (kc, vc))
+    w = lf.nn.softmax(lnp.matmul(qh, lnp.swapaxes(kh, -1, -2)) * 0.25 + mask, axis=-1)
+    return lnp.matmul(lnp.swapaxes(w, -1, -2), vh)
 
 
 @pytest.mark.parametrize("name,fn,args,axes", [
     ("no_mask", _no_mask, decode_args(gqa_config(4, 2, 16), 9), DECODE),
     ("weights_transposed", _weights_transposed, decode_args(gqa_config(4, 2, 16), 9, 9), {}),
-    ("mha", _mha, (f32(1, 32), f32(N_CACHE, 32), f32(N_CACHE, 32), np.zeros((1, 9), np.float32)), DECODE),
+    ("mha_weights_transposed", _mha_weights_transposed, decode_args(gqa_config(2, 2, 16), 9, 9), {}),
 ])
 def test_near_misses_do_not_fire(name, fn, args, axes):
     ex = extractor(fn, args, dynamic_axes=axes)
@@ -236,14 +242,15 @@ def test_other_backends_are_not_offered_the_kind():
     assert all(kernel_option(ex, g) is None for g in ex.genes)
 
 
+@pytest.mark.parametrize("heads,kv_heads", [(4, 2), (2, 2)], ids=["gqa", "mha"])
 @pytest.mark.parametrize("s,c", [(1, 9), (3, 12)])
-def test_static_shapes_fire_too(s, c):
+def test_static_shapes_fire_too(s, c, heads, kv_heads):
     """Static dims fold S*C and G*S*C to numbers, and a size-1 S axis reads with stride 0."""
-    config = gqa_config(4, 2, 16)
+    config = gqa_config(heads, kv_heads, 16)
     args = decode_args(config, c, s)
     ex = extractor(llama_attention(config), args, dynamic_axes={})
     ll = ex.extract(attention_genome(ex))
-    assert [tuple(k.attrs["params"]) for k in kernels(ll)] == [(2, 2, s, c, 16, 16)]
+    assert [tuple(k.attrs["params"]) for k in kernels(ll)] == [(kv_heads, heads // kv_heads, s, c, 16, 16)]
     close(NumpyBackend().compile(ll).run(list(args), {})[0], ref_attention(config, *args))
 
 
@@ -302,6 +309,7 @@ EMULATED = {  # name -> (heads, kv heads, head dim, dynamic, the calls' (s, c))
     "decode_4x2x16": (4, 2, 16, True, ((1, 1), (1, 17), (1, 64), (3, 20))),
     "decode_8x2x32": (8, 2, 32, True, ((1, 9), (1, 64))),
     "static_6x3x40": (6, 3, 40, False, ((1, 13),)),  # E over one warp's 32 lanes
+    "mha_3x3x16": (3, 3, 16, True, ((1, 5), (2, 33))),
 }
 
 

@@ -10,7 +10,8 @@ attention_rows   q (Hk, G, S, E), k (Hk, C, E), v (Hk, C, Ev), neg (1,),       H
                  x = a * scale + mask[hk * G + g, s, c]
                  w = e * (1 / sum_c(e)), e = exp2((x + max_c(x) * neg) * log2e)
                  y[hk, g, s, :] = sum_c w[c] * v[hk, c, :]                     -> (Hk, G, S, Ev)
-Query head hk * G + g reads key/value head hk (the GQA grouping the front end traces).
+Query head hk * G + g reads key/value head hk (the GQA grouping the front end traces). With one
+key/value head per query head (G = 1) the node is (H, S, Ev): the same values in the same order.
 """
 from __future__ import annotations
 
@@ -51,6 +52,8 @@ def _attention_rows(node, readers):
         y = attention_rows(_f32(r_q, vals, dims), _f32(r_k, vals, dims), _f32(r_v, vals, dims),
                            _scalar(r_neg, vals, dims), _scalar(r_l2e, vals, dims),
                            _scalar(r_scale, vals, dims), _f32(r_mask, vals, dims))
+        if len(node.shape) == 3:  # one key/value head per query head: (H, S, Ev), G = 1
+            y = y.reshape(-1, *y.shape[2:])
         return _store(node, y)
 
     return step
