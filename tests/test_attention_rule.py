@@ -314,8 +314,8 @@ EMULATED = {  # name -> (heads, kv heads, head dim, dynamic, the calls' (s, c))
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
-@pytest.mark.parametrize("recompute", [False, True], ids=["scores_in_shared", "scores_recomputed"])
-@pytest.mark.parametrize("name", sorted(EMULATED))
+@pytest.mark.parametrize("name,recompute", [(n, False) for n in sorted(EMULATED)]
+                         + [("decode_4x2x16", True), ("mha_3x3x16", True)])
 def test_cuda_kernel_on_the_cpu_emulation_computes_the_reference(name, recompute, tmp_path, monkeypatch):
     import cuda_model_emulation as emu
     from luminal_fn.backends.cuda import KERNEL_KINDS, attentionkernels
@@ -405,7 +405,7 @@ def test_tiny_llama_decode_step_with_the_kernel_on_the_cpu_emulation(tmp_path):
     assert labels.count(KIND) == config.num_hidden_layers and "softmax_rows" not in labels
     lib = _emulation_library(bp, str(tmp_path))
     want_plan = NumpyBackend().compile(ex.extract(ex.generic_genome()))
-    for c in (1, 23, N_CACHE):
+    for c in (1, 40):
         args = inputs(c)
         want = want_plan.run([a.copy() for a in args], {"s": 1, "c": c})
         got = emu.run(lib, bp, [a.copy() for a in args], {"s": 1, "c": c})
