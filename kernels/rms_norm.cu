@@ -36,9 +36,10 @@ __device__ __forceinline__ float lf_block_max(float v, float* red) {
   return v;
 }
 
-// The sum of squares of one row of D elements (16-byte loads when ``vec``), over the block.
+// This thread's share of the sum of squares of one row of D elements (16-byte loads when
+// ``vec``) in a block of BLOCK threads.
 template <typename T, int BLOCK>
-__device__ __forceinline__ float lf_row_sumsq(const T* __restrict__ xr, int D, bool vec, float* red) {
+__device__ __forceinline__ float lf_row_sumsq_part(const T* __restrict__ xr, int D, bool vec) {
   constexpr int V = LfVec<T>::V;
   float ss = 0.f;
   if (vec) {
@@ -50,7 +51,13 @@ __device__ __forceinline__ float lf_row_sumsq(const T* __restrict__ xr, int D, b
   } else {
     for (int i = threadIdx.x; i < D; i += BLOCK) { const float v = lf_ld(xr[i]); ss += v * v; }
   }
-  return lf_block_sum<BLOCK>(ss, red);
+  return ss;
+}
+
+// The sum of squares of one row of D elements, over the block.
+template <typename T, int BLOCK>
+__device__ __forceinline__ float lf_row_sumsq(const T* __restrict__ xr, int D, bool vec, float* red) {
+  return lf_block_sum<BLOCK>(lf_row_sumsq_part<T, BLOCK>(xr, D, vec), red);
 }
 
 template <typename T, typename W, int BLOCK, bool HAS_W, bool ROUND>
@@ -112,4 +119,23 @@ __device__ void lf_rms_rows(const TX* __restrict__ x, long long row_stride, cons
         yr[i] = lf_st<TY>(lf_ld(xr[i]) * r * lf_ld(w[(long long)i * w_stride]));
     }
   }
+}
+
+// rms_norm_rows folded into the kernel that reads its single row next (the decode GEMV, see
+// backends/cuda/prologue.py): the row lf_rms_rows<TX, TW, TY, BLOCK> would store, computed by a
+// block of NT >= BLOCK threads into xs (D elements of TY, shared memory), visible to the whole
+// block on return. Threads below BLOCK add the same elements in the same order as that kernel's
+// threads, the others add zeros (exact in the block sum's tree), so the scale and every stored
+// value have the same bits as the norm kernel's output.
+template <typename TX, typename TW, typename TY, int BLOCK, int NT>
+__device__ void lf_rms_row_to(const TX* __restrict__ x, long long row_stride, const TW* __restrict__ w,
+                              long long w_stride, TY* __restrict__ xs, int D, float inv_n, float eps) {
+  __shared__ float red[32];
+  constexpr int V = LfVec<TX>::V;
+  const bool vec = (D % V == 0) && (row_stride % V == 0) && ((unsigned long long)x % 16 == 0);
+  const float ss = threadIdx.x < BLOCK ? lf_row_sumsq_part<TX, BLOCK>(x, D, vec) : 0.f;
+  const float r = 1.0f / sqrtf(lf_block_sum<NT>(ss, red) * inv_n + eps);
+  for (int i = threadIdx.x; i < D; i += NT)
+    xs[i] = lf_st<TY>(lf_ld(x[i]) * r * lf_ld(w[(long long)i * w_stride]));
+  __syncthreads();
 }

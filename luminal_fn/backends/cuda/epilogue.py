@@ -96,8 +96,10 @@ def _render(pl, s1, s2, node, segs, reads, inputs, tree):
     seg = segs[0]
     T = seg.T
     pair = len(segs) == 2
-    bufs = [("in0", "b0", seg.dtype, True)] + [(f"in{i + 1}", f"w{i}", seg.dtype, True) for i in range(len(segs))]
-    ids = list(s1.bufs[:1 + len(segs)])
+    pro = s1.source.meta.get("_prologue")  # x computed in the kernel (prologue.py), or read from b0
+    xbufs, x = (list(pro.bufs), pro.x) if pro is not None else ([("in0", "b0", seg.dtype, True)], "b0")
+    bufs = xbufs + [(f"in{i + 1}", f"w{i}", seg.dtype, True) for i in range(len(segs))]
+    ids = list(s1.bufs[:len(xbufs) + len(segs)])
     acc_of = {k: f"acc{i}" for i, k in enumerate(reads)}
     cname = {}
     for k in sorted(leaf_inputs(tree)):
@@ -128,17 +130,21 @@ def _render(pl, s1, s2, node, segs, reads, inputs, tree):
            + [f"  out[n] = {store};", "};"])
     weights = ", ".join(f"w{i} + ({s.w_offset}), (long long)({s.ldw})" for i, s in enumerate(segs))
     if pair:
-        call = (f"lf_gemv_nk_pair_to<{T}>({weights}, b0 + ({seg.x_offset}), {seg.n}, {seg.k}, "
+        call = (f"lf_gemv_nk_pair_to<{T}>({weights}, {x} + ({seg.x_offset}), {seg.n}, {seg.k}, "
                 f"{seg.wpr}, blockIdx.x, gridDim.x, epilogue);")
     else:
-        call = (f"lf_gemv_nk_to<{T}, {seg.iters}>({weights}, b0 + ({seg.x_offset}), {seg.n}, {seg.k}, "
+        call = (f"lf_gemv_nk_to<{T}, {seg.iters}>({weights}, {x} + ({seg.x_offset}), {seg.n}, {seg.k}, "
                 f"{seg.wpr}, blockIdx.x, gridDim.x, epilogue);")
-    body = list(seg.guard) + epi + [call]
+    body = list(seg.guard) + (list(pro.lines) if pro is not None else []) + epi + [call]
     kind = "gemv_nk_pair_epi" if pair else "gemv_nk_epi"
+    if pro is not None:
+        kind = f"{kind}_{pro.tag}"
     src = finish(pl.lang, kind, body, bufs, 256, 1, 1,
                  meta={"hand": True, "grid3": (seg.blocks, 1, 1), "wpr": seg.wpr,
                        "nodes": (s1.node, s2.node)})
     label = "matmul (gemv nk pair) + epilogue" if pair else "matmul (gemv nk) + epilogue"
+    if pro is not None:
+        label = f"{pro.label} + {label}"
     return replace(s2, source=src, bufs=ids, label=label)
 
 

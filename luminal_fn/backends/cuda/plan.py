@@ -27,6 +27,7 @@ from ..render import (CUDA, KernelInput, KernelSource, render_copy, render_node,
                       renderable)
 from ..render.index import max_value, numel
 from .epilogue import fuse_gemv_epilogues, fuse_reshaped_elementwise
+from .prologue import fold_rms_prologues
 from .siblings import merge_gemv_steps, sibling_order
 
 ALIGN = 256
@@ -264,6 +265,7 @@ class Planner:
                     + (f" {name!r}" if name else "") + f"; known CustomOp kinds: "
                     f"fused, fused_reduce, {', '.join(sorted(LOWERERS))}")
         merge_gemv_steps(self)
+        fold_rms_prologues(self)  # (before the epilogues: a GEMV step's epilogue keeps its prologue)
         fuse_gemv_epilogues(self)
         fuse_reshaped_elementwise(self)
         self._lifetimes()

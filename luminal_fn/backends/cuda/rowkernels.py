@@ -6,6 +6,8 @@ literals; one held in memory instead is read from its buffer.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...ir.expr import as_expr, same
 from ...ir.view import View
 from ..render import index as ix
@@ -33,6 +35,27 @@ def _direct(pl, node, k, ok) -> tuple:
     return pl.materialize(node, k)
 
 
+@dataclass(frozen=True)
+class RmsRowsCall:
+    """What an rms_norm_rows step passes lf_rms_rows (kept in its source's ``meta["_rms_rows"]``
+    for plan passes such as prologue.py's fold into the next GEMV): the C storage types, the
+    block size, the Exprs of the x and w views, and the C code of the literals (None when one
+    is read from a buffer)."""
+
+    TX: str
+    TW: str
+    TY: str
+    block: int
+    x_offset: object
+    row_stride: object
+    rows: object
+    D: object
+    w_offset: object
+    w_stride: object
+    inv_n: str | None
+    eps: str | None
+
+
 @lowerer("rms_norm_rows")
 def lower_rms_norm_rows(pl, node):
     b_x, xv = _direct(pl, node, 0, lambda v: row_view(v) is not None)
@@ -52,7 +75,10 @@ def lower_rms_norm_rows(pl, node):
     body = [f"lf_rms_rows<{TX}, {TW}, {TY}, {threads}>(b0 + ({rexpr(pl, off)}), (long long)({rexpr(pl, rs)}), "
             f"b3 + ({rexpr(pl, wv.offset)}), (long long)({rexpr(pl, wv.strides[0])}), out, "
             f"{rexpr(pl, rows)}, {rexpr(pl, D)}, {inv_n}, {eps});"]
-    src = hand_source(pl, "rms_norm_rows", body, bufs, threads, rows, 1)
+    inlined = [pl.kernel_input(node, k).scalar is not None for k in (1, 2)]
+    call = RmsRowsCall(TX, TW, TY, threads, off, rs, rows, D, wv.offset, wv.strides[0],
+                       inv_n if inlined[0] else None, eps if inlined[1] else None)
+    src = hand_source(pl, "rms_norm_rows", body, bufs, threads, rows, 1, meta={"_rms_rows": call})
     pl.add_kernel(src, ids, node.id, "rms_norm_rows")
 
 
@@ -104,4 +130,4 @@ def _at_most(pl, e) -> int:
     return int(v) if v else 1024
 
 
-__all__ = ["lower_rms_norm_rows", "lower_softmax_rows"]
+__all__ = ["RmsRowsCall", "lower_rms_norm_rows", "lower_softmax_rows"]

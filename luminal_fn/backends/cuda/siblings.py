@@ -47,32 +47,39 @@ class NkSegment:
                 f"{x} + ({self.x_offset}), {y}, {self.n}, {self.k}, {self.wpr}, {block}, {blocks});")
 
 
-def render_gemv_nk(lang, segments: list) -> KernelSource:
+def render_gemv_nk(lang, segments: list, prologue=None) -> KernelSource:
     """One kernel for one or more GEMVs that read the same x. Buffers: x, then each segment's
     weights, then each segment's output (one GEMV: the usual in0, in1, out). ``meta["_segments"]``
-    keeps the segments for the plan passes that merge or extend GEMV steps."""
+    keeps the segments for the plan passes that merge or extend GEMV steps. A ``prologue``
+    (prologue.py) computes x in the kernel instead: its buffers replace x's, its lines run
+    first and its pointer ``x`` is what the GEMVs read (kept in ``meta["_prologue"]``)."""
     s0 = segments[0]
     d = s0.dtype
     guard = list(s0.guard)  # the same rows for every segment: the whole launch is skipped on 0
+    x, xbufs, kind, extra = "b0", [("in0", "b0", d, True)], "gemv_nk", {}
+    if prologue is not None:
+        guard += list(prologue.lines)
+        x, xbufs, kind = prologue.x, list(prologue.bufs), f"gemv_nk_{prologue.tag}"
+        extra = {"_prologue": prologue}
     if len(segments) == 1:
-        body = guard + [s0.call("b1", "b0", "out", "blockIdx.x", "gridDim.x")]
-        bufs = [("in0", "b0", d, True), ("in1", "b1", d, True), ("out", "out", d, False)]
-        return finish(lang, "gemv_nk", body, bufs, 256, 1, 1,
+        body = guard + [s0.call("b1", x, "out", "blockIdx.x", "gridDim.x")]
+        bufs = xbufs + [("in1", "b1", d, True), ("out", "out", d, False)]
+        return finish(lang, kind, body, bufs, 256, 1, 1,
                       meta={"hand": True, "grid3": (s0.blocks, 1, 1), "wpr": s0.wpr,
-                            "_segments": (s0,)})
+                            "_segments": (s0,), **extra})
     body = guard + ["const int blk = blockIdx.x;"]
     start = 0
     for i, s in enumerate(segments):
         end = start + s.blocks
         # (a block-uniform branch: the __syncthreads inside lf_gemv_nk stay legal)
-        body.append(f"if (blk < {end}) {{ {s.call(f'w{i}', 'b0', f'y{i}', f'blk - {start}', str(s.blocks))} "
+        body.append(f"if (blk < {end}) {{ {s.call(f'w{i}', x, f'y{i}', f'blk - {start}', str(s.blocks))} "
                     "return; }")
         start = end
-    bufs = ([("in0", "b0", d, True)] + [(f"w{i}", f"w{i}", d, True) for i in range(len(segments))]
+    bufs = (xbufs + [(f"w{i}", f"w{i}", d, True) for i in range(len(segments))]
             + [(f"out{i}", f"y{i}", d, False) for i in range(len(segments))])
-    return finish(lang, f"gemv_nk{len(segments)}", body, bufs, 256, 1, 1,
+    return finish(lang, f"{kind}{len(segments)}", body, bufs, 256, 1, 1,
                   meta={"hand": True, "grid3": (start, 1, 1),
-                        "wpr": tuple(s.wpr for s in segments), "_segments": tuple(segments)})
+                        "wpr": tuple(s.wpr for s in segments), "_segments": tuple(segments), **extra})
 
 
 def sibling_order(nodes: list, keys: dict, ready: set, cap: int = MAX_SEGMENTS) -> list:
