@@ -66,11 +66,40 @@ def time_interleaved(fns: dict, repeats: int, rounds: int) -> dict:
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
+def arena_ab(f, call, repeats, rounds) -> str:
+    """The kept plan timed with its arena (buffers reused from call to call) and with every step
+    allocating its result, interleaved."""
+    (compiled,) = f.compiled()
+    (entry,) = compiled.runner.plans.values()
+    plan = entry.executable.plan
+    arenas = plan._arenas
+
+    class Allocating:  # every step gets no buffers: the plan's behaviour before the arena
+        def take(self):
+            return [None] * len(plan.steps)
+
+        def give(self, arena):
+            pass
+
+    def with_pool(pool):
+        def run():
+            plan._arenas = pool
+            call()
+        return run
+
+    t = time_interleaved({"on": with_pool(arenas), "off": with_pool(Allocating())}, repeats, rounds)
+    plan._arenas = arenas
+    return (f"# arena A/B ({plan.layout.nbytes / 1e6:.1f} MB in {len(plan.layout.sizes)} buffers): "
+            f"on {t['on'] * 1e3:.3f} ms, off {t['off'] * 1e3:.3f} ms")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=200)
     ap.add_argument("--search", type=int, default=100, help="candidates the search times")
     ap.add_argument("--rounds", type=int, default=10, help="interleaved rounds the repeats are split into")
+    ap.add_argument("--arena-ab", action="store_true",
+                    help="also time the kept plan with its arena of reused buffers on and off")
     args = ap.parse_args()
     p, x = make_params()
     ref = block(np, {k: v.astype(np.float64) for k, v in p.items()}, x.astype(np.float64))
@@ -116,6 +145,8 @@ def main():
     for name, t, err in rows:
         vs_jax = f"{t / t_jax:.2f}x" if t_jax else "-"
         print(f"| {name} | {t * 1e3:.3f} | {t / t_np:.2f}x | {vs_jax} | {err:.1e} |")
+    if args.arena_ab:
+        print(arena_ab(f, lambda: f(pa, xa), args.repeats, args.rounds))
     # what the search kept: tells a slower pick from a load burst during the timing
     (cost,) = f.compiled()[0].cost().values()
     print(f"# luminal_fn plan: {cost['kernels']} kernels; the search timed it at "
