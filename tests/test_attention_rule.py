@@ -434,3 +434,13 @@ def test_tiny_llama_decode_step_with_the_kernel_on_the_gpu():
         got = exe.run([be.from_numpy(a) for a in args], {"s": 1, "c": c})
         for g, w in zip(got, want):
             np.testing.assert_allclose(be.to_numpy(g), np.asarray(w), rtol=1e-4, atol=1e-4)
+
+
+def test_the_search_seeds_a_genome_with_the_attention_kernel():
+    """The kernel sits behind the AV product's MatMul (equal cost, MatMul ordered first), so the
+    cheapest genome does not take it; kernel_genomes proposes it for the search to time."""
+    config, graph, _ = _tiny_llama_step()
+    ex = Extractor(build_egraph(graph), graph, kernel_kinds=NumpyBackend.kernel_kinds)
+    assert kernels(ex.extract()) == []
+    seeded = [len(kernels(ex.extract(g))) for g in ex.kernel_genomes()]
+    assert config.num_hidden_layers in seeded, seeded

@@ -177,17 +177,21 @@ class Extractor(IntegerDecoder):
         return tuple(out)
 
     def kernel_genomes(self) -> list:
-        """Genomes that READ a rule's backend ``Kernel`` where the cheapest genome recomputes
-        the kernel's primitive form inside a fused consumer (the cost order inlines elementwise
-        producers first, which bypasses e.g. dlrm_interact, a batched Gram matmul plus a gather
-        that the concatenation would read through a view). One genome per kernel kind, those
-        changing the fewest choices first (one hand kernel swapped in), then all kinds at once;
-        the search times them right after the cheapest, so no hand kernel is lost to the cost
-        order alone."""
+        """Genomes that take a rule's backend ``Kernel`` the cheapest genome passes over: where it
+        recomputes the kernel's primitive form inside a fused consumer (the cost order inlines
+        elementwise producers first, which bypasses e.g. dlrm_interact, a batched Gram matmul plus
+        a gather that the concatenation would read through a view), and where the kernel sits
+        in an e-class behind an option of equal cost (the decode attention in the AV product's
+        class, behind its MatMul). One genome per kernel kind, those changing the fewest choices
+        first (one hand kernel swapped in), then all kinds at once; the search times them right
+        after the cheapest, so no hand kernel is lost to the cost order alone."""
         base = (0,) * len(self.genes)
-        reads = {}  # kernel kind -> {gene index: option index of the plain read}
+        reads = {}  # kernel kind -> {gene index: option index that takes the kernel}
         for gi, g in enumerate(self.genes):
             opts = self.options[g.name]
+            for i, n in enumerate(opts):
+                if i and n.op == "Kernel":  # offered in the class itself, not first
+                    reads.setdefault(self.eg.literal(n.children[0]), {}).setdefault(gi, i)
             read = next((i for i, n in enumerate(opts) if n.op == "FLeaf"), None)
             if not read:
                 continue  # no plain read, or reading is already the first choice
