@@ -166,7 +166,7 @@ def main():
     ap.add_argument("--num-cat", type=int, default=8)
     ap.add_argument("--rows", type=int, default=100_000, help="rows per DLRM table (the anchor's)")
     ap.add_argument("--top", type=int, default=12)
-    ap.add_argument("--search", type=int, default=2)
+    ap.add_argument("--search", type=int, default=3)
     ap.add_argument("--sources", default="", help="file for the slowest kernels' sources")
     args = ap.parse_args()
     import cupy as cp

@@ -25,7 +25,8 @@ if [ "$T_TESTS" != 0 ]; then
   XD=$(python3 -c "import xdist" 2>/dev/null && printf -- "-n 8")
   timeout -s INT -k 10 "$T_TESTS" python3 -m pytest -q $XD -p no:cacheprovider -p no:benchmark -rf --tb=line \
     tests/test_cuda*.py tests/test_jit.py tests/test_dlpack.py tests/test_multi_embedding_bag.py \
-    tests/test_raw_index_bag.py tests/test_row_kernels.py > "$OUT/pytest_cuda.log" 2>&1
+    tests/test_raw_index_bag.py tests/test_row_kernels.py tests/test_attention_rule.py tests/test_rope_rule.py \
+    > "$OUT/pytest_cuda.log" 2>&1
   echo "tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cuda.log" | tail -n 12
 fi
 if [ "$T_DLRM" != 0 ]; then
@@ -52,7 +53,9 @@ if [ "$T_PROF" != 0 ]; then  # where a generated token's time goes (step, pick, 
   echo "decode loop rc=$?"; tail -n 9 "$OUT/decode_loop.txt"
   # every step of the decode step and of a DLRM forward timed alone (appended: $OUT holds 8 files)
   { timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 25;
-    timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --model dlrm --num-cat 1 --top 16; } \
+    timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --model dlrm --num-cat 1 --top 16;
+    echo "== the decode step again with the RMS-norm GEMV prologue off (A/B) =="
+    LUMINAL_CUDA_RMS_PROLOGUE=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3; } \
     >> "$OUT/decode_loop.txt" 2>&1
   echo "step profiles rc=$?"
 fi
