@@ -65,6 +65,9 @@ def llama_bucket(args, cp):
     print(f"reading the logits row to the host: {1e3 * (time.perf_counter() - t0) / 20:.3f} ms")
     (compiled,) = step.compiled()
     plan = next(p for p in compiled.runner.plans.values() if p.dims.get("s") == 1 and p.dims.get("c") != 1)
+    for bucket, cost in compiled.cost().items():  # which candidates ran, and why others were dropped
+        timed = [f"{t * 1e3:.3f} ms" if isinstance(t, float) else str(t)[:600] for t in cost["timed"]]
+        print(f"search [{bucket}]: {cost['kernels']} kernels kept; candidates: {timed}")
     return plan.executable
 
 

@@ -321,6 +321,11 @@ def test_a_wrong_backend_kernel_is_dropped_by_the_reference_check():
         (plan,) = runner.plans.values()
         assert "bad_matmul" not in _kernel_names(plan.llir)
         assert plan.result.n_rejected >= 1
+        # cost() says what each candidate gave: a time, or why it was dropped
+        (cost,) = runner.cost().values()
+        dropped = [t for t in cost["timed"] if isinstance(t, str)]
+        assert len(dropped) == plan.result.n_rejected and all(t.startswith("rejected: ") for t in dropped)
+        assert any(isinstance(t, float) and t > 0 for t in cost["timed"])
         (out,) = plan.executable.run([a, b], {})
         np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
     finally:

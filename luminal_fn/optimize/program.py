@@ -78,6 +78,8 @@ class Runner:
                 "candidates": 0 if r is None else r.n_evaluated,
                 "search_s": plan.search_s, "cached": plan.cached,
                 "kernels": sum(1 for n in plan.llir.live_nodes() if n.op not in ("Input", "Output", "Constant")),
+                # what each timed candidate gave, in order: seconds, or why it was dropped
+                "timed": [] if r is None else [c.time if c.ok else f"{c.kind}: {c.reason}" for c in r.history],
             }
         return out
 
