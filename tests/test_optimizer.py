@@ -434,3 +434,19 @@ def test_masked_scaled_scores_are_recomputed_not_stored():
     z = x.astype(np.float64) * 0.25 + mask
     want = np.exp(z - z.max(-1, keepdims=True))
     np.testing.assert_allclose(out, want / want.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_sampled_index_inputs_are_distinct():
+    """Timing inputs: an int input that scatters rows gets distinct values, so no slot is written
+    twice (which write lands would depend on each candidate's kernel order, and correct
+    candidates would disagree with the reference)."""
+    from luminal_fn.optimize.evaluate import sample_inputs
+
+    def f(buf, idx, rows):
+        return buf.at[idx].set(rows)
+
+    traced = lf.jit(f).trace(np.zeros((32, 4), np.float32), np.zeros(16, np.int32),
+                             np.zeros((16, 4), np.float32))
+    ins = sample_inputs(traced.hlir, {}, seed=3)
+    (idx,) = [a for a in ins if a.dtype == np.int32]
+    assert len(set(idx.tolist())) == 16 and idx.min() >= 0 and idx.max() < 16

@@ -52,7 +52,7 @@ def llir_peak_bytes(graph, dims) -> int:
 
 def sample_inputs(graph, dims, seed: int = 0, given: dict | None = None) -> list:
     """Arguments for ``graph`` at ``dims``: ``given[k]`` where the caller supplied input k (the
-    first call's own weights, say), else random NumPy arrays (floats ~ N(0, 0.5), ints in 0..3)."""
+    first call's own weights, say), else random NumPy arrays (floats ~ N(0, 0.5), ints distinct in 0..max(size, 4) - 1)."""
     rng = np.random.default_rng(seed)
     out = []
     for k, hid in enumerate(graph.inputs):
@@ -65,7 +65,11 @@ def sample_inputs(graph, dims, seed: int = 0, given: dict | None = None) -> list
         if n.dtype.is_float:
             arr = (rng.standard_normal(shape) * 0.5).astype(npd)
         elif n.dtype.is_int:
-            arr = rng.integers(0, 4, shape).astype(npd)
+            # distinct values: an index input that scatters rows (a KV cache's slots) must not
+            # write one slot twice, or which write lands is up to each candidate's kernel order
+            # and correct candidates disagree with the reference
+            size = int(np.prod(shape, dtype=np.int64))
+            arr = rng.permutation(max(size, 4))[:size].reshape(shape).astype(npd)
         else:
             arr = rng.random(shape) < 0.5
         out.append(np.asarray(arr))
