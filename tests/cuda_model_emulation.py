@@ -260,16 +260,21 @@ def build(plans: list, workdir: str):
     key = hashlib.sha1(text.encode()).hexdigest()[:16]
     if key in _LIBS:
         return _LIBS[key]
-    src = os.path.join(workdir, f"emulated_{key}.cpp")
-    lib = os.path.join(workdir, f"emulated_{key}.so")
+    lib = compile_parts([text], os.path.join(workdir, f"emulated_{key}"))
+    _LIBS[key] = lib
+    return lib
+
+
+def compile_parts(parts: list, stem: str) -> ctypes.CDLL:
+    """Write ``parts`` (C++ text) to ``stem``.cpp, compile it with g++ into ``stem``.so, load it."""
+    src, lib = f"{stem}.cpp", f"{stem}.so"
     with open(src, "w") as f:
-        f.write(text)
+        f.write("\n".join(parts))
     res = subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
                           "-Wno-unknown-pragmas", "-o", lib, src], capture_output=True, text=True)
     if res.returncode != 0:
         raise RuntimeError(f"g++ rejected the emulated kernels ({src}):\n{res.stderr[:4000]}")
-    _LIBS[key] = ctypes.CDLL(lib)
-    return _LIBS[key]
+    return ctypes.CDLL(lib)
 
 
 def _aligned(nbytes: int, keep: list) -> np.ndarray:

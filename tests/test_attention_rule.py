@@ -284,9 +284,7 @@ inline float __shfl_sync(unsigned, float, int) { std::abort(); }
 def _emulation_library(bp, workdir):
     """The stand-in for CUDA, kernels/rms_norm.cu (block reductions) and attention.cu, and the
     plan's kernels (one OS thread per CUDA thread: the kernel shuffles and synchronises)."""
-    import ctypes
     import dataclasses
-    import subprocess
 
     import cuda_model_emulation as emu
     from luminal_fn.backends.render.files import kernel_file
@@ -296,13 +294,7 @@ def _emulation_library(bp, workdir):
     for src in {s.source.name: s.source for s in bp.steps}.values():
         parts.append(emu._shared_static(src.text))
         parts.append(emu._runner(dataclasses.replace(src, text=src.text + "\n// __syncthreads")))
-    cpp, so = f"{workdir}/attn.cpp", f"{workdir}/attn.so"
-    with open(cpp, "w") as f:
-        f.write("\n".join(parts))
-    res = subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
-                          "-Wno-unknown-pragmas", "-o", so, cpp], capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr[:4000]
-    return ctypes.CDLL(so)
+    return emu.compile_parts(parts, f"{workdir}/attn")
 
 
 EMULATED = {  # name -> (heads, kv heads, head dim, dynamic, the calls' (s, c))

@@ -304,8 +304,6 @@ def test_cuda_plans_rope_half_and_the_module_compiles():
 
 def _emulation_library(plans, workdir):
     """The stand-in for CUDA, kernels/rope.cu and the plans' kernels."""
-    import ctypes
-    import subprocess
 
     import cuda_model_emulation as emu
     from luminal_fn.backends.render.files import kernel_file
@@ -317,13 +315,7 @@ def _emulation_library(plans, workdir):
             seen.setdefault(s.source.name, s.source)
     for src in seen.values():
         parts += [emu._shared_static(src.text), emu._runner(src)]
-    cpp, so = f"{workdir}/rope.cpp", f"{workdir}/rope.so"
-    with open(cpp, "w") as f:
-        f.write("\n".join(parts))
-    res = subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
-                          "-Wno-unknown-pragmas", "-o", so, cpp], capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr[:4000]
-    return ctypes.CDLL(so)
+    return emu.compile_parts(parts, f"{workdir}/rope")
 
 
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")

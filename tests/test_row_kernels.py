@@ -254,9 +254,7 @@ inline float __shfl_xor_sync(unsigned, float v, int o) { return lf_shfl(v, o); }
 def _emulation_library(bp, workdir):
     """The stand-in for CUDA, kernels/rms_norm.cu and softmax.cu, and the plan's kernels (one OS
     thread per CUDA thread: the row kernels shuffle and synchronise)."""
-    import ctypes
     import dataclasses
-    import subprocess
 
     import cuda_model_emulation as emu
     from luminal_fn.backends.render.files import kernel_file
@@ -265,13 +263,7 @@ def _emulation_library(bp, workdir):
     for src in {s.source.name: s.source for s in bp.steps}.values():
         parts.append(emu._shared_static(src.text))
         parts.append(emu._runner(dataclasses.replace(src, text=src.text + "\n// __syncthreads")))
-    cpp, so = f"{workdir}/rows.cpp", f"{workdir}/rows.so"
-    with open(cpp, "w") as f:
-        f.write("\n".join(parts))
-    res = subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
-                          "-Wno-unknown-pragmas", "-o", so, cpp], capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr[:4000]
-    return ctypes.CDLL(so)
+    return emu.compile_parts(parts, f"{workdir}/rows")
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
