@@ -108,14 +108,22 @@ def _replay_ms(g, cp, stream, n=10) -> float:
     return cp.cuda.get_elapsed_time(e0, e1) / n
 
 
+def _launch(it, cp):
+    """Queue one kernel launch item of a bucket (plain, or with programmatic dependent launch)."""
+    if it[0] == "p":
+        it[1](cp.cuda.get_current_stream().ptr)
+    else:
+        _, fn, grid, block, kargs, shm = it
+        fn(grid, block, kargs, shared_mem=shm)
+
+
 def _step_in_graph(b, st, it, cp, stream, host, dims) -> tuple:
     """(ms, note) of one planned step captured alone as a CUDA graph and replayed (a launch
     gap included, as inside the real step); a step that cannot be captured alone (a host step
     allocating on first use) is timed once with events instead, noted " (events)"."""
     def run():
-        if it[0] == "k":
-            _, fn, grid, block, kargs, shm = it
-            fn(grid, block, kargs, shared_mem=shm)
+        if it[0] in ("k", "p"):
+            _launch(it, cp)
         else:
             st.run(lambda buf: int(host[b.nsym + buf]), dims)
 
@@ -144,16 +152,16 @@ def _in_graph_by_kind(b, cp, stream, top):
     inside a graph (launch gaps included, as in the real step), which one-by-one timing hides."""
     groups: dict = {}
     for st, it in zip(b.plan.steps, b.launches):
-        if it[0] == "k":
+        if it[0] in ("k", "p"):
             groups.setdefault(st.label, []).append(it)
-    whole = [it for it in b.launches if it[0] == "k"]
+    whole = [it for it in b.launches if it[0] in ("k", "p")]
     rows = []
     for label, items in list(groups.items()) + [("(all kernels)", whole)]:
         s = cp.cuda.Stream(non_blocking=True)
         with s:
             s.begin_capture()
-            for _, fn, grid, block, kargs, shm in items:
-                fn(grid, block, kargs, shared_mem=shm)
+            for it in items:
+                _launch(it, cp)
             g = s.end_capture()
         rows.append((_replay_ms(g, cp, stream), len(items), label))
     print("inside a CUDA graph, each kind alone (us per step):")
@@ -187,7 +195,8 @@ def main():
     rows = []
     for st, it in zip(b.plan.steps, b.launches):
         ms, how = _step_in_graph(b, st, it, cp, stream, host, dims)
-        name, grid, block = (st.source.name, it[2], it[3]) if it[0] == "k" else ("host", "-", "-")
+        name, grid, block = ((st.source.name, it[2], it[3]) if it[0] == "k" else
+                             (st.source.name, it[1].grid, it[1].block) if it[0] == "p" else ("host", "-", "-"))
         rows.append((ms, name, st.label + how, grid, block))
     total = sum(r[0] for r in rows)
     print(f"steps each alone in a CUDA graph: {total * 1e3:.1f} us in {len(rows)} steps")

@@ -9,6 +9,7 @@ serialises something.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
@@ -38,12 +39,29 @@ def main():
                            backend="cuda")
     session.warm_up()
     prompt = list(range(1, 33))
-    for k in range(4):  # the prefill alone (TTFT without the first decode step queued behind it)
+    collections = []  # (generation, ms) of the collector's passes, to tell its pauses from ours
+    started = [0.0]
+
+    def on_gc(phase, info):
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            collections.append((info["generation"], 1e3 * (time.perf_counter() - started[0])))
+
+    gc.callbacks.append(on_gc)
+    for k in range(8):  # the prefill alone (TTFT without the first decode step queued behind it)
         session.reset()
+        collections.clear()
         t0 = time.perf_counter()
         row = np.asarray(session._logits(prompt))[-1]
+        full = [f"{ms:.1f}" for g, ms in collections if g == 2]
         print(f"prefill of {len(prompt)} tokens, call {k + 1}: {1e3 * (time.perf_counter() - t0):.2f} ms "
-              f"(logits row {row.shape})")
+              f"(logits row {row.shape}; {len(collections)} collections"
+              + (f", full ones {', '.join(full)} ms)" if full else ")"))
+    gc.callbacks.remove(on_gc)
+    t0 = time.perf_counter()
+    gc.collect()
+    print(f"a full collection now: {1e3 * (time.perf_counter() - t0):.1f} ms over {len(gc.get_objects())} objects")
     ids, _, profiles = generate_ids_pipelined(session, prompt, args.tokens)
     print(f"TTFT of the pipelined loop: {1e3 * profiles[0].total:.2f} ms")
     dec = profiles[1:]

@@ -54,8 +54,9 @@ if [ "$T_PROF" != 0 ]; then  # where a generated token's time goes (step, pick, 
   # every step of the decode step and of a DLRM forward timed alone (appended: $OUT holds 8 files)
   { timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 25;
     timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --model dlrm --num-cat 1 --top 16;
-    echo "== the decode step again with the RMS-norm GEMV prologue on (A/B; off by default) =="
-    LUMINAL_CUDA_RMS_PROLOGUE=1 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3; } \
+    echo "== A/B: the decode loop and step with programmatic dependent launch off (on by default) =="
+    LUMINAL_CUDA_PDL=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/decode_loop_profile.py --tokens 32;
+    LUMINAL_CUDA_PDL=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3; } \
     >> "$OUT/decode_loop.txt" 2>&1
   echo "step profiles rc=$?"
 fi

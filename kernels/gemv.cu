@@ -18,6 +18,18 @@
 //   blocks (block = blockIdx.x - the range's start, blocks = the range's length).
 //   lf_gemv_nk_to hands each finished dot product to store(n, acc) instead of writing y[n]: a
 //   wrapper can apply an elementwise epilogue there (the residual add after a projection).
+//   Both wait (lf_pdl_wait) for the kernel before only after asking L2 for the first
+//   LF_GEMV_PREFETCH bytes of each weight row they read first: with programmatic dependent
+//   launch the weight stream starts during the previous kernel's tail. Their callers must
+//   not read what an earlier kernel wrote before the call (render with meta waits_inside).
+#define LF_GEMV_PREFETCH 2048
+template <typename T>
+__device__ __forceinline__ void lf_gemv_prefetch(const T* __restrict__ row, int K, int part, int WPR, int lane) {
+  const char* p = (const char*)row;
+  const int bytes = min(K * (int)sizeof(T), LF_GEMV_PREFETCH);
+  for (int off = (part * 32 + lane) * 128; off < bytes; off += WPR * 32 * 128) lf_prefetch_l2(p + off);
+}
+
 template <typename T> struct LfGemvStore {
   T* __restrict__ y;
   __device__ __forceinline__ void operator()(int n, float acc) const { y[n] = lf_st<T>(acc); }
@@ -30,6 +42,8 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, const T* _
   __shared__ float red[8];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int rpb = 8 / WPR, row_in = warp / WPR, part = warp % WPR;
+  if (block * rpb + row_in < N) lf_gemv_prefetch(w + (long long)(block * rpb + row_in) * ldw, K, part, WPR, lane);
+  lf_pdl_wait();
   for (int base = block * rpb; base < N; base += blocks * rpb) {
     const int n = base + row_in;
     float acc = 0.f;
@@ -86,6 +100,11 @@ __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, con
   __shared__ float red[2][8];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int rpb = 8 / WPR, row_in = warp / WPR, part = warp % WPR;
+  if (block * rpb + row_in < N) {
+    lf_gemv_prefetch(w0 + (long long)(block * rpb + row_in) * ldw0, K, part, WPR, lane);
+    lf_gemv_prefetch(w1 + (long long)(block * rpb + row_in) * ldw1, K, part, WPR, lane);
+  }
+  lf_pdl_wait();
   for (int base = block * rpb; base < N; base += blocks * rpb) {
     const int n = base + row_in;
     float acc0 = 0.f, acc1 = 0.f;

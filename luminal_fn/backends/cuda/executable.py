@@ -24,6 +24,7 @@ from ...ir import dtypes as dt
 from ..base import Executable
 from .device import cupy, cupy_dtype, get_module, host_to_storage
 from .plan import HostStep, KernelStep, Planner, evaluate
+from .pdl import PdlLaunch, module_arch, pdl_supported
 from .source import module_source
 from . import matmul as _matmul  # noqa: F401  (registers the matmul lowering)
 from . import handkernels as _hand  # noqa: F401  (registers rms_norm, softmax)
@@ -121,13 +122,19 @@ class _Bucket:
         self.nbytes_P = int(self.P.nbytes)
         self.launches = []
         sym_index = {s: i for i, s in enumerate(self.symbols)}
+        self.pdl = exe.pdl and self.module is not None and module_arch(self.module) >= 900
         for s in bp.steps:
             if isinstance(s, KernelStep):
                 fn = self.module.get_function(s.source.name)
                 grid, block = launch_shape(s.source, dims_max, exe.sm_count)
-                args = (self.P,) + tuple(np.int32(nsym + b) for b in s.bufs) + tuple(
-                    np.int32(sym_index[d]) for d in s.source.dims)
-                self.launches.append(("k", fn, grid, block, args, int(s.source.shared_bytes)))
+                ints = tuple(nsym + b for b in s.bufs) + tuple(sym_index[d] for d in s.source.dims)
+                shm = int(s.source.shared_bytes)
+                if self.pdl:
+                    self.launches.append(("p", PdlLaunch(fn, s.source.name, grid, block,
+                                                         self.P.data.ptr, ints, shm)))
+                    continue
+                args = (self.P,) + tuple(np.int32(v) for v in ints)
+                self.launches.append(("k", fn, grid, block, args, shm))
             else:
                 self.launches.append(("h", s))
 
@@ -217,8 +224,11 @@ class _Bucket:
 
     def _launch_all(self, dims, host):
         nsym = self.nsym
+        stream_ptr = self.cp.cuda.get_current_stream().ptr
         for item in self.launches:
-            if item[0] == "k":
+            if item[0] == "p":
+                item[1](stream_ptr)
+            elif item[0] == "k":
                 _, fn, grid, block, args, shm = item
                 fn(grid, block, args, shared_mem=shm)
             else:
@@ -264,6 +274,7 @@ class CudaExecutable(Executable):
                                       os.environ.get("LUMINAL_CUDA_GRAPHS", "1") not in ("0", "false"))
         dev = cp.cuda.Device()
         self.sm_count = int(dev.attributes.get("MultiProcessorCount", 132))
+        self.pdl = options.get("cuda_pdl", True) and pdl_supported(int(dev.compute_capability))
         self.capture_stream = cp.cuda.Stream(non_blocking=True)
         self.capture_error = None
         self._buckets: dict = {}

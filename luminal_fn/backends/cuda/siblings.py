@@ -56,11 +56,13 @@ def render_gemv_nk(lang, segments: list, prologue=None) -> KernelSource:
     s0 = segments[0]
     d = s0.dtype
     guard = list(s0.guard)  # the same rows for every segment: the whole launch is skipped on 0
-    x, xbufs, kind, extra = "b0", [("in0", "b0", d, True)], "gemv_nk", {}
+    # the GEMV calls wait for the kernel before themselves, after prefetching weights; a
+    # prologue reads x first, so then the kernel waits at its start
+    x, xbufs, kind, extra = "b0", [("in0", "b0", d, True)], "gemv_nk", {"waits_inside": True}
     if prologue is not None:
         guard += list(prologue.lines)
         x, xbufs, kind = prologue.x, list(prologue.bufs), f"gemv_nk_{prologue.tag}"
-        extra = {"_prologue": prologue}
+        extra = {"_prologue": prologue, "waits_inside": False}
     if len(segments) == 1:
         body = guard + [s0.call("b1", x, "out", "blockIdx.x", "gridDim.x")]
         bufs = xbufs + [("in1", "b1", d, True), ("out", "out", d, False)]

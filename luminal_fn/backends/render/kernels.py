@@ -70,6 +70,9 @@ def finish(lang: Language, kind: str, body: list, bufs: list, block: int, work, 
         pre = [f"{lang.ptr(d, c)} {cname} = ({lang.ptr(d, c).replace(' __restrict__', '')})P[a{j}];"
                for j, (_role, cname, d, c) in enumerate(bufs)]
         pre += [f"const int d_{s} = (int)P[dd{j}];" for j, s in enumerate(syms)]
+        # P is written before the step's first kernel, so reading it needs no wait
+        pre += [lang.entry_launch] if (meta or {}).get("waits_inside") else [lang.entry_launch, lang.entry_wait]
+        pre = [p for p in pre if p]
     else:
         params = [f"{lang.ptr(d, c)} {cname} [[buffer({j})]]" for j, (_r, cname, d, c) in enumerate(bufs)]
         params.append(f"constant int* lf_dims [[buffer({len(bufs)})]]")

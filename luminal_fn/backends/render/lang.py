@@ -51,6 +51,11 @@ class Language:
     prelude: str
     isnan: str = "isnan({x})"
     launch_bounds: str = ""
+    # statements at a kernel's start: let the next kernel launch, then wait for the one before
+    # (a kernel whose body places the wait itself, after work that reads no kernel's writes,
+    # takes only entry_launch)
+    entry_launch: str = ""
+    entry_wait: str = ""
     vec_ok: bool = True
     notes: dict = field(default_factory=dict)
 
@@ -65,6 +70,26 @@ _CUDA_PRELUDE = r"""
 typedef long long lf_i64;
 #define LF_INF __int_as_float(0x7f800000)
 #define LF_NAN __int_as_float(0x7fc00000)
+#ifdef __CUDA_ARCH__
+__device__ const int lf_module_arch = __CUDA_ARCH__;  // the host enables PDL only at 900 and above
+#endif
+// Programmatic dependent launch (sm_90+): a kernel lets the next one start (launch) and waits
+// until the one before has finished and its writes are visible (wait). Launched without the
+// attribute, wait returns at once. Every kernel waits before it reads what a kernel wrote.
+__device__ __forceinline__ void lf_pdl_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void lf_pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+// Pulls the cache line holding p into L2 (safe before lf_pdl_wait: L2 is where writes land).
+__device__ __forceinline__ void lf_prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" :: "l"(p));
+}
 __device__ __forceinline__ float lf_ld(float x) { return x; }
 __device__ __forceinline__ float lf_ld(__half x) { return __half2float(x); }
 __device__ __forceinline__ float lf_ld(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -212,6 +237,8 @@ CUDA = Language(
     f2i="lf_f2i({x})",
     prelude=_CUDA_PRELUDE,
     launch_bounds="__launch_bounds__({n})",
+    entry_launch="lf_pdl_launch();",
+    entry_wait="lf_pdl_wait();",
 )
 
 # Metal helpers every kernel may call (the MLX host uses these alone: no shuffles, no atomics).
