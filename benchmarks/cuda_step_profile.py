@@ -185,6 +185,7 @@ def main():
     exe = (llama_bucket if args.model == "llama" else dlrm_bucket)(args, cp)
     b = exe._last_bucket
     hosts = [it[1] for it in b.launches if it[0] == "h"]
+    print(f"programmatic dependent launch: {b.pdl} ({exe.pdl_error or 'LUMINAL_CUDA_PDL=0 turns it off'})")
     print(f"CUDA graphs: {len(b.graphs)} (capture error {exe.capture_error}); {len(b.launches)} launches, "
           f"{len(hosts)} host steps {[getattr(h, 'label', '?') for h in hosts[:4]]}")
     stream = cp.cuda.get_current_stream()

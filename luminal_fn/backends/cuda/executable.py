@@ -24,7 +24,7 @@ from ...ir import dtypes as dt
 from ..base import Executable
 from .device import cupy, cupy_dtype, get_module, host_to_storage
 from .plan import HostStep, KernelStep, Planner, evaluate
-from .pdl import PdlLaunch, module_arch, pdl_supported
+from .pdl import PdlLaunch, function_handle, module_arch, pdl_supported
 from .source import module_source
 from . import matmul as _matmul  # noqa: F401  (registers the matmul lowering)
 from . import handkernels as _hand  # noqa: F401  (registers rms_norm, softmax)
@@ -123,6 +123,12 @@ class _Bucket:
         self.launches = []
         sym_index = {s: i for i, s in enumerate(self.symbols)}
         self.pdl = exe.pdl and self.module is not None and module_arch(self.module) >= 900
+        if self.pdl:
+            try:
+                function_handle(self.module.get_function(bp.kernels()[0].name))
+            except AttributeError as e:  # a CuPy that hides the driver's handle: launch plainly
+                exe.pdl_error = f"programmatic dependent launch off: {e}"
+                self.pdl = False
         for s in bp.steps:
             if isinstance(s, KernelStep):
                 fn = self.module.get_function(s.source.name)
@@ -275,6 +281,7 @@ class CudaExecutable(Executable):
         dev = cp.cuda.Device()
         self.sm_count = int(dev.attributes.get("MultiProcessorCount", 132))
         self.pdl = options.get("cuda_pdl", True) and pdl_supported(int(dev.compute_capability))
+        self.pdl_error = None
         self.capture_stream = cp.cuda.Stream(non_blocking=True)
         self.capture_error = None
         self._buckets: dict = {}

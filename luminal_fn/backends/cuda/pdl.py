@@ -58,6 +58,15 @@ def pdl_supported(compute_capability: int) -> bool:
     return compute_capability >= 90 and _driver_launch() is not None
 
 
+def function_handle(fn) -> int:
+    """The CUfunction of a CuPy kernel: a cupy.cuda.Function's ptr, or that of the Function a
+    RawKernel holds; AttributeError where this CuPy exposes neither."""
+    ptr = getattr(fn, "ptr", None)
+    if ptr is None:
+        ptr = fn.kernel.ptr
+    return int(ptr)
+
+
 def module_arch(module) -> int:
     """The __CUDA_ARCH__ a loaded module was compiled for (the prelude stores it): its kernels'
     waits exist only at 900 and above, so only then may they be launched early."""
@@ -79,7 +88,7 @@ class PdlLaunch:
     def __init__(self, fn, name: str, grid, block, table_ptr: int, ints, shared_bytes: int):
         self.name = name
         self.grid, self.block = tuple(grid), tuple(block)
-        self._fn = ctypes.c_void_p(int(fn.ptr))
+        self._fn = ctypes.c_void_p(function_handle(fn))
         self._values = [ctypes.c_void_p(int(table_ptr))] + [ctypes.c_int(int(v)) for v in ints]
         self._params = (ctypes.c_void_p * len(self._values))(
             *[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in self._values])
