@@ -194,6 +194,64 @@ __device__ __forceinline__ float lf_attn_score(const float (&qv)[NE], const TK* 
   return d;  // every lane holds the sum
 }
 
+// A short context (C <= NW * LfAttnHeld::R): warp w takes keys w, w + NW, ... and loads all
+// of their key and value rows and mask values into registers before any arithmetic, so the row
+// costs one round of memory latency instead of one per pass; then the same formula. Adds the
+// warp's weighted values to acc (its lanes splitting Ev).
+// Keys a warp holds: fewer for long heads, so the rows fit in registers.
+template <int NE, int NEV> struct LfAttnHeld { static constexpr int R = NE + NEV <= 4 ? 8 : NE + NEV <= 8 ? 4 : 2; };
+template <typename TK, typename TV, typename TM, int BLOCK, int NE, int NEV>
+__device__ __forceinline__ void lf_attn_rows_held(
+    const float (&qv)[NE], const TK* __restrict__ kb, long long kc, const TV* __restrict__ vb,
+    long long vc, const TM* __restrict__ mr, int C, int E, int Ev, float neg, float log2e,
+    float scale, float* red, float (&acc)[NEV]) {
+  constexpr int NW = BLOCK / 32, R = LfAttnHeld<NE, NEV>::R;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float kr[R][NE], vr[R][NEV], mk[R];
+  #pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int j = warp + NW * r;
+    const bool ok = j < C;
+    #pragma unroll
+    for (int i = 0; i < NE; ++i) {
+      const int e = lane + 32 * i;
+      kr[r][i] = ok && e < E ? lf_ld(kb[j * kc + e]) : 0.f;
+    }
+    #pragma unroll
+    for (int i = 0; i < NEV; ++i) {
+      const int e = lane + 32 * i;
+      vr[r][i] = ok && e < Ev ? lf_ld(vb[j * vc + e]) : 0.f;
+    }
+    mk[r] = ok ? lf_ld(mr[j]) : 0.f;
+  }
+  float x[R], mx = -LF_INF;
+  #pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float d = 0.f;
+    #pragma unroll
+    for (int i = 0; i < NE; ++i) d += qv[i] * kr[r][i];
+    #pragma unroll
+    for (int off = 16; off > 0; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
+    x[r] = d * scale + mk[r];
+    if (warp + NW * r < C) mx = lf_max(mx, x[r]);
+  }
+  mx = lf_block_max<BLOCK>(mx, red);
+  const float shift = mx * neg;
+  float sum = 0.f;
+  #pragma unroll
+  for (int r = 0; r < R; ++r) {
+    x[r] = warp + NW * r < C ? exp2f((x[r] + shift) * log2e) : 0.f;
+    sum += x[r];
+  }
+  const float inv = 1.0f / lf_block_sum<BLOCK>(lane == 0 ? sum : 0.f, red);  // one lane a warp
+  #pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float w = x[r] * inv;
+    #pragma unroll
+    for (int i = 0; i < NEV; ++i) acc[i] += w * vr[r][i];
+  }
+}
+
 template <typename TQ, typename TK, typename TV, typename TM, typename TY, int BLOCK, int NE, int NEV,
           int CS>
 __device__ void lf_attn_rows(const TQ* __restrict__ q, long long qh, long long qg, long long qs,
@@ -223,51 +281,56 @@ __device__ void lf_attn_rows(const TQ* __restrict__ q, long long qh, long long q
       const int e = lane + 32 * i;
       qv[i] = e < E ? lf_ld(qr[e]) : 0.f;
     }
-    // pass 1: the scores and their max. Kept in shared memory: each thread scores whole keys
-    // (q staged in shared memory; no shuffles). Else each warp scores a key, lanes splitting E.
-    float mx = -LF_INF;
-    if (cached) {
-      for (int e = threadIdx.x; e < E; e += BLOCK) sq[e] = lf_ld(qr[e]);
-      __syncthreads();
-      for (int j = threadIdx.x; j < C; j += BLOCK) {
-        const TK* kr = kb + j * kc;
-        float d = 0.f;
-        #pragma unroll 8
-        for (int e = 0; e < E; ++e) d += sq[e] * lf_ld(kr[e]);
-        const float x = d * scale + lf_ld(mr[j]);
-        xs[j] = x;
-        mx = lf_max(mx, x);
-      }
-    } else {
-      for (int j = warp; j < C; j += NW)
-        mx = lf_max(mx, lf_attn_score<TQ, TK, NE>(qv, kb + j * kc, E, lane) * scale + lf_ld(mr[j]));
-    }
-    mx = lf_block_max<BLOCK>(mx, red);  // its barriers also publish xs
-    const float shift = mx * neg;
-    // pass 2: the sum of the exponentials
-    float sum = 0.f;
-    if (cached) {
-      for (int j = threadIdx.x; j < C; j += BLOCK) sum += exp2f((xs[j] + shift) * log2e);
-    } else {
-      for (int j = warp; j < C; j += NW) {
-        const float x = lf_attn_score<TQ, TK, NE>(qv, kb + j * kc, E, lane) * scale + lf_ld(mr[j]);
-        if (lane == 0) sum += exp2f((x + shift) * log2e);
-      }
-    }
-    const float inv = 1.0f / lf_block_sum<BLOCK>(sum, red);
-    // pass 3: the weighted values, each warp over its keys, then summed across the warps
     float acc[NEV];
     #pragma unroll
     for (int i = 0; i < NEV; ++i) acc[i] = 0.f;
-    for (int j = warp; j < C; j += NW) {
-      const float x = cached ? xs[j]
-                             : lf_attn_score<TQ, TK, NE>(qv, kb + j * kc, E, lane) * scale + lf_ld(mr[j]);
-      const float w = exp2f((x + shift) * log2e) * inv;
-      const TV* vr = vb + j * vc;
-      #pragma unroll
-      for (int i = 0; i < NEV; ++i) {
-        const int e = lane + 32 * i;
-        if (e < Ev) acc[i] += w * lf_ld(vr[e]);
+    if (C <= NW * LfAttnHeld<NE, NEV>::R) {  // block-uniform: every key held in registers
+      lf_attn_rows_held<TK, TV, TM, BLOCK, NE, NEV>(qv, kb, kc, vb, vc, mr, C, E, Ev, neg, log2e, scale,
+                                                    red, acc);
+    } else {
+      // pass 1: the scores and their max. Kept in shared memory: each thread scores whole keys
+      // (q staged in shared memory; no shuffles). Else each warp scores a key, lanes splitting E.
+      float mx = -LF_INF;
+      if (cached) {
+        for (int e = threadIdx.x; e < E; e += BLOCK) sq[e] = lf_ld(qr[e]);
+        __syncthreads();
+        for (int j = threadIdx.x; j < C; j += BLOCK) {
+          const TK* kr = kb + j * kc;
+          float d = 0.f;
+          #pragma unroll 8
+          for (int e = 0; e < E; ++e) d += sq[e] * lf_ld(kr[e]);
+          const float x = d * scale + lf_ld(mr[j]);
+          xs[j] = x;
+          mx = lf_max(mx, x);
+        }
+      } else {
+        for (int j = warp; j < C; j += NW)
+          mx = lf_max(mx, lf_attn_score<TQ, TK, NE>(qv, kb + j * kc, E, lane) * scale + lf_ld(mr[j]));
+      }
+      mx = lf_block_max<BLOCK>(mx, red);  // its barriers also publish xs
+      const float shift = mx * neg;
+      // pass 2: the sum of the exponentials
+      float sum = 0.f;
+      if (cached) {
+        for (int j = threadIdx.x; j < C; j += BLOCK) sum += exp2f((xs[j] + shift) * log2e);
+      } else {
+        for (int j = warp; j < C; j += NW) {
+          const float x = lf_attn_score<TQ, TK, NE>(qv, kb + j * kc, E, lane) * scale + lf_ld(mr[j]);
+          if (lane == 0) sum += exp2f((x + shift) * log2e);
+        }
+      }
+      const float inv = 1.0f / lf_block_sum<BLOCK>(sum, red);
+      // pass 3: the weighted values, each warp over its keys, then summed across the warps
+      for (int j = warp; j < C; j += NW) {
+        const float x = cached ? xs[j]
+                               : lf_attn_score<TQ, TK, NE>(qv, kb + j * kc, E, lane) * scale + lf_ld(mr[j]);
+        const float w = exp2f((x + shift) * log2e) * inv;
+        const TV* vr = vb + j * vc;
+        #pragma unroll
+        for (int i = 0; i < NEV; ++i) {
+          const int e = lane + 32 * i;
+          if (e < Ev) acc[i] += w * lf_ld(vr[e]);
+        }
       }
     }
     #pragma unroll

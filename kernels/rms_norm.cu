@@ -104,9 +104,40 @@ __device__ void lf_rms_rows(const TX* __restrict__ x, long long row_stride, cons
   __shared__ float red[32];
   constexpr int V = LfVec<TX>::V;
   const bool vec = (D % V == 0) && (row_stride % V == 0) && ((unsigned long long)x % 16 == 0);
+  constexpr int HOLD = 4;  // 16-byte loads a thread keeps in registers for a row of D <= BLOCK * V * HOLD
   for (int row = blockIdx.x; row < rows; row += gridDim.x) {
     const TX* xr = x + (long long)row * row_stride;
     TY* yr = y + (long long)row * D;
+    if (vec && D <= BLOCK * V * HOLD) {  // block-uniform: x and w read once, both before the sum
+      float xv[HOLD][V], wv[HOLD][V];
+      float ss = 0.f;
+      #pragma unroll
+      for (int h = 0; h < HOLD; ++h) {
+        const int i = (threadIdx.x + h * BLOCK) * V;
+        if (i < D) {
+          lf_vld<V>(xr + i, xv[h]);
+          #pragma unroll
+          for (int j = 0; j < V; ++j) wv[h][j] = lf_ld(w[(long long)(i + j) * w_stride]);
+        }
+      }
+      #pragma unroll
+      for (int h = 0; h < HOLD; ++h) {  // the same order of terms as lf_row_sumsq_part
+        if ((threadIdx.x + h * BLOCK) * V < D) {
+          #pragma unroll
+          for (int j = 0; j < V; ++j) ss += xv[h][j] * xv[h][j];
+        }
+      }
+      const float r = 1.0f / sqrtf(lf_block_sum<BLOCK>(ss, red) * inv_n + eps);
+      #pragma unroll
+      for (int h = 0; h < HOLD; ++h) {
+        const int i = (threadIdx.x + h * BLOCK) * V;
+        if (i < D) {
+          #pragma unroll
+          for (int j = 0; j < V; ++j) yr[i + j] = lf_st<TY>(xv[h][j] * r * wv[h][j]);
+        }
+      }
+      continue;
+    }
     const float r = 1.0f / sqrtf(lf_row_sumsq<TX, BLOCK>(xr, D, vec, red) * inv_n + eps);
     if (vec) {
       for (int i = threadIdx.x * V; i < D; i += BLOCK * V) {

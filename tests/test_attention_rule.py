@@ -297,7 +297,9 @@ def _emulation_library(bp, workdir):
     return emu.compile_parts(parts, f"{workdir}/attn")
 
 
-EMULATED = {  # name -> (heads, kv heads, head dim, dynamic, the calls' (s, c))
+# name -> (heads, kv heads, head dim, dynamic, the calls' (s, c)). Planned at c = 64 the kernel
+# runs 4 warps: up to 32 keys are held in registers (lf_attn_rows_held), more take the passes.
+EMULATED = {
     "decode_4x2x16": (4, 2, 16, True, ((1, 1), (1, 17), (1, 64), (3, 20))),
     "decode_8x2x32": (8, 2, 32, True, ((1, 9), (1, 64))),
     "static_6x3x40": (6, 3, 40, False, ((1, 13),)),  # E over one warp's 32 lanes
