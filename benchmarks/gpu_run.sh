@@ -33,6 +33,10 @@ if [ "$T_DLRM" != 0 ]; then
   timeout -s INT -k 10 "$T_DLRM" python3 examples/dlrm.py --backend cuda --num-cat 1,4,16,32 --rows 100000 \
     --search-limit "$GRAPHS" > "$OUT/dlrm.log" 2>&1
   echo "dlrm rc=$?"; tail -n 5 "$OUT/dlrm.log"
+  echo "== A/B: programmatic dependent launch off ==" >> "$OUT/dlrm.log"
+  LUMINAL_CUDA_PDL=0 timeout -s INT -k 10 "$T_DLRM" python3 examples/dlrm.py --backend cuda --num-cat 1,32 \
+    --rows 100000 --search-limit "$GRAPHS" >> "$OUT/dlrm.log" 2>&1
+  echo "dlrm, PDL off: rc=$?"; tail -n 3 "$OUT/dlrm.log"
   if [ "$T_ANCH" != 0 ] && [ -d .anchors ]; then
     timeout -s INT -k 10 "$T_ANCH" python3 .anchors/dlrm_anchor.py 1 4 16 32 > "$OUT/dlrm_anchor.log" 2>&1
     echo "dlrm anchor rc=$?"; grep '^{"nc' "$OUT/dlrm_anchor.log" | cut -c1-400
