@@ -22,7 +22,9 @@
 //   LF_GEMV_PREFETCH bytes of each weight row they read first: with programmatic dependent
 //   launch the weight stream starts during the previous kernel's tail. Their callers must
 //   not read what an earlier kernel wrote before the call (render with meta waits_inside).
+#ifndef LF_GEMV_PREFETCH  // bytes; the module source sets it from LUMINAL_CUDA_GEMV_PREFETCH
 #define LF_GEMV_PREFETCH 2048
+#endif
 template <typename T>
 __device__ __forceinline__ void lf_gemv_prefetch(const T* __restrict__ row, int K, int part, int WPR, int lane) {
   const char* p = (const char*)row;

@@ -141,3 +141,19 @@ def test_the_decode_step_with_and_without_pdl(weights):
         for k, (a, w) in enumerate(zip(ref, want)):
             np.testing.assert_allclose(a.astype(np.float64), np.asarray(w).astype(np.float64),
                                        rtol=tol, atol=tol, err_msg=f"c={c} output {k}")
+
+
+def test_the_gemv_prefetch_size_can_be_swept(monkeypatch):
+    from luminal_fn.backends.cuda.source import module_source
+
+    traced, flat = _tiny_llama(1)
+    g = traced.hlir
+    ll = Extractor(build_egraph(g), g, kernel_kinds=KERNEL_KINDS).extract(None)
+    kernels = _plan(ll, {"s": 1, "c": 64}, fold=False, donated=flat(39)[1].donated).kernels()
+    assert "#define LF_GEMV_PREFETCH 4096" not in module_source(kernels)
+    monkeypatch.setenv("LUMINAL_CUDA_GEMV_PREFETCH", "4096")
+    text = module_source(kernels)
+    assert text.index("#define LF_GEMV_PREFETCH 4096") < text.index("#ifndef LF_GEMV_PREFETCH")
+    monkeypatch.setenv("LUMINAL_CUDA_GEMV_PREFETCH", "lots")
+    with pytest.raises(ValueError, match="LUMINAL_CUDA_GEMV_PREFETCH"):
+        module_source(kernels)

@@ -25,6 +25,11 @@ def module_source(kernels) -> str:
         seen.setdefault(k.name, k)
     parts = [CUDA.prelude]
     if any(k.meta.get("hand") for k in seen.values()):
+        prefetch = os.environ.get("LUMINAL_CUDA_GEMV_PREFETCH", "")
+        if prefetch:  # for sweeps on the device: bytes of each weight row a GEMV asks L2 for early
+            if not prefetch.isdigit():
+                raise ValueError(f"LUMINAL_CUDA_GEMV_PREFETCH={prefetch!r}: give a byte count, such as 4096")
+            parts.append(f"#define LF_GEMV_PREFETCH {int(prefetch)}")
         parts += [kernel_file(f) for f in HAND_ORDER]
     parts += [k.text for k in seen.values()]
     return "\n".join(parts) + "\n"
