@@ -60,7 +60,9 @@ if [ "$T_PROF" != 0 ]; then  # where a generated token's time goes (step, pick, 
     timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --model dlrm --num-cat 1 --top 16;
     echo "== A/B: the decode loop and step with programmatic dependent launch off (on by default) =="
     LUMINAL_CUDA_PDL=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/decode_loop_profile.py --tokens 32;
-    LUMINAL_CUDA_PDL=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3; } \
+    LUMINAL_CUDA_PDL=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3;
+    echo "== A/B: the decode step with independent kernels in their own launches (merged by default) =="
+    LUMINAL_CUDA_MERGE_INDEPENDENT=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3; } \
     >> "$OUT/decode_loop.txt" 2>&1
   echo "step profiles rc=$?"
 fi

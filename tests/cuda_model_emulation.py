@@ -162,7 +162,8 @@ extern "C" int lf_take_misaligned() { return lf_misaligned.exchange(0); }
 C_TYPES = {"float32": "float", "int32": "int", "bool": "bool", "float16": "__half"}
 NP_TYPES = {"float32": np.float32, "int32": np.int32, "bool": np.bool_, "float16": np.float16}
 MODEL_KINDS = ("embedding_bag", "embedding_bag_multi", "embedding_bag_multi_raw", "dlrm_interact", "conv2d_bias")
-GENERIC_KINDS = ("ew", "red", "red2", "scatter")  # render/kernels.py, render/reduce.py
+# render/kernels.py, render/reduce.py; "merged": independent ones in one launch (cuda/horizontal.py)
+GENERIC_KINDS = ("ew", "red", "red2", "scatter", "merged")
 ALIGN = 256  # cudaMalloc's alignment; the planner aligns arena offsets to the same
 GUARD = 64  # bytes after each output that no kernel may write
 EMULATED_SM_COUNT = 4  # caps grid-stride grids (the kernels cover the same work with fewer blocks)

@@ -115,6 +115,7 @@ def test_q_k_v_of_one_row_plan_to_one_merged_gemv(monkeypatch):
 def test_siblings_separated_by_other_work_are_scheduled_together(monkeypatch):
     """q's epilogue sits between q and k in the graph: the planner moves k and v up to q, and
     the lifetimes follow the order planned."""
+    monkeypatch.setenv("LUMINAL_CUDA_MERGE_INDEPENDENT", "0")  # count the GEMV launches alone
     rng = np.random.default_rng(1)
     args = (_bf16(rng, 1, 64), _bf16(rng, 64, 64), _bf16(rng, 16, 64), _bf16(rng, 16, 64))
 
@@ -180,6 +181,8 @@ def test_different_dtypes_and_more_than_four_siblings():
 def test_a_llama_decode_step_runs_q_k_v_and_gate_up_as_one_launch_each(monkeypatch):
     """benchmarks/plan_counts.py's Llama (small dims): 3 launches fewer per layer."""
     import sys
+
+    monkeypatch.setenv("LUMINAL_CUDA_MERGE_INDEPENDENT", "0")  # count the GEMV merges alone
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
     from llama.checkpoint import random_weights

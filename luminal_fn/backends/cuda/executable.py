@@ -23,6 +23,7 @@ import numpy as np
 from ...ir import dtypes as dt
 from ..base import Executable
 from .device import cupy, cupy_dtype, get_module, host_to_storage
+from .launch import launch_shape
 from .plan import HostStep, KernelStep, Planner, evaluate
 from .pdl import PdlLaunch, function_handle, module_arch, pdl_supported
 from .source import module_source
@@ -35,7 +36,6 @@ from . import modelkernels as _models  # noqa: F401  (registers the specialize_m
 
 PINNED_SLOTS = 32
 GRAPHS_PER_BUCKET = 4  # captured graphs kept per bucket for plans with host steps
-GRID_CAP_BLOCKS = 32  # default grid cap per SM for grid-stride kernels
 
 
 def plan_graph(graph, dims_max: dict, sm_count: int = 132, donated=()):
@@ -44,19 +44,6 @@ def plan_graph(graph, dims_max: dict, sm_count: int = 132, donated=()):
     bp = Planner(graph, dims_max, sorted(graph.symbols()), sm_count, donated=donated).plan(consts)
     bp.const_values = consts
     return bp
-
-
-def launch_shape(src, dims_max: dict, sm_count: int) -> tuple:
-    """(grid, block) of a kernel at the bucket's largest dims (grid-stride loops cover less)."""
-    block = (int(src.block), 1, 1)
-    g3 = src.meta.get("grid3")
-    if g3 is not None:
-        grid = tuple(max(1, int(evaluate(g, dims_max))) for g in g3) + (1,) * (3 - len(g3))
-        return grid, block
-    work = max(int(evaluate(src.work, dims_max)), 1)
-    blocks = -(-work // max(int(src.per_block), 1))
-    cap = (2**31 - 1) if src.grid_cap is None else (src.grid_cap or sm_count * GRID_CAP_BLOCKS)
-    return (max(1, min(blocks, cap, 2**31 - 1)), 1, 1), block
 
 
 class _Bucket:

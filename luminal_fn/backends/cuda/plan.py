@@ -27,6 +27,8 @@ from ..render import (CUDA, KernelInput, KernelSource, render_copy, render_node,
                       renderable)
 from ..render.index import max_value, numel
 from .epilogue import fuse_gemv_epilogues, fuse_reshaped_elementwise
+from .horizontal import merge_independent_steps
+from .launch import evaluate
 from .prologue import fold_rms_prologues
 from .siblings import merge_gemv_steps, sibling_order
 
@@ -268,6 +270,7 @@ class Planner:
         fold_rms_prologues(self)  # (before the epilogues: a GEMV step's epilogue keeps its prologue)
         fuse_gemv_epilogues(self)
         fuse_reshaped_elementwise(self)
+        merge_independent_steps(self)
         self._lifetimes()
         size = self._pack()
         return BucketPlan(self.symbols, self.dims_max, self.bufs, self.steps, size, outputs, inputs)
@@ -372,8 +375,6 @@ class Planner:
         return size
 
 
-def evaluate(e, dims) -> int:
-    return e if isinstance(e, int) else as_expr(e).evaluate(dims)
 
 
 __all__ = ["Planner", "BucketPlan", "Buf", "KernelStep", "HostStep", "lowerer", "LOWERERS",

@@ -59,6 +59,8 @@ def finish(lang: Language, kind: str, body: list, bufs: list, block: int, work, 
     """Wrap a body into a kernel: signature, buffer and dim bindings, a content-derived name.
 
     ``bufs`` is [(role, C name, dtype, const)]."""
+    # the body and bindings as given, for plan passes that render kernels together
+    meta = {"_body": list(body), "_bufs": list(bufs), **(meta or {})}
     text_body = "\n".join("  " + ln for ln in body)
     syms = sorted(set(re.findall(r"\bd_([A-Za-z_][A-Za-z0-9_]*)\b", text_body)))
     syms = [s for s in syms if f"d_{s}" in text_body]
