@@ -232,8 +232,8 @@ def test_symbolic_rows_guard_the_whole_launch():
     bp = plan_graph(g, {"s": 1})
     (step,) = bp.steps
     text = step.source.text
-    assert text.count("if ((d_s) == 0) return;") == 1
-    assert text.index("if ((d_s) == 0) return;") < text.index("const int blk")
+    assert text.count("if ((d_s) == 0) { lf_pdl_wait(); return; }") == 1
+    assert text.index("if ((d_s) == 0) { lf_pdl_wait(); return; }") < text.index("const int blk")
     assert step.source.dims == ["s"]
     assert not any("gemv" in lab for lab in _labels(plan_graph(g, {"s": 4})))  # prefill: no GEMV
 

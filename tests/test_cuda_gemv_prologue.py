@@ -213,7 +213,7 @@ def test_no_fold_over_several_rows():
     # and the same graph in its one-row bucket folds (the launch skipped when s is 0)
     bp = _plan(ll, {"s": 1})
     assert "rms_norm_rows" not in _labels(bp)
-    assert "if ((d_s) == 0) return;" in bp.steps[0].source.text
+    assert "if ((d_s) == 0) { lf_pdl_wait(); return; }" in bp.steps[0].source.text
 
 
 def test_the_fold_switch_turns_it_off():

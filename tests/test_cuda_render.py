@@ -149,7 +149,7 @@ def test_symbolic_single_row_weight_product_plans_gemv():
         decode = plan_graph(llir, {"s": 1})
         gemv = [s for s in decode.steps if "gemv" in s.label]
         assert len(gemv) == 1, [s.label for s in decode.steps]
-        assert "if ((d_s) == 0) return;" in gemv[0].source.text
+        assert "if ((d_s) == 0) { lf_pdl_wait(); return; }" in gemv[0].source.text
         prefill = plan_graph(llir, {"s": 64})
         assert not any("gemv" in s.label for s in prefill.steps), [s.label for s in prefill.steps]
 

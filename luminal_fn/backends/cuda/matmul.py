@@ -14,7 +14,7 @@ from ..render.reduce import render_reduce
 from ..render.kernels import KernelInput, finish
 from .cublas import gemm_plan, run_gemm
 from .plan import HostStep, evaluate, lowerer, sibling_key
-from .siblings import NkSegment, render_gemv_nk
+from .siblings import NkSegment, render_gemv_nk, skip_when_empty
 
 GEMV_DTYPES = (dt.float32, dt.float16, dt.bfloat16)
 CUBLAS_DTYPES = (dt.float32, dt.float16, dt.bfloat16)
@@ -161,7 +161,7 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
     b_a, b_w, out = pl.input_buf(node, 0), pl.input_buf(node, 1), pl.node_buf[node.id]
     # a symbolic row count is 1 at the bucket's largest dims, so 0 or 1 in a call: skip on 0
     symbolic = [d for d in rows if _static(d) is None]
-    guard = ([f"if ({' * '.join(f'({r(d)})' for d in symbolic)} == 0) return;"] if symbolic else [])
+    guard = [skip_when_empty(' * '.join(f'({r(d)})' for d in symbolic))] if symbolic else []
     if layout == "kn":
         blocks_x = -(-N // (32 * V))
         S = max(1, min(K // 64 or 1, -(-4 * pl.sm_count // blocks_x)))

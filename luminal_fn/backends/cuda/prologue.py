@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from ...ir.expr import as_expr
 from ..render import index as ix
-from .siblings import render_gemv_nk
+from .siblings import render_gemv_nk, skip_when_empty
 
 ROW_BYTES_MAX = 32 * 1024  # the normalised row in shared memory (static shared is 48 KB a block)
 GEMV_BLOCK = 256  # the threads of a lf_gemv_nk block (siblings.render_gemv_nk)
@@ -112,7 +112,7 @@ def _with_prologue(pl, norm, step):
     x_buf, w_buf, _ = norm.bufs
     D = _static(call.D)
     lines = []
-    skip = f"if (({r(call.rows)}) == 0) return;"
+    skip = skip_when_empty(f"({r(call.rows)})")
     if _static(call.rows) is None and skip not in step.source.meta["_segments"][0].guard:
         lines.append(skip)  # 0 or 1 rows in a call of this bucket: nothing to do on 0
     lines += [f"__shared__ __align__(16) {call.TY} lf_xs[{D}];",

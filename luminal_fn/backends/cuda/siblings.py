@@ -47,6 +47,14 @@ class NkSegment:
                 f"{x} + ({self.x_offset}), {y}, {self.n}, {self.k}, {self.wpr}, {block}, {blocks});")
 
 
+def skip_when_empty(rows: str) -> str:
+    """The statement that ends a GEMV kernel when ``rows`` (C) is 0. It waits first: a GEMV waits
+    for the kernel before it only inside lf_gemv_nk_to, and a kernel that ended without waiting
+    could complete before that earlier kernel, so the kernel after it would no longer be ordered
+    behind the earlier one (programmatic dependent launch, pdl.py)."""
+    return f"if ({rows} == 0) {{ lf_pdl_wait(); return; }}"
+
+
 def render_gemv_nk(lang, segments: list, prologue=None) -> KernelSource:
     """One kernel for one or more GEMVs that read the same x. Buffers: x, then each segment's
     weights, then each segment's output (one GEMV: the usual in0, in1, out). ``meta["_segments"]``
@@ -168,4 +176,4 @@ def merge_gemv_steps(pl) -> None:
     steps[:] = out
 
 
-__all__ = ["NkSegment", "render_gemv_nk", "sibling_order", "merge_gemv_steps", "MAX_SEGMENTS"]
+__all__ = ["NkSegment", "render_gemv_nk", "skip_when_empty", "sibling_order", "merge_gemv_steps", "MAX_SEGMENTS"]
