@@ -58,11 +58,15 @@ if [ "$T_PROF" != 0 ]; then  # where a generated token's time goes (step, pick, 
   # every step of the decode step and of a DLRM forward timed alone (appended: $OUT holds 8 files)
   { timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 25;
     timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --model dlrm --num-cat 1 --top 16;
-    echo "== A/B: the decode loop and step with programmatic dependent launch off (on by default) =="
-    LUMINAL_CUDA_PDL=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/decode_loop_profile.py --tokens 32;
+    echo "== A/B: the decode step with programmatic dependent launch off (on by default) =="
     LUMINAL_CUDA_PDL=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3;
     echo "== A/B: the decode step with independent kernels in their own launches (merged by default) =="
-    LUMINAL_CUDA_MERGE_INDEPENDENT=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3; } \
+    LUMINAL_CUDA_MERGE_INDEPENDENT=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3;
+    for pf in 0 4096; do  # the GEMVs' early L2 prefetch per weight row (2048 bytes by default)
+      echo "== sweep: LUMINAL_CUDA_GEMV_PREFETCH=$pf =="
+      LUMINAL_CUDA_GEMV_PREFETCH=$pf timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 1 \
+        | grep -E "replayed alone|gemv"
+    done; } \
     >> "$OUT/decode_loop.txt" 2>&1
   echo "step profiles rc=$?"
 fi
