@@ -109,12 +109,8 @@ def _replay_ms(g, cp, stream, n=10) -> float:
 
 
 def _launch(it, cp):
-    """Queue one kernel launch item of a bucket (plain, or with programmatic dependent launch)."""
-    if it[0] == "p":
-        it[1](cp.cuda.get_current_stream().ptr)
-    else:
-        _, fn, grid, block, kargs, shm = it
-        fn(grid, block, kargs, shared_mem=shm)
+    """Queue one kernel launch item of a bucket (plain or programmatic) on the current stream."""
+    it[1](cp.cuda.get_current_stream().ptr)
 
 
 def _step_in_graph(b, st, it, cp, stream, host, dims) -> tuple:
@@ -196,8 +192,7 @@ def main():
     rows = []
     for st, it in zip(b.plan.steps, b.launches):
         ms, how = _step_in_graph(b, st, it, cp, stream, host, dims)
-        name, grid, block = ((st.source.name, it[2], it[3]) if it[0] == "k" else
-                             (st.source.name, it[1].grid, it[1].block) if it[0] == "p" else ("host", "-", "-"))
+        name, grid, block = ("host", "-", "-") if it[0] == "h" else (it[1].name, it[1].grid, it[1].block)
         rows.append((ms, name, st.label + how, grid, block))
     total = sum(r[0] for r in rows)
     print(f"steps each alone in a CUDA graph: {total * 1e3:.1f} us in {len(rows)} steps")

@@ -163,3 +163,15 @@ def test_the_gemv_prefetch_size_can_be_swept(monkeypatch):
     monkeypatch.setenv("LUMINAL_CUDA_GEMV_PREFETCH", "lots")
     with pytest.raises(ValueError, match="LUMINAL_CUDA_GEMV_PREFETCH"):
         module_source(kernels)
+
+
+def test_a_plain_launch_is_called_like_a_programmatic_one():
+    """Both launch kinds of a bucket take the stream's pointer; the plain one hands CuPy its
+    fixed grid, block, arguments and shared memory (on the current stream)."""
+    from luminal_fn.backends.cuda.launch import PlainLaunch
+
+    calls = []
+    launch = PlainLaunch(lambda *a, **k: calls.append((a, k)), "lf_x", [3, 1, 1], (256, 1, 1), ("P", 7), 128)
+    launch(12345)
+    assert calls == [(((3, 1, 1), (256, 1, 1), ("P", 7)), {"shared_mem": 128})]
+    assert (launch.name, launch.grid, launch.block) == ("lf_x", (3, 1, 1), (256, 1, 1))

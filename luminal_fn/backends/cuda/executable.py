@@ -23,7 +23,7 @@ import numpy as np
 from ...ir import dtypes as dt
 from ..base import Executable
 from .device import cupy, cupy_dtype, get_module, host_to_storage
-from .launch import launch_shape
+from .launch import PlainLaunch, launch_shape
 from .plan import HostStep, KernelStep, Planner, evaluate
 from .pdl import PdlLaunch, function_handle, module_arch, pdl_supported
 from .source import module_source
@@ -127,7 +127,7 @@ class _Bucket:
                                                          self.P.data.ptr, ints, shm)))
                     continue
                 args = (self.P,) + tuple(np.int32(v) for v in ints)
-                self.launches.append(("k", fn, grid, block, args, shm))
+                self.launches.append(("k", PlainLaunch(fn, s.source.name, grid, block, args, shm)))
             else:
                 self.launches.append(("h", s))
 
@@ -219,11 +219,8 @@ class _Bucket:
         nsym = self.nsym
         stream_ptr = self.cp.cuda.get_current_stream().ptr
         for item in self.launches:
-            if item[0] == "p":
+            if item[0] != "h":  # a kernel: plain ("k") or programmatic ("p")
                 item[1](stream_ptr)
-            elif item[0] == "k":
-                _, fn, grid, block, args, shm = item
-                fn(grid, block, args, shared_mem=shm)
             else:
                 step = item[1]
                 step.run(lambda b: int(host[nsym + b]), dims)

@@ -1,4 +1,6 @@
-"""The launch shape of a planned kernel at a bucket's largest dims (pure Python)."""
+"""The launch shape of a planned kernel at a bucket's largest dims (pure Python), and the plain
+launch of a kernel of a bucket (pdl.PdlLaunch is the programmatic one; both are called with the
+stream's pointer)."""
 from __future__ import annotations
 
 from ...ir.expr import as_expr
@@ -23,4 +25,16 @@ def launch_shape(src, dims_max: dict, sm_count: int) -> tuple:
     return (max(1, min(blocks, cap, 2**31 - 1)), 1, 1), block
 
 
-__all__ = ["GRID_CAP_BLOCKS", "evaluate", "launch_shape"]
+class PlainLaunch:
+    """One kernel of a bucket launched through CuPy on the current stream (``stream_ptr``, the
+    same stream, is what a PdlLaunch needs and is unused here)."""
+
+    def __init__(self, fn, name: str, grid, block, args, shared_bytes: int):
+        self.name, self.grid, self.block = name, tuple(grid), tuple(block)
+        self._fn, self._args, self._shm = fn, args, shared_bytes
+
+    def __call__(self, stream_ptr: int):
+        self._fn(self.grid, self.block, self._args, shared_mem=self._shm)
+
+
+__all__ = ["GRID_CAP_BLOCKS", "PlainLaunch", "evaluate", "launch_shape"]

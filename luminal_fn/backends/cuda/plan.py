@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from ...ir import dtypes as dt
-from ...ir.expr import as_expr, same
+from ...ir.expr import same
 from ...ir.view import View
 from ..render import (CUDA, KernelInput, KernelSource, render_copy, render_node, render_scatter,
                       renderable)
@@ -373,8 +373,6 @@ class Planner:
             placed.append(b)
             size = max(size, off + need)
         return size
-
-
 
 
 __all__ = ["Planner", "BucketPlan", "Buf", "KernelStep", "HostStep", "lowerer", "LOWERERS",

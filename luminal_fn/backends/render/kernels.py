@@ -73,8 +73,8 @@ def finish(lang: Language, kind: str, body: list, bufs: list, block: int, work, 
                for j, (_role, cname, d, c) in enumerate(bufs)]
         pre += [f"const int d_{s} = (int)P[dd{j}];" for j, s in enumerate(syms)]
         # P is written before the step's first kernel, so reading it needs no wait
-        pre += [lang.entry_launch] if (meta or {}).get("waits_inside") else [lang.entry_launch, lang.entry_wait]
-        pre = [p for p in pre if p]
+        entry = [lang.entry_launch] if meta.get("waits_inside") else [lang.entry_launch, lang.entry_wait]
+        pre += [e for e in entry if e]
     else:
         params = [f"{lang.ptr(d, c)} {cname} [[buffer({j})]]" for j, (_r, cname, d, c) in enumerate(bufs)]
         params.append(f"constant int* lf_dims [[buffer({len(bufs)})]]")
@@ -89,7 +89,7 @@ def finish(lang: Language, kind: str, body: list, bufs: list, block: int, work, 
     digest = hashlib.sha1((lang.name + text).encode()).hexdigest()[:12]
     name = f"lf_{kind}_{digest}"
     return KernelSource(name, text.replace("@NAME@", name), kind, [b[0] for b in bufs], syms,
-                        block, work, per_block, grid_cap, shared_bytes, meta or {})
+                        block, work, per_block, grid_cap, shared_bytes, meta)
 
 
 def gtid(lang: Language, itype: str) -> tuple:
