@@ -175,3 +175,13 @@ def test_weak_scalar_promotion():
     assert out.dtype == lf.float32
     np.testing.assert_allclose(np.asarray(out), x * 2.5)
     assert lf.jit(lambda x: x * 2)(x).dtype == lf.int32
+
+
+def test_arctan2_of_subnormal_and_tiny_pairs():
+    """atan2(0, 1.04e-43) is 0, not NaN (hypothesis found it: the subnormal x's reciprocal
+    overflowed); tiny pairs keep their angle."""
+    y = np.array([0.0, -0.0, 1e-44, 0.0, 1.0, 1e-40, 3.0, 1e30], np.float32)
+    x = np.array([1.04e-43, 1.04e-43, -1e-43, -1e-43, 1e-43, 1e-43, -4.0, 1e-30], np.float32)
+    got = np.asarray(lf.jit(lambda a, b: lnp.arctan2(a, b))(y, x))
+    want = np.arctan2(y, x)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)

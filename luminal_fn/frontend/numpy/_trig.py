@@ -63,6 +63,10 @@ def arctan(x):
 @computed_in_float32
 def arctan2(y, x):
     y, x = _float(y), _float(x)
+    # atan2 does not change when both are scaled: tiny pairs are lifted by 2**64 (exact), else a
+    # subnormal x's reciprocal overflows and 0 * inf makes atan2(0, 1e-43) NaN instead of 0
+    scale = where(less(add(absolute(y), absolute(x)), 2.0 ** -60), 2.0 ** 64, 1.0)
+    y, x = multiply(y, scale), multiply(x, scale)
     a = arctan(true_divide(y, where(equal(x, 0), 1.0, x)))
     y_neg = signbit(y)  # -0.0 counts as negative, as in C's atan2: atan2(-0.0, -1) is -pi
     a = where(less(x, 0), where(y_neg, subtract(a, math.pi), add(a, math.pi)), a)
