@@ -185,3 +185,12 @@ def test_arctan2_of_subnormal_and_tiny_pairs():
     got = np.asarray(lf.jit(lambda a, b: lnp.arctan2(a, b))(y, x))
     want = np.arctan2(y, x)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+
+
+def test_arctan2_of_two_infinities_is_a_diagonal():
+    """inf / inf is NaN, but atan2(+-inf, +-inf) is +-pi/4 or +-3pi/4, as in C and NumPy."""
+    inf = np.inf
+    y = np.array([inf, -inf, inf, -inf, inf, 2.0, -inf, np.nan], np.float32)
+    x = np.array([inf, inf, -inf, -inf, 1.0, inf, -3.0, inf], np.float32)
+    got = np.asarray(lf.jit(lambda a, b: lnp.arctan2(a, b))(y, x))
+    np.testing.assert_allclose(got, np.arctan2(y, x), rtol=1e-6, atol=0)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 
 from ._math import (
-    _float, absolute, add, computed_in_float32, equal, exp, greater, less, log, multiply,
-    negative, reciprocal, signbit, sqrt, square, subtract, true_divide, unary, where
+    _float, absolute, add, computed_in_float32, copysign, equal, exp, greater, isinf, less, log,
+    logical_and, multiply, negative, reciprocal, signbit, sqrt, square, subtract, true_divide,
+    unary, where
 )
 
 
@@ -67,7 +68,11 @@ def arctan2(y, x):
     # subnormal x's reciprocal overflows and 0 * inf makes atan2(0, 1e-43) NaN instead of 0
     scale = where(less(add(absolute(y), absolute(x)), 2.0 ** -60), 2.0 ** 64, 1.0)
     y, x = multiply(y, scale), multiply(x, scale)
-    a = arctan(true_divide(y, where(equal(x, 0), 1.0, x)))
+    q = true_divide(y, where(equal(x, 0), 1.0, x))
+    # both infinite: inf / inf is NaN, but the angle is that of (+-1, +-1), as in C's atan2 (the
+    # quotient is patched, not x: lnp.where would lose the sign of an x of -0.0)
+    q = where(logical_and(isinf(y), isinf(x)), multiply(copysign(1.0, y), copysign(1.0, x)), q)
+    a = arctan(q)
     y_neg = signbit(y)  # -0.0 counts as negative, as in C's atan2: atan2(-0.0, -1) is -pi
     a = where(less(x, 0), where(y_neg, subtract(a, math.pi), add(a, math.pi)), a)
     # x = +-0: +-pi/2, and for y = +-0 too, +-0 (x = +0) or +-pi (x = -0)
