@@ -252,13 +252,17 @@ __device__ __forceinline__ void lf_attn_rows_held(
   }
 }
 
-template <typename TQ, typename TK, typename TV, typename TM, typename TY, int BLOCK, int NE, int NEV,
-          int CS>
+// y[hk * yhk + g * yg + s * ys + e * ye] = the row's value rounded to TR, then stored as TY: the
+// plain output is TR = TY with contiguous strides; a cast-and-transpose copy the next kernel would
+// make is folded in by giving its dtype and layout instead (attentionkernels.fold_attention_stores).
+template <typename TQ, typename TK, typename TV, typename TM, typename TY, typename TR, int BLOCK, int NE,
+          int NEV, int CS>
 __device__ void lf_attn_rows(const TQ* __restrict__ q, long long qh, long long qg, long long qs,
                              const TK* __restrict__ k, long long kh, long long kc,
                              const TV* __restrict__ v, long long vh, long long vc,
                              const TM* __restrict__ m, long long mh, long long ms,
-                             TY* __restrict__ y, int Hk, int G, int S, int C, int E, int Ev,
+                             TY* __restrict__ y, long long yhk, long long yg, long long ys, long long ye,
+                             int Hk, int G, int S, int C, int E, int Ev,
                              float neg, float log2e, float scale) {
   static_assert(BLOCK >= 64 && BLOCK % 32 == 0, "lf_attn_rows: at least two warps");
   constexpr int NW = BLOCK / 32;
@@ -336,12 +340,12 @@ __device__ void lf_attn_rows(const TQ* __restrict__ q, long long qh, long long q
     #pragma unroll
     for (int i = 0; i < NEV; ++i) part[warp][lane + 32 * i] = acc[i];
     __syncthreads();
-    TY* yr = y + (long long)row * Ev;
+    TY* yr = y + hk * yhk + g * yg + s * ys;
     for (int e = threadIdx.x; e < Ev; e += BLOCK) {
       float t = 0.f;
       #pragma unroll
       for (int w = 0; w < NW; ++w) t += part[w][e];
-      yr[e] = lf_st<TY>(t);
+      yr[e * ye] = lf_st<TY>(lf_ld(lf_st<TR>(t)));
     }
     __syncthreads();  // part and xs are reused by the block's next row
   }

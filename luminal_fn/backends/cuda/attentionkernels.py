@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ...ir import dtypes as dt
 from ...ir.expr import as_expr, same
@@ -23,6 +24,23 @@ SCORES_IN_SHARED = 4096  # the largest bucket C whose scores stay in shared memo
 
 def _unit_last(view) -> bool:
     return same(view.strides[-1], 1) or same(view.shape[-1], 1)
+
+
+@dataclass(frozen=True)
+class AttnRowsCall:
+    """An lf_attn_rows call as rendered, less its output (kept in ``meta["_attn_rows"]`` so that
+    fold_attention_stores can render it again with another output dtype and layout): the
+    template arguments before and after the output types, and the C arguments before and after
+    the output's pointer and strides."""
+
+    types: str
+    tuning: str
+    head: str
+    tail: str
+
+    def line(self, ty: str, tr: str, strides: tuple) -> str:
+        ys = ", ".join(f"(long long)({x})" for x in strides)
+        return f"lf_attn_rows<{self.types}, {ty}, {tr}, {self.tuning}>({self.head}, out, {ys}, {self.tail});"
 
 
 @lowerer("attention_rows")
@@ -54,17 +72,25 @@ def lower_attention_rows(pl, node):
     cs = -(-c_max // 32) * 32 if c_max <= SCORES_IN_SHARED else 0
     warps = min(16, max(2, 1 << max(0, (c_max // 16) - 1).bit_length()))
     threads = 32 * warps
-    TQ, TK, TV, TM = types
-    body = [f"lf_attn_rows<{TQ}, {TK}, {TV}, {TM}, {storage(pl, node.dtype)}, {threads}, {ne}, {nev}, {cs}>("
-            f"b0 + ({r(qv.offset)}), (long long)({r(qv.strides[0])}), (long long)({r(qv.strides[1])}), "
-            f"(long long)({r(qv.strides[2])}), "
-            f"b1 + ({r(kv.offset)}), (long long)({r(kv.strides[0])}), (long long)({r(kv.strides[1])}), "
-            f"b2 + ({r(vv.offset)}), (long long)({r(vv.strides[0])}), (long long)({r(vv.strides[1])}), "
-            f"b6 + ({r(mv.offset)}), (long long)({r(mh)}), (long long)({r(ms)}), out, "
-            f"{r(Hk)}, {r(G)}, {r(S)}, {r(C)}, {r(E)}, {r(Ev)}, {neg}, {log2e}, {scale});"]
+    call = AttnRowsCall(
+        ", ".join(types), f"{threads}, {ne}, {nev}, {cs}",
+        f"b0 + ({r(qv.offset)}), (long long)({r(qv.strides[0])}), (long long)({r(qv.strides[1])}), "
+        f"(long long)({r(qv.strides[2])}), "
+        f"b1 + ({r(kv.offset)}), (long long)({r(kv.strides[0])}), (long long)({r(kv.strides[1])}), "
+        f"b2 + ({r(vv.offset)}), (long long)({r(vv.strides[0])}), (long long)({r(vv.strides[1])}), "
+        f"b6 + ({r(mv.offset)}), (long long)({r(mh)}), (long long)({r(ms)})",
+        f"{r(Hk)}, {r(G)}, {r(S)}, {r(C)}, {r(E)}, {r(Ev)}, {neg}, {log2e}, {scale}")
+    ty = storage(pl, node.dtype)
+    strides = tuple(r(x) for x in _contiguous_strides(G, S, Ev))
     rows = as_expr(Hk) * G * S
-    src = hand_source(pl, "attention_rows", body, bufs, threads, rows, 1)
+    src = hand_source(pl, "attention_rows", [call.line(ty, ty, strides)], bufs, threads, rows, 1,
+                      meta={"_attn_rows": call})
     pl.add_kernel(src, ids, node.id, "attention_rows")
+
+
+def _contiguous_strides(G, S, Ev) -> tuple:
+    """The output's (hk, g, s, e) strides as the node lays it out: (Hk, G, S, Ev) contiguous."""
+    return (as_expr(G) * S * Ev, as_expr(S) * Ev, Ev, 1)
 
 
 # ---- attention ---------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from ...ir.view import View
 from ..render import (CUDA, KernelInput, KernelSource, render_copy, render_node, render_scatter,
                       renderable)
 from ..render.index import max_value, numel
+from .attention_store import fold_attention_stores
 from .epilogue import fuse_gemv_epilogues, fuse_reshaped_elementwise
 from .horizontal import merge_independent_steps
 from .launch import evaluate
@@ -269,6 +270,7 @@ class Planner:
         merge_gemv_steps(self)
         fold_rms_prologues(self)  # (before the epilogues: a GEMV step's epilogue keeps its prologue)
         fuse_gemv_epilogues(self)
+        fold_attention_stores(self)  # (before the copies it folds are chained to each other)
         fuse_reshaped_elementwise(self)
         merge_independent_steps(self)
         self._lifetimes()
