@@ -83,6 +83,36 @@ def softmax3_case():
     return (lambda x: lf.nn.softmax(x, axis=-1)), (x,), ref_softmax(x)
 
 
+def softmax_held_case():
+    """Rows of 16-byte vectors: read once and held in registers (lf_softmax_rows' first path)."""
+    x = f32(7, 64) * 3
+    return (lambda x: lf.nn.softmax(x, axis=-1)), (x,), ref_softmax(x)
+
+
+def softmax_held_wide_case():
+    """1000 columns: each thread holds up to four vectors, the last ones partly past the row."""
+    x = f32(3, 1000) * 5
+    return (lambda x: lf.nn.softmax(x, axis=-1)), (x,), ref_softmax(x)
+
+
+def softmax_long_case():
+    """A row longer than the threads can hold (256 threads x 4 vectors of 4 floats): three passes."""
+    x = f32(2, 4100) * 2
+    return (lambda x: lf.nn.softmax(x, axis=-1)), (x,), ref_softmax(x)
+
+
+def attention_held_case():
+    """Eight keys a row: the scaled, masked scores held in registers."""
+    q, k, v = f32(2, 5, 16), f32(2, 8, 16), f32(2, 8, 16)
+    mask = np.where(R.random((5, 8)) < 0.3, -1e10, 0.0).astype(np.float32)
+    mask[:, 3] = 0.0
+
+    def fn(q, k, v, m):
+        return lf.nn.scaled_dot_product_attention(q, k, v, mask=m)
+
+    return fn, (q, k, v, mask), ref_attention(q, k, v, mask)
+
+
 def attention_case():
     q, k, v = f32(4, 3, 16), f32(4, 6, 16), f32(4, 6, 16)
     mask = np.where(R.random((3, 6)) < 0.3, -1e10, 0.0).astype(np.float32)
@@ -96,7 +126,9 @@ def attention_case():
 
 CASES = {"rms": rms_case, "rms_cast": rms_cast_case, "rms_then_more": rms_then_more_case,
          "rms3": rms3_case, "softmax2": softmax2_case, "softmax3": softmax3_case,
-         "attention": attention_case}
+         "attention": attention_case, "softmax_held": softmax_held_case,
+         "softmax_held_wide": softmax_held_wide_case, "softmax_long": softmax_long_case,
+         "attention_held": attention_held_case}
 
 
 def _extractor(fn, args, kinds):
@@ -267,7 +299,8 @@ def _emulation_library(bp, workdir):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
-@pytest.mark.parametrize("name", ["rms", "rms3", "softmax2", "softmax3", "attention"])
+@pytest.mark.parametrize("name", ["rms", "rms3", "softmax2", "softmax3", "attention", "softmax_held",
+                                  "softmax_held_wide", "softmax_long", "attention_held"])
 def test_cuda_row_kernels_on_the_cpu_emulation_compute_the_reference(name, tmp_path):
     import cuda_model_emulation as emu
     from luminal_fn.backends.cuda import KERNEL_KINDS
