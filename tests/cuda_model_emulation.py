@@ -89,6 +89,7 @@ inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; 
 inline void lf_pdl_launch() {}
 inline void lf_pdl_wait() {}
 inline void lf_prefetch_l2(const void*) {}
+inline void lf_l2_prefetch_share(const void*, long long) {}
 inline float __half2float(__half x) { return (float)x; }
 inline __half __float2half_rn(float x) { return (__half)x; }
 inline float __expf(float x) { return expf(x); }

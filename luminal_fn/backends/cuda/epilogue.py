@@ -141,7 +141,8 @@ def _render(pl, s1, s2, node, segs, reads, inputs, tree):
         kind = f"{kind}_{pro.tag}"
     src = finish(pl.lang, kind, body, bufs, 256, 1, 1,
                  meta={"hand": True, "grid3": (seg.blocks, 1, 1), "wpr": seg.wpr,
-                       "nodes": (s1.node, s2.node), "waits_inside": pro is None})
+                       "nodes": (s1.node, s2.node), "waits_inside": pro is None,
+                       "_weights": tuple((len(xbufs) + i, s) for i, s in enumerate(segs))})
     label = "matmul (gemv nk pair) + epilogue" if pair else "matmul (gemv nk) + epilogue"
     if pro is not None:
         label = f"{pro.label} + {label}"

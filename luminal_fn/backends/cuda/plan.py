@@ -29,6 +29,7 @@ from ..render.index import max_value, numel
 from .attention_store import fold_attention_stores
 from .epilogue import fuse_gemv_epilogues, fuse_reshaped_elementwise
 from .horizontal import merge_independent_steps
+from .l2_prefetch import prefetch_next_weights
 from .launch import evaluate
 from .prologue import fold_rms_prologues
 from .siblings import merge_gemv_steps, sibling_order
@@ -273,6 +274,7 @@ class Planner:
         fold_attention_stores(self)  # (before the copies it folds are chained to each other)
         fuse_reshaped_elementwise(self)
         merge_independent_steps(self)
+        prefetch_next_weights(self)  # (last: the GEMV steps it renders again are final)
         self._lifetimes()
         size = self._pack()
         return BucketPlan(self.symbols, self.dims_max, self.bufs, self.steps, size, outputs, inputs)

@@ -58,7 +58,8 @@ def skip_when_empty(rows: str) -> str:
 def render_gemv_nk(lang, segments: list, prologue=None) -> KernelSource:
     """One kernel for one or more GEMVs that read the same x. Buffers: x, then each segment's
     weights, then each segment's output (one GEMV: the usual in0, in1, out). ``meta["_segments"]``
-    keeps the segments for the plan passes that merge or extend GEMV steps. A ``prologue``
+    keeps the segments for the plan passes that merge or extend GEMV steps, ``meta["_weights"]``
+    pairs each with the index of its weights in the buffer list (l2_prefetch.py). A ``prologue``
     (prologue.py) computes x in the kernel instead: its buffers replace x's, its lines run
     first and its pointer ``x`` is what the GEMVs read (kept in ``meta["_prologue"]``)."""
     s0 = segments[0]
@@ -76,7 +77,7 @@ def render_gemv_nk(lang, segments: list, prologue=None) -> KernelSource:
         bufs = xbufs + [("in1", "b1", d, True), ("out", "out", d, False)]
         return finish(lang, kind, body, bufs, 256, 1, 1,
                       meta={"hand": True, "grid3": (s0.blocks, 1, 1), "wpr": s0.wpr,
-                            "_segments": (s0,), **extra})
+                            "_segments": (s0,), "_weights": ((len(xbufs), s0),), **extra})
     body = guard + ["const int blk = blockIdx.x;"]
     start = 0
     for i, s in enumerate(segments):
@@ -89,7 +90,8 @@ def render_gemv_nk(lang, segments: list, prologue=None) -> KernelSource:
             + [(f"out{i}", f"y{i}", d, False) for i in range(len(segments))])
     return finish(lang, f"{kind}{len(segments)}", body, bufs, 256, 1, 1,
                   meta={"hand": True, "grid3": (start, 1, 1),
-                        "wpr": tuple(s.wpr for s in segments), "_segments": tuple(segments), **extra})
+                        "wpr": tuple(s.wpr for s in segments), "_segments": tuple(segments),
+                        "_weights": tuple((len(xbufs) + i, s) for i, s in enumerate(segments)), **extra})
 
 
 def sibling_order(nodes: list, keys: dict, ready: set, cap: int = MAX_SEGMENTS) -> list:

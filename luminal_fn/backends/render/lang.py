@@ -90,6 +90,24 @@ __device__ __forceinline__ void lf_pdl_wait() {
 __device__ __forceinline__ void lf_prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" :: "l"(p));
 }
+// Asks L2 for the calling block's share (by blockIdx.x of gridDim.x, in 16-byte units) of
+// [p, p + bytes): a GEMV ends by requesting the head of the next GEMV's weights, so HBM keeps
+// streaming during the small kernels in between (cuda/l2_prefetch.py). Fire and forget: nothing
+// waits on it, and it is safe for correctness because L2 is the point of coherence. sm_90+ only
+// (one bulk prefetch per 16 KiB); a per-line loop below that would cost too many instructions.
+__device__ __forceinline__ void lf_l2_prefetch_share(const void* p, long long bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const unsigned long long a = (unsigned long long)p, start = (a + 15ull) & ~15ull;  // 16-byte aligned
+  const long long units = (bytes - (long long)(start - a)) >> 4;
+  if (units <= 0) return;
+  const long long per = (units + gridDim.x - 1) / gridDim.x;
+  const long long u0 = per * blockIdx.x, u1 = u0 + per < units ? u0 + per : units;
+  for (long long u = u0 + 1024ll * threadIdx.x; u < u1; u += 1024ll * blockDim.x) {  // 16 KiB chunks
+    const unsigned n = (unsigned)((u1 - u < 1024 ? u1 - u : 1024) << 4);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(start + (u << 4)), "r"(n) : "memory");
+  }
+#endif
+}
 __device__ __forceinline__ float lf_ld(float x) { return x; }
 __device__ __forceinline__ float lf_ld(__half x) { return __half2float(x); }
 __device__ __forceinline__ float lf_ld(__nv_bfloat16 x) { return __bfloat162float(x); }
