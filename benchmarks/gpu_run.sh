@@ -33,10 +33,6 @@ if [ "$T_DLRM" != 0 ]; then
   timeout -s INT -k 10 "$T_DLRM" python3 examples/dlrm.py --backend cuda --num-cat 1,4,16,32 --rows 100000 \
     --search-limit "$GRAPHS" > "$OUT/dlrm.log" 2>&1
   echo "dlrm rc=$?"; tail -n 5 "$OUT/dlrm.log"
-  echo "== A/B: programmatic dependent launch off ==" >> "$OUT/dlrm.log"
-  LUMINAL_CUDA_PDL=0 timeout -s INT -k 10 "$T_DLRM" python3 examples/dlrm.py --backend cuda --num-cat 1,32 \
-    --rows 100000 --search-limit "$GRAPHS" >> "$OUT/dlrm.log" 2>&1
-  echo "dlrm, PDL off: rc=$?"; tail -n 3 "$OUT/dlrm.log"
   if [ "$T_ANCH" != 0 ] && [ -d .anchors ]; then
     timeout -s INT -k 10 "$T_ANCH" python3 .anchors/dlrm_anchor.py 1 4 16 32 > "$OUT/dlrm_anchor.log" 2>&1
     echo "dlrm anchor rc=$?"; grep '^{"nc' "$OUT/dlrm_anchor.log" | cut -c1-400
@@ -58,10 +54,12 @@ if [ "$T_PROF" != 0 ]; then  # where a generated token's time goes (step, pick, 
   # every step of the decode step and of a DLRM forward timed alone (appended: $OUT holds 8 files)
   { timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 25;
     timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --model dlrm --num-cat 1 --top 16;
-    echo "== A/B: the decode step with programmatic dependent launch off (on by default) =="
-    LUMINAL_CUDA_PDL=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3;
     echo "== A/B: the decode step with independent kernels in their own launches (merged by default) =="
     LUMINAL_CUDA_MERGE_INDEPENDENT=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3;
+    for nx in 0 33554432; do  # the next GEMV's weights asked of L2 by each GEMV (8 MiB by default)
+      echo "== sweep: LUMINAL_CUDA_L2_PREFETCH_NEXT=$nx =="
+      LUMINAL_CUDA_L2_PREFETCH_NEXT=$nx timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3
+    done
     for pf in 0 4096; do  # the GEMVs' early L2 prefetch per weight row (2048 bytes by default)
       echo "== sweep: LUMINAL_CUDA_GEMV_PREFETCH=$pf =="
       LUMINAL_CUDA_GEMV_PREFETCH=$pf timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 1 \
@@ -69,5 +67,9 @@ if [ "$T_PROF" != 0 ]; then  # where a generated token's time goes (step, pick, 
     done; } \
     >> "$OUT/decode_loop.txt" 2>&1
   echo "step profiles rc=$?"
+fi
+if [ "${T_KERN:-0}" != 0 ]; then  # kernel figures (T_KERN seconds; off unless set)
+  timeout -s INT -k 10 "$T_KERN" python3 benchmarks/cuda_kernels.py --quick --out "$OUT" > "$OUT/kernels.log" 2>&1
+  echo "kernels rc=$?"; grep -E "softmax|rms" "$OUT/kernels.log" | grep '^{' | cut -c1-220
 fi
 date -u
