@@ -12,8 +12,8 @@ A pair of GEMV steps (steps with ``meta["_weights"]``: lf_gemv_nk, merged, with 
 prologue) is prefetched across when only kernel steps lie between them: a host step (a cuBLAS
 call) between them streams its own operands. Per weight segment of the next GEMV the span read is
 ``((n - 1) * ldw + k)`` elements from its offset; all spans are cut by one factor so that together
-they fit the budget, ``LUMINAL_CUDA_L2_PREFETCH_NEXT`` bytes (DEFAULT_BUDGET; 0 turns the pass
-off). Segments whose offset or leading dim is symbolic, and weights that are not constants or
+they fit the budget, ``LUMINAL_CUDA_L2_PREFETCH_NEXT`` bytes (DEFAULT_BUDGET, 0: off, because
+it was slower on the H200; kept as a switch for devices with other L2 and HBM balances). Segments whose offset or leading dim is symbolic, and weights that are not constants or
 inputs (written by some step, perhaps one in between), are left out.
 
 Runs last among the plan passes (the steps it changes are not merged again); the prefetched
@@ -27,7 +27,10 @@ from dataclasses import replace
 from ..render.kernels import finish
 
 SWITCH = "LUMINAL_CUDA_L2_PREFETCH_NEXT"
-DEFAULT_BUDGET = 8 << 20  # bytes: a sixth of the H200's L2, 2/3 of Llama-3.2-1B's q/k/v weights
+# Off by default: on the H200 (run S, the Llama-3.2-1B bf16 decode step replayed alone) it made
+# the step slower, 841 us without, 954 us at 8 MiB, 1022 us at 32 MiB: the GEMVs themselves got
+# slower (the head's bulk requests compete with the next GEMV's own stream and its row prefetch)
+DEFAULT_BUDGET = 0
 UNIT = 16  # the bulk prefetch moves whole 16-byte units
 PREFETCHED_KINDS = ("const", "input")  # there before the step runs (arena ones are computed)
 
