@@ -60,7 +60,7 @@ if [ "$T_PROF" != 0 ]; then  # where a generated token's time goes (step, pick, 
       echo "== sweep: LUMINAL_CUDA_L2_PREFETCH_NEXT=$nx =="
       LUMINAL_CUDA_L2_PREFETCH_NEXT=$nx timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3
     done
-    for pf in 0 4096; do  # the GEMVs' early L2 prefetch per weight row (2048 bytes by default)
+    for pf in 0 2048; do  # the GEMVs' early L2 prefetch per weight row (1024 bytes by default)
       echo "== sweep: LUMINAL_CUDA_GEMV_PREFETCH=$pf =="
       LUMINAL_CUDA_GEMV_PREFETCH=$pf timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 1 \
         | grep -E "replayed alone|gemv"
