@@ -33,6 +33,7 @@ from .l2_prefetch import prefetch_next_weights
 from .launch import evaluate
 from .prologue import fold_rms_prologues
 from .siblings import merge_gemv_steps, sibling_order
+from .widening import read_through
 
 ALIGN = 256
 
@@ -133,6 +134,7 @@ class Planner:
         self.steps: list = []
         self.node_buf: dict[int, int] = {}  # node id -> buffer id (None for inlined scalars)
         self.scalars: dict[int, object] = {}  # node id -> Python scalar of a scalar Constant
+        self.narrow_source: dict[int, int] = {}  # widening copy skipped -> the node it copies
 
     # ---- buffers --------------------------------------------------------------------------
     def new_buf(self, dtype, n, kind, index=-1, shape=()) -> int:
@@ -145,6 +147,7 @@ class Planner:
 
     def kernel_input(self, node, k) -> KernelInput:
         src, view = node.inputs[k]
+        src = self.narrow_source.get(src, src)  # (a skipped widening copy: its source, widening.py)
         d = self.graph.nodes[src].dtype
         if src in self.scalars:
             return KernelInput(view, d, self.scalars[src])
@@ -152,6 +155,7 @@ class Planner:
 
     def input_buf(self, node, k) -> int:
         src = node.inputs[k][0]
+        src = self.narrow_source.get(src, src)
         b = self.node_buf.get(src)
         if b is None:  # a scalar constant read by something that needs memory
             val = np.asarray(self.scalars[src], dtype=self.graph.nodes[src].dtype.np).reshape(())
@@ -211,13 +215,14 @@ class Planner:
             self.node_buf[nid] = self.new_buf(n.dtype, numel(n.shape), "input", pos)
             inputs.append(self.node_buf[nid])
         outputs = [None] * len(g.outputs)
+        self.narrow_source = read_through(g)
         readers: dict = {}
         for n in g.live_nodes():
             for i, _ in n.inputs:
                 readers[i] = readers.get(i, 0) + 1
         for node in self._schedule():
             op = node.op
-            if op == "Input":
+            if op == "Input" or node.id in self.narrow_source:
                 continue
             if op == "Constant":
                 v = node.attrs["value"]

@@ -22,7 +22,7 @@ def _scalar_operand(pl, node, k, bufs, ids) -> str:
     if ki.scalar is not None:
         return literal(pl.lang, float(ki.scalar), "float32")[0]
     name = f"b{k}"
-    bufs.append((f"in{k}", name, pl.graph.nodes[node.inputs[k][0]].dtype, True))
+    bufs.append((f"in{k}", name, ki.dtype, True))
     ids.append(pl.input_buf(node, k))
     return f"lf_ld({name}[{rexpr(pl, node.inputs[k][1].offset)}])"
 
