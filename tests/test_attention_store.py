@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import sys
 
+import numpy as np
+import pytest
+
+import luminal_fn as lf
 from luminal_fn.backends.cuda import KERNEL_KINDS
 from luminal_fn.backends.cuda.attention_store import _axes, _narrow_rounding, _permuted
 from luminal_fn.backends.cuda.executable import plan_graph
@@ -35,7 +40,8 @@ def _tiny_llama_plan(layers=2):
     ex = Extractor(build_egraph(traced.hlir), traced.hlir, kernel_kinds=KERNEL_KINDS)
     genome = next(g for g in ex.kernel_genomes()
                   if any(n.attrs.get("name") == "attention_rows" for n in ex.extract(g).live_nodes()))
-    return plan_graph(ex.extract(genome), {"s": 1, "c": 64})
+    leaves = len(lf.tree_leaves(args))  # the caches are donated, as the model's step donates them
+    return plan_graph(ex.extract(genome), {"s": 1, "c": 64}, donated=tuple(range(leaves - 2 * layers, leaves)))
 
 
 def test_the_llama_step_attention_writes_the_o_projections_input():
@@ -52,6 +58,19 @@ def test_the_llama_step_attention_writes_the_o_projections_input():
         assert "__nv_bfloat16* __restrict__ out" in src.text
         # (hk, g, s, e) -> (s, hk * 2 + g, e) of 4 heads of 16: strides 32, 16, 64, 1
         assert "out, (long long)(32), (long long)(16), (long long)(64), (long long)(1)" in src.text
+
+
+def test_the_llama_step_runs_eight_launches_a_layer():
+    """rms, q/k/v, [RoPE q + RoPE k into the k cache + the v scatter], attention, o, rms,
+    gate/up, down: the second layer's steps (the first also builds the RoPE tables)."""
+    labels = [s.label for s in _tiny_llama_plan().steps]
+    first = labels.index("attention_rows")
+    second = labels.index("attention_rows", first + 1)
+    layer = labels[labels.index("rms_norm_rows", first + 3):second + 1]
+    assert layer == ["rms_norm_rows", "matmul (gemv nk x3)",
+                     "rope_half + rope_half -> Scatter (in place) + Scatter (in place)", "attention_rows"], labels
+    assert labels[second + 1:second + 5] == ["matmul (gemv nk) + epilogue", "rms_norm_rows",
+                                             "matmul (gemv nk pair) + epilogue", "matmul (gemv nk) + epilogue"]
 
 
 def test_strides_of_a_transposed_view_with_a_symbolic_row_count():
@@ -103,3 +122,46 @@ def test_arithmetic_after_the_attention_is_not_folded():
     print(labels)
     assert labels[:2] == ["attention_rows", "fused"]
     assert "stores_into" not in plan.steps[0].source.meta
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
+def test_the_merged_layer_on_the_cpu_emulation(tmp_path):
+    """A float32 tiny Llama decode step with attention_rows and rope_half chosen (the matmuls
+    rendered: GEMVs and cuBLAS are not emulated): RoPE of k stores into the k cache, attention
+    stores the o projection's input; the logits and both layers' caches match the NumPy backend."""
+    import cuda_model_emulation as emu
+    from llama.model import step_inputs
+    from luminal_fn.backends.numpy import NumpyBackend
+    from luminal_fn.backends.render.files import kernel_file
+    from test_attention_rule import _SHFL, kernel_option
+    from test_rope_rule import _flat, _tiny_llama
+
+    _, w, cache, step = _tiny_llama("float32", layers=2)
+    g = step.trace(w, *step_inputs([7], 39), cache).hlir
+    ex = Extractor(build_egraph(g), g, kernel_kinds=frozenset({"attention_rows", "rope_half"}))
+    genome = tuple(0 if p is None else p for p in (kernel_option(ex, gene) for gene in ex.genes))
+    ll = ex.extract(genome)
+    for n in ll.live_nodes():
+        if n.op == "CustomOp" and n.attrs.get("name") == "matmul":
+            n.attrs["strategy"] = "rendered"
+    ins, lay = _flat(step, (w, *step_inputs([7], 39), cache))
+    bp = plan_graph(ll, {"s": 1, "c": 64}, donated=lay.donated)
+    labels = [s.label for s in bp.steps]
+    # (rendered matmuls keep their own steps between, so nothing merges here; the merged launch
+    # is checked on the GEMV plan above and emulated in tests/test_cuda_horizontal.py)
+    assert labels.count("rope_half -> Scatter (in place)") == 2, labels
+    assert all(bp.steps[i + 1].label != "fused" for i, lb in enumerate(labels) if lb == "attention_rows")
+    parts = [emu._SHIM, "#include <cstdlib>", _SHFL, kernel_file("rope.cu")]
+    parts += [emu._shared_static(kernel_file(f)) for f in ("rms_norm.cu", "attention.cu")]
+    for src in {s.source.name: s.source for s in bp.steps}.values():
+        parts.append(emu._shared_static(src.text))
+        parts.append(emu._runner(dataclasses.replace(src, text=src.text + "\n// __syncthreads")))
+    lib = emu.compile_parts(parts, f"{tmp_path}/layer")
+    want = NumpyBackend().compile(ex.extract(ex.generic_genome()))
+    for c in (40, 57):
+        args, _ = _flat(step, (w, *step_inputs([7], c - 1), cache))
+        ref = want.run([a.copy() for a in args], {"s": 1, "c": c})
+        got = emu.run(lib, bp, [a.copy() for a in args], {"s": 1, "c": c})
+        assert len(got) == len(ref) == 5
+        for o, r in zip(got, ref):
+            np.testing.assert_allclose(o, np.asarray(r), rtol=1e-4, atol=1e-4)

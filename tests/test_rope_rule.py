@@ -354,8 +354,11 @@ def test_cuda_llama_step_with_rope_half_on_the_cpu_emulation(tmp_path):
     for tokens, start, bucket in (([7], 39, {"s": 1, "c": 48}), ([3, 9, 4, 11, 2], 20, {"s": 8, "c": 48})):
         ins, lay = _flat(step, (w, *step_inputs(tokens, start), cache))
         calls.append((ins, {"s": len(tokens), "c": start + len(tokens)}, plan_graph(ll, bucket, donated=lay.donated)))
-    for *_, bp in calls:  # (q's and k's, alone or sharing a launch: cuda/horizontal.py)
-        assert sum(s.label.split(" + ").count(KIND) for s in bp.steps) == 2
+    for *_, bp in calls:  # (q's and k's, alone or sharing a launch: cuda/horizontal.py; k's
+        # storing into the cache: cuda/rope_store.py)
+        parts = [p.split(" -> ") for s in bp.steps for p in s.label.split(" + ")]
+        assert sum(p[0] == KIND for p in parts) == 2
+        assert sum(p == [KIND, "Scatter (in place)"] for p in parts) == 1
     lib = _emulation_library([bp for *_, bp in calls], str(tmp_path))
     be = NumpyBackend().compile(ll)
     for ins, dims, bp in calls:

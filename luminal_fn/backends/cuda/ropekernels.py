@@ -7,6 +7,8 @@
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...ir.expr import as_expr
 from ...ir.view import View, contiguous_strides
 from ..render import index as ix
@@ -39,6 +41,16 @@ def _pair_operand(pl, node, k, pshape, step, pair, half_ok=False):
         return b, dtype, View(pshape, tuple(view.strides), view.offset), None
     pv = View(pshape, tuple(view.strides[:-1]) + (as_expr(last) * step,), view.offset)
     return b, dtype, pv, as_expr(last) * pair
+
+
+@dataclass(frozen=True)
+class PairStores:
+    """The stores of a pair kernel's body: lines ``line`` and ``line + 1`` write y1 at ``out[ao]``
+    and y2 at ``out[ao + pair]`` (flat indices of the output, of C type ``itype``)."""
+
+    line: int
+    itype: str
+    pair: int
 
 
 def _render_pairs(pl, node, kind, operands, step, pair, call, extra_bufs=(), meta=None):
@@ -77,10 +89,12 @@ def _render_pairs(pl, node, kind, operands, step, pair, call, extra_bufs=(), met
     inner.append(call(vals))
     inner.append(f"out[ao] = {store_expr(pl.lang, node.dtype, 'y1', 'float')};")
     inner.append(f"out[ao + {pair}] = {store_expr(pl.lang, node.dtype, 'y2', 'float')};")
+    # where the two stores sit in the body, for rope_store.py to send them elsewhere
+    stores = PairStores(len(body) + len(inner) - 2, itype, pair)
     body += ["  " + ln for ln in inner] + ["}"]
     bufs.append(("out", "out", node.dtype, False))
     ids.append(pl.node_buf[node.id])
-    src = hand_source(pl, kind, body, bufs, BLOCK, n, BLOCK, meta=meta)
+    src = hand_source(pl, kind, body, bufs, BLOCK, n, BLOCK, meta={**(meta or {}), "_pair_stores": stores})
     pl.add_kernel(src, ids, node.id, kind)
 
 
