@@ -96,8 +96,10 @@ __device__ void lf_rms_norm(const T* __restrict__ x, long long row_stride, const
 // rms_norm_rows, the kernel optimize/rules/specialize_norms.egg offers: the traced formula
 // y = x * (1 / sqrt(sum(x * x) * inv_n + eps)) * w per row, with the literals inv_n and eps as
 // traced (so a norm written with another mean or epsilon is computed as written). x rows of D
-// unit-stride elements at row_stride; w (D,) at w_stride; y contiguous, in its own dtype.
-template <typename TX, typename TW, typename TY, int BLOCK>
+// unit-stride elements at row_stride; w (D,) at w_stride; y contiguous, in its own dtype. TR:
+// x * r is rounded to it before the weight multiply (Hugging Face's LlamaRMSNorm in half
+// precision casts the normalised row back to x's dtype first); float: no rounding.
+template <typename TX, typename TW, typename TY, int BLOCK, typename TR = float>
 __device__ void lf_rms_rows(const TX* __restrict__ x, long long row_stride, const TW* __restrict__ w,
                             long long w_stride, TY* __restrict__ y, int rows, int D, float inv_n,
                             float eps) {
@@ -133,7 +135,7 @@ __device__ void lf_rms_rows(const TX* __restrict__ x, long long row_stride, cons
         const int i = (threadIdx.x + h * BLOCK) * V;
         if (i < D) {
           #pragma unroll
-          for (int j = 0; j < V; ++j) yr[i + j] = lf_st<TY>(xv[h][j] * r * wv[h][j]);
+          for (int j = 0; j < V; ++j) yr[i + j] = lf_st<TY>(lf_ld(lf_st<TR>(xv[h][j] * r)) * wv[h][j]);
         }
       }
       continue;
@@ -143,11 +145,11 @@ __device__ void lf_rms_rows(const TX* __restrict__ x, long long row_stride, cons
       for (int i = threadIdx.x * V; i < D; i += BLOCK * V) {
         float v[V]; lf_vld<V>(xr + i, v);
         #pragma unroll
-        for (int j = 0; j < V; ++j) yr[i + j] = lf_st<TY>(v[j] * r * lf_ld(w[(long long)(i + j) * w_stride]));
+        for (int j = 0; j < V; ++j) yr[i + j] = lf_st<TY>(lf_ld(lf_st<TR>(v[j] * r)) * lf_ld(w[(long long)(i + j) * w_stride]));
       }
     } else {
       for (int i = threadIdx.x; i < D; i += BLOCK)
-        yr[i] = lf_st<TY>(lf_ld(xr[i]) * r * lf_ld(w[(long long)i * w_stride]));
+        yr[i] = lf_st<TY>(lf_ld(lf_st<TR>(lf_ld(xr[i]) * r)) * lf_ld(w[(long long)i * w_stride]));
     }
   }
 }
@@ -158,7 +160,7 @@ __device__ void lf_rms_rows(const TX* __restrict__ x, long long row_stride, cons
 // block on return. Threads below BLOCK add the same elements in the same order as that kernel's
 // threads, the others add zeros (exact in the block sum's tree), so the scale and every stored
 // value have the same bits as the norm kernel's output.
-template <typename TX, typename TW, typename TY, int BLOCK, int NT>
+template <typename TX, typename TW, typename TY, int BLOCK, int NT, typename TR = float>
 __device__ void lf_rms_row_to(const TX* __restrict__ x, long long row_stride, const TW* __restrict__ w,
                               long long w_stride, TY* __restrict__ xs, int D, float inv_n, float eps) {
   __shared__ float red[32];
@@ -167,6 +169,6 @@ __device__ void lf_rms_row_to(const TX* __restrict__ x, long long row_stride, co
   const float ss = threadIdx.x < BLOCK ? lf_row_sumsq_part<TX, BLOCK>(x, D, vec) : 0.f;
   const float r = 1.0f / sqrtf(lf_block_sum<NT>(ss, red) * inv_n + eps);
   for (int i = threadIdx.x; i < D; i += NT)
-    xs[i] = lf_st<TY>(lf_ld(x[i]) * r * lf_ld(w[(long long)i * w_stride]));
+    xs[i] = lf_st<TY>(lf_ld(lf_st<TR>(lf_ld(x[i]) * r)) * lf_ld(w[(long long)i * w_stride]));
   __syncthreads();
 }

@@ -134,7 +134,7 @@ def test_each_decode_shape_reads_the_norm_in_its_gemv(name, d):
     step = after.steps[0]
     T = "float" if d is np.float32 else "__nv_bfloat16"
     # one row of 64: the norm kernel's 32 threads, inside the GEMV's block of 256
-    assert f"lf_rms_row_to<float, float, {T}, 32, 256>" in step.source.text
+    assert f"lf_rms_row_to<float, float, {T}, 32, 256, float>" in step.source.text
     assert f"__shared__ __align__(16) {T} lf_xs[64];" in step.source.text
     assert step.source.buffers[:2] == ["rms_x", "rms_w"]
     assert step.bufs[:2] == before.steps[0].bufs[:2]  # the norm's own x and weight

@@ -97,3 +97,23 @@ def test_a_float16_attention_on_the_cpu_emulation(tmp_path):
     assert "softmax_rows" in labels
     got = emu.run(_emulation_library(plan, str(tmp_path)), plan, [q, k, v, mask], {})[0]
     np.testing.assert_allclose(got.astype(np.float64), ref_attention(q, k, v, mask), rtol=5e-3, atol=5e-3)
+
+
+@needs_gxx
+@pytest.mark.parametrize("shape", [(5, 64), (3, 1000), (2, 3, 40)], ids=["held", "held_wide", "3d"])
+def test_a_float16_rms_norm_on_the_cpu_emulation(shape, tmp_path):
+    """Hugging Face's half-precision RMS norm: one rms_norm_rows kernel reading the float16 x,
+    rounding x * r to float16 before the weight multiply (CAST 3); the same bits as the model."""
+    import cuda_model_emulation as emu
+    from test_row_kernels import ref_rms_half
+
+    x = (R.standard_normal(shape) * 2).astype(np.float16)
+    w = R.standard_normal(shape[-1:]).astype(np.float16)
+    plan = _plan(lambda a, b: lf.nn.rms_norm(a, b, eps=1e-6), (x, w), "rms_norm_rows")
+    (step,) = [s for s in plan.steps if s.label != "output copy"]
+    assert step.label == "rms_norm_rows" and plan.bufs[step.bufs[0]].kind == "input"
+    assert "lf_rms_rows<__half, __half, __half, " in step.source.text and ", __half>(" in step.source.text
+    got = emu.run(_emulation_library(plan, str(tmp_path)), plan, [x, w], {})[0]
+    want = ref_rms_half(x, w, 1e-6)
+    assert (got == want).mean() >= 0.99
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=2e-3, atol=2e-3)

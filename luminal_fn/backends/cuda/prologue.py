@@ -116,7 +116,7 @@ def _with_prologue(pl, norm, step):
     if _static(call.rows) is None and skip not in step.source.meta["_segments"][0].guard:
         lines.append(skip)  # 0 or 1 rows in a call of this bucket: nothing to do on 0
     lines += [f"__shared__ __align__(16) {call.TY} lf_xs[{D}];",
-              f"lf_rms_row_to<{call.TX}, {call.TW}, {call.TY}, {call.block}, {GEMV_BLOCK}>("
+              f"lf_rms_row_to<{call.TX}, {call.TW}, {call.TY}, {call.block}, {GEMV_BLOCK}, {call.TR}>("
               f"rx + ({r(call.x_offset)}), (long long)({r(call.row_stride)}), rw + ({r(call.w_offset)}), "
               f"(long long)({r(call.w_stride)}), lf_xs, {D}, {call.inv_n}, {call.eps});"]
     pro = RmsPrologue(bufs=(("rms_x", "rx", pl.bufs[x_buf].dtype, True), ("rms_w", "rw", pl.bufs[w_buf].dtype, True)),

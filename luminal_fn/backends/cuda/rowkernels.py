@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...ir import dtypes as dt
 from ...ir.expr import as_expr, same
 from ...ir.view import View
 from ..render import index as ix
@@ -54,6 +55,7 @@ class RmsRowsCall:
     w_stride: object
     inv_n: str | None
     eps: str | None
+    TR: str = "float"  # the type x * r is rounded to before the weight multiply (float: none)
 
 
 @lowerer("rms_norm_rows")
@@ -72,12 +74,13 @@ def lower_rms_norm_rows(pl, node):
     threads = _pow2_threads(Dm // 8, hi=256)
     TX, TW = (storage(pl, pl.kernel_input(node, k).dtype) for k in (0, 3))
     TY = storage(pl, node.dtype)
-    body = [f"lf_rms_rows<{TX}, {TW}, {TY}, {threads}>(b0 + ({rexpr(pl, off)}), (long long)({rexpr(pl, rs)}), "
+    TR = {0: "float", 1: "float", 2: storage(pl, dt.bfloat16), 3: storage(pl, dt.float16)}[int(node.attrs["params"][2])]
+    body = [f"lf_rms_rows<{TX}, {TW}, {TY}, {threads}, {TR}>(b0 + ({rexpr(pl, off)}), (long long)({rexpr(pl, rs)}), "
             f"b3 + ({rexpr(pl, wv.offset)}), (long long)({rexpr(pl, wv.strides[0])}), out, "
             f"{rexpr(pl, rows)}, {rexpr(pl, D)}, {inv_n}, {eps});"]
     inlined = [pl.kernel_input(node, k).scalar is not None for k in (1, 2)]
     call = RmsRowsCall(TX, TW, TY, threads, off, rs, rows, D, wv.offset, wv.strides[0],
-                       inv_n if inlined[0] else None, eps if inlined[1] else None)
+                       inv_n if inlined[0] else None, eps if inlined[1] else None, TR)
     src = hand_source(pl, "rms_norm_rows", body, bufs, threads, rows, 1, meta={"_rms_rows": call})
     pl.add_kernel(src, ids, node.id, "rms_norm_rows")
 

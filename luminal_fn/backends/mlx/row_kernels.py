@@ -26,12 +26,16 @@ def _scalar(reader, vals, dims):
 @op("rms_norm_rows")
 def _rms_norm_rows(node, readers):
     r_x, r_inv, r_eps, r_w = readers
+    rounded = {2: mx.bfloat16, 3: mx.float16}.get(int(node.attrs["params"][2]))  # (CAST 2 / 3)
 
     def step(vals, dims):
         x = _f32(r_x, vals, dims)
         ms = mx.sum(x * x, axis=-1, keepdims=True) * _scalar(r_inv, vals, dims)
         r = 1.0 / mx.sqrt(ms + _scalar(r_eps, vals, dims))
-        return cast(x * r * _f32(r_w, vals, dims), node.dtype)
+        y = x * r
+        if rounded is not None:  # normalised, then rounded to x's half dtype, then weighted
+            y = y.astype(rounded).astype(mx.float32)
+        return cast(y * _f32(r_w, vals, dims), node.dtype)
 
     return step
 

@@ -4,22 +4,27 @@ literals come in as 1-element inputs), in float32, stored in the node's dtype.
 
 name            inputs                                              params
 rms_norm_rows   x (R, D), inv_n (1,), eps (1,), w (D,)              R D CAST
-                y = x * (1 / sqrt(sum(x * x, -1) * inv_n + eps)) * w
+                y = x * (1 / sqrt(sum(x * x, -1) * inv_n + eps)) * w; CAST 2 / 3: the
+                normalised x * r is rounded to bfloat16 / float16 before the weight
+                multiply (Hugging Face's LlamaRMSNorm in half precision)
 softmax_rows    x (H, S, D), neg (1,), log2e (1,) [, scale (1,), mask (H, S, D)]
                                                                     H S D CAST
                 with scale and mask: x = a * scale + mask first; then
                 e = exp2((x + max(x, -1) * neg) * log2e); y = e * (1 / sum(e, -1))
-CAST only tells the two e-classes of one kernel apart (computed in float32, stored in the node's
-dtype either way).
+CAST 0 / 1 only tell the two e-classes of one kernel apart (computed in float32, stored in the
+node's dtype either way).
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from .executor import kernel
 from .model_kernels import _as, _store
 
 ROW_KERNELS = ("rms_norm_rows", "softmax_rows")
+# rms_norm_rows' CAST param -> the dtype x * r is rounded to before the weight multiply
+ROUNDED_THROUGH = {0: None, 1: None, 2: ml_dtypes.bfloat16, 3: np.float16}
 
 
 def _f32(reader, vals, dims):
@@ -33,12 +38,16 @@ def _scalar(reader, vals, dims) -> np.float32:
 @kernel("rms_norm_rows")
 def _rms_norm_rows(node, readers):
     r_x, r_inv, r_eps, r_w = readers
+    rounded = ROUNDED_THROUGH[int(node.attrs["params"][2])]
 
     def step(vals, dims):
         x = _f32(r_x, vals, dims)
         ms = np.add.reduce(x * x, axis=-1, keepdims=True) * _scalar(r_inv, vals, dims)
         r = np.float32(1) / np.sqrt(ms + _scalar(r_eps, vals, dims))
-        return _store(node, x * r * _f32(r_w, vals, dims))
+        y = x * r
+        if rounded is not None:
+            y = y.astype(rounded).astype(np.float32)
+        return _store(node, y * _f32(r_w, vals, dims))
 
     return step
 
