@@ -200,7 +200,10 @@ def traced_rows(be, cp, bw, rows, D, d, kind):
         want = e / e.sum(-1, keepdims=True)
     else:
         fn, args = (lambda a, b: lf.nn.rms_norm(a, b, eps=1e-6)), [x, w]
-        want = xf / np.sqrt((xf * xf).mean(-1, keepdims=True) + 1e-6) * wf
+        y = xf / np.sqrt((xf * xf).mean(-1, keepdims=True) + 1e-6)
+        if d is not dt.float32:  # (cast back to x's dtype before the weight, as HF's norm)
+            y = y.astype(x.dtype).astype(np.float64)
+        want = y * wf
     exe = _rule_kernel_exe(be, fn, args, kind)
     bufs = [be.from_numpy(a) for a in args]
     out = exe.run(bufs, {})[0]
@@ -329,9 +332,7 @@ def main():
     for d in (dt.float32, dt.bfloat16):
         softmax_rows(be, cp, bw, 16384, 4096, d)
         rms_rows(be, cp, bw, 16384, 4096, d)
-        # (rms_norm of a half x rounds before the weight multiply, a form the rule does not match:
-        # the Llama step's norm reads the float32 residual stream)
-        for kind in ("softmax_rows", "rms_norm_rows") if d is dt.float32 else ("softmax_rows",):
+        for kind in ("softmax_rows", "rms_norm_rows"):
             traced_rows(be, cp, bw, 16384, 4096, d, kind)
     shapes = [(2048, 2048), (2048, 8192), (8192, 2048), (2048, 128256)]
     for d in (dt.bfloat16, dt.float32):
