@@ -21,7 +21,7 @@ folded).
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ...ir import dtypes as dt
 from ...ir.expr import as_expr, same
@@ -52,12 +52,15 @@ def fold_attention_stores(pl) -> int:
     return folded
 
 
+@dataclass
 class _Store:
     """Where the attention output lies now: the node that holds it, that node's dtype, the
     roundings on the way there, and per axis (name, size, stride) in its buffer."""
 
-    def __init__(self, holder, dtype, roundings, axes):
-        self.holder, self.dtype, self.roundings, self.axes = holder, dtype, roundings, axes
+    holder: int
+    dtype: object
+    roundings: list
+    axes: list
 
 
 def _axes(Hk, G, S, Ev) -> list:
