@@ -56,10 +56,8 @@ if [ "$T_PROF" != 0 ]; then  # where a generated token's time goes (step, pick, 
     timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --model dlrm --num-cat 1 --top 16;
     echo "== A/B: the decode step with independent kernels in their own launches (merged by default) =="
     LUMINAL_CUDA_MERGE_INDEPENDENT=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3;
-    for nx in 0 33554432; do  # the next GEMV's weights asked of L2 by each GEMV (8 MiB by default)
-      echo "== sweep: LUMINAL_CUDA_L2_PREFETCH_NEXT=$nx =="
-      LUMINAL_CUDA_L2_PREFETCH_NEXT=$nx timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3
-    done
+    echo "== A/B: the gate/up pair GEMV with every row load issued first (a loop by default) =="
+    LUMINAL_CUDA_GEMV_PAIR_UNROLL=1 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3;
     for pf in 0 2048; do  # the GEMVs' early L2 prefetch per weight row (1024 bytes by default)
       echo "== sweep: LUMINAL_CUDA_GEMV_PREFETCH=$pf =="
       LUMINAL_CUDA_GEMV_PREFETCH=$pf timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 1 \

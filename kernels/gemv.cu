@@ -95,8 +95,10 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, const T* _
 
 // lf_gemv_nk_pair_to: row n of two weight matrices of the same shape (a gated MLP's gate and
 // up) by the same warps, both dot products handed to store(n, acc0, acc1), so an epilogue such as
-// silu(gate) * up needs neither product written. Both rows' loads are issued together.
-template <typename T, typename Store>
+// silu(gate) * up needs neither product written. Both rows' loads are issued together; with
+// ITERS > 0 (K == ITERS * WPR * 32 * V) every load of a lane's share of both rows is issued
+// before the first multiply, as in lf_gemv_nk_to.
+template <typename T, int ITERS, typename Store>
 __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, const T* __restrict__ w1,
                                    long long ldw1, const T* __restrict__ x, int N, int K, int WPR,
                                    int block, int blocks, const Store& store) {
@@ -115,15 +117,28 @@ __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, con
     if (n < N) {
       const T* r0 = w0 + (long long)n * ldw0;
       const T* r1 = w1 + (long long)n * ldw1;
-      const int step = WPR * 32 * V;
-      #pragma unroll 4
-      for (int k = (part * 32 + lane) * V; k < K; k += step) {
-        float a[V], b[V], c[V];
-        lf_vld<V>(r0 + k, a);
-        lf_vld<V>(r1 + k, b);
-        lf_vld<V>(x + k, c);
+      const int step = WPR * 32 * V, k0 = (part * 32 + lane) * V;
+      if (ITERS > 0) {
+        float a[ITERS > 0 ? ITERS : 1][V], b[ITERS > 0 ? ITERS : 1][V];
         #pragma unroll
-        for (int j = 0; j < V; ++j) { acc0 += a[j] * c[j]; acc1 += b[j] * c[j]; }
+        for (int i = 0; i < ITERS; ++i) { lf_vld<V>(r0 + k0 + i * step, a[i]); lf_vld<V>(r1 + k0 + i * step, b[i]); }
+        #pragma unroll
+        for (int i = 0; i < ITERS; ++i) {
+          float c[V];
+          lf_vld<V>(x + k0 + i * step, c);
+          #pragma unroll
+          for (int j = 0; j < V; ++j) { acc0 += a[i][j] * c[j]; acc1 += b[i][j] * c[j]; }
+        }
+      } else {
+        #pragma unroll 4
+        for (int k = k0; k < K; k += step) {
+          float a[V], b[V], c[V];
+          lf_vld<V>(r0 + k, a);
+          lf_vld<V>(r1 + k, b);
+          lf_vld<V>(x + k, c);
+          #pragma unroll
+          for (int j = 0; j < V; ++j) { acc0 += a[j] * c[j]; acc1 += b[j] * c[j]; }
+        }
       }
     }
     #pragma unroll

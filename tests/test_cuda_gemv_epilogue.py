@@ -141,7 +141,7 @@ def test_gate_and_up_with_their_product_are_one_pair_launch():
     assert _labels(bp) == ["matmul (gemv nk pair) + epilogue"]
     (step,) = bp.steps
     assert step.source.buffers == ["in0", "in1", "in2", "out"]
-    assert "lf_gemv_nk_pair_to<__nv_bfloat16>" in step.source.text
+    assert "lf_gemv_nk_pair_to<__nv_bfloat16, 0>" in step.source.text
 
 
 def test_siblings_of_different_lengths_are_not_a_pair():
@@ -153,14 +153,22 @@ def test_siblings_of_different_lengths_are_not_a_pair():
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
-@pytest.mark.parametrize("n,k", [(128, 64), (40, 2048)])
-def test_pair_epilogue_on_the_cpu_emulation_matches_float64(tmp_path, n, k):
+@pytest.mark.parametrize("unroll", ["0", "1"], ids=["loop", "unrolled"])
+@pytest.mark.parametrize("n,k", [(128, 64), (40, 2048), (64, 256)])
+def test_pair_epilogue_on_the_cpu_emulation_matches_float64(tmp_path, n, k, unroll, monkeypatch):
     import cuda_model_emulation as emu
+    from luminal_fn.backends.cuda.epilogue import PAIR_UNROLL_SWITCH
     from test_cuda_gemv_merge import _emulation_library
 
+    monkeypatch.setenv(PAIR_UNROLL_SWITCH, unroll)
     ins = _gated_inputs(n, k, np.float32, seed=3)
     bp = plan_graph(_extract(gated, ins), {})
     assert _labels(bp) == ["matmul (gemv nk pair) + epilogue"]
+    iters = int(bp.steps[0].source.text.split("lf_gemv_nk_pair_to<float, ")[1].split(">")[0])
+    seg = bp.steps[0].source.meta["_weights"][0][1]
+    assert iters == (seg.iters if unroll == "1" else 0)
+    # (k = 64 is less than one 16-byte load a lane of a warp: no unrolled form)
+    assert (iters > 0) == (unroll == "1" and k > 64)
     (got,) = emu.run(_emulation_library(bp, str(tmp_path)), bp, list(ins), {})
     np.testing.assert_allclose(got.astype(np.float64), _gated_want(*ins, np.float32), rtol=2e-5, atol=1e-4)
 

@@ -14,6 +14,7 @@ view, as the elementwise renderer would.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 from ...ir.expr import same
@@ -76,6 +77,18 @@ def _gemv_segments(step):
     return None
 
 
+PAIR_UNROLL_SWITCH = "LUMINAL_CUDA_GEMV_PAIR_UNROLL"
+MAX_PAIR_UNROLLED = 8  # 16-byte loads of each row a lane holds at once (2 rows: 64 registers of data)
+
+
+def pair_unroll(seg) -> int:
+    """The pair kernel's ITERS: the segment's unrolled count when ``LUMINAL_CUDA_GEMV_PAIR_UNROLL``
+    is 1 and it fits MAX_PAIR_UNROLLED, else 0 (the loop). Off by default until timed on a GPU."""
+    if os.environ.get(PAIR_UNROLL_SWITCH, "0").strip().lower() not in ("1", "on", "true"):
+        return 0
+    return seg.iters if 0 < seg.iters <= MAX_PAIR_UNROLLED else 0
+
+
 def _in_order(pl, node, k) -> bool:
     """Whether ``node`` reads its input k element for element: a contiguous, unmasked view of all
     of the producer's buffer from its start, with the consumer's own length."""
@@ -130,7 +143,7 @@ def _render(pl, s1, s2, node, segs, reads, inputs, tree):
            + [f"  out[n] = {store};", "};"])
     weights = ", ".join(f"w{i} + ({s.w_offset}), (long long)({s.ldw})" for i, s in enumerate(segs))
     if pair:
-        call = (f"lf_gemv_nk_pair_to<{T}>({weights}, {x} + ({seg.x_offset}), {seg.n}, {seg.k}, "
+        call = (f"lf_gemv_nk_pair_to<{T}, {pair_unroll(seg)}>({weights}, {x} + ({seg.x_offset}), {seg.n}, {seg.k}, "
                 f"{seg.wpr}, blockIdx.x, gridDim.x, epilogue);")
     else:
         call = (f"lf_gemv_nk_to<{T}, {seg.iters}>({weights}, {x} + ({seg.x_offset}), {seg.n}, {seg.k}, "
