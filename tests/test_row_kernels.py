@@ -350,3 +350,28 @@ def test_cuda_row_kernels_on_the_cpu_emulation_compute_the_reference(name, tmp_p
     assert any(s.label in KINDS for s in bp.steps)
     got = emu.run(_emulation_library(bp, str(tmp_path)), bp, list(args), {})[0]
     _close(got, want, got.dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(HALF_RMS))
+def test_cuda_half_precision_rms_norm_and_softmax(name):
+    """On the GPU: the half-precision norm's kernel (CAST 2 / 3, reading the half x directly)
+    gives the Hugging Face model's bits (>= 99% identical), and a half softmax matches float64."""
+    from luminal_fn.backends.cuda import KERNEL_KINDS
+    from luminal_fn.backends.cuda.executable import plan_graph
+
+    d, shape, code = HALF_RMS[name]
+    x = (R.standard_normal(shape) * 2).astype(d)
+    w = R.standard_normal(shape[-1:]).astype(d)
+
+    def norm(a, b):
+        return lf.nn.rms_norm(a, b, eps=1e-6)
+
+    ll = _extractor(norm, (x, w), KERNEL_KINDS).extract(None)
+    assert [k[1][2] for k in _kernels(ll)] == [code]
+    assert [s.label for s in plan_graph(ll, {}).steps if s.label != "output copy"] == ["rms_norm_rows"]
+    jf = lf.jit(norm, backend="cuda")
+    got, want = np.asarray(jf(x, w)), ref_rms_half(x, w, 1e-6)
+    assert (got == want).mean() >= 0.99
+    s = (R.standard_normal(shape) * 3).astype(d)
+    _close(np.asarray(lf.jit(lambda a: lf.nn.softmax(a, axis=-1), backend="cuda")(s)), ref_softmax(s), ml_dtypes.bfloat16)
