@@ -51,3 +51,7 @@ BINARY = tuple(n for n, i in PRIMITIVES.items() if i.kind == "binary")
 REDUCE = tuple(n for n, i in PRIMITIVES.items() if i.kind == "reduce")
 ELEMENTWISE = UNARY + BINARY
 SCATTER_MODES = ("set", "add", "mul", "max", "min")
+
+# rms_norm_rows' CAST param (optimize/rules/specialize_norms.egg) -> the dtype name x * r is
+# rounded to before the weight multiply (Hugging Face's half-precision norm); absent: none
+RMS_ROWS_ROUNDING = {2: "bfloat16", 3: "float16"}

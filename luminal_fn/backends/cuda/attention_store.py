@@ -27,29 +27,12 @@ from ...ir import dtypes as dt
 from ...ir.expr import as_expr, same
 from ..render import index as ix
 from ..render.kernels import finish
-from .epilogue import _in_order, _only_between
+from .epilogue import _in_order, _only_between, fold_adjacent
 
 
 def fold_attention_stores(pl) -> int:
     """Fold eligible copies into the attention_rows step before them; returns how many."""
-    steps = pl.steps
-    folded = 0
-    for s1 in list(steps):
-        src = getattr(s1, "source", None)
-        if src is None or "_attn_rows" not in src.meta:
-            continue
-        i = steps.index(s1)
-        node = pl.graph.nodes[s1.node]
-        Hk, G, S, _C, _E, Ev = node.attrs["params"]
-        state = _Store(node.id, node.dtype, [], _axes(Hk, G, S, Ev))
-        while i + 1 < len(steps):
-            nxt = _fold(pl, steps[i], steps[i + 1], state)
-            if nxt is None:
-                break
-            steps[i:i + 2] = [nxt[0]]
-            state = nxt[1]
-            folded += 1
-    return folded
+    return fold_adjacent(pl.steps, lambda s1, s2: _fold(pl, s1, s2), chain=True)
 
 
 @dataclass
@@ -68,8 +51,21 @@ def _axes(Hk, G, S, Ev) -> list:
     return [(n, as_expr(z), st) for n, z, st in zip(("hk", "g", "s", "e"), (Hk, G, S, Ev), strides)]
 
 
-def _fold(pl, s1, s2, state: _Store):
-    if getattr(s2, "source", None) is None or s2.label != "fused":
+def _state(pl, step):
+    """Where an attention_rows step (folded or not) leaves its output, or None for other steps."""
+    src = getattr(step, "source", None)
+    if src is None or "_attn_rows" not in src.meta:
+        return None
+    if "_attn_store" in src.meta:
+        return src.meta["_attn_store"]
+    node = pl.graph.nodes[step.node]
+    Hk, G, S, _C, _E, Ev = node.attrs["params"]
+    return _Store(node.id, node.dtype, [], _axes(Hk, G, S, Ev))
+
+
+def _fold(pl, s1, s2):
+    state = _state(pl, s1)
+    if state is None or getattr(s2, "source", None) is None or s2.label != "fused":
         return None
     c = pl.graph.nodes[s2.node]
     if c.op != "CustomOp" or c.attrs.get("name") != "fused" or s2.bufs[-1] != pl.node_buf.get(c.id):
@@ -90,7 +86,7 @@ def _fold(pl, s1, s2, state: _Store):
     narrow = _narrow_rounding(roundings)
     if narrow is False or not (c.dtype.is_float and all(d.is_float for d in roundings)):
         return None
-    return _render(pl, s1, s2, c, axes, narrow), _Store(c.id, c.dtype, roundings, axes)
+    return _render(pl, s1, s2, c, axes, narrow, _Store(c.id, c.dtype, roundings, axes))
 
 
 def _cast_chain(tree):
@@ -148,7 +144,7 @@ def _permuted(axes, view, shape):
     return [(n, z, new[n]) for n, z, _ in axes]
 
 
-def _render(pl, s1, s2, c, axes, narrow):
+def _render(pl, s1, s2, c, axes, narrow, state):
     src = s1.source
     call = src.meta["_attn_rows"]
     names = ix.dim_names(pl.symbols)
@@ -158,10 +154,10 @@ def _render(pl, s1, s2, c, axes, narrow):
     bufs = [b if b[0] != "out" else ("out", "out", c.dtype, False) for b in src.meta["_bufs"]]
     meta = {k: v for k, v in src.meta.items() if k not in ("_body", "_bufs")}
     meta["stores_into"] = meta.get("stores_into", ()) + (c.id,)
+    meta["_attn_store"] = state  # (for the next copy the chain may fold)
     new = finish(pl.lang, src.kind, [line], bufs, src.block, src.work, src.per_block,
                  grid_cap=src.grid_cap, meta=meta, shared_bytes=src.shared_bytes)
-    return replace(s1, source=new, bufs=list(s1.bufs[:-1]) + [s2.bufs[-1]],
-                   label="attention_rows" if s1.label == "attention_rows" else s1.label)
+    return replace(s1, source=new, bufs=list(s1.bufs[:-1]) + [s2.bufs[-1]])
 
 
 __all__ = ["fold_attention_stores"]

@@ -25,19 +25,25 @@ from ..render.lang import compute_type, convert, load_expr, store_expr
 from ..render.tree import TreeRenderer, leaf_inputs, substitute_inputs, tree_has
 
 
-def fuse_gemv_epilogues(pl) -> int:
-    """Fold eligible fused steps into the single GEMV before them; returns how many."""
-    steps = pl.steps
-    folded = 0
-    i = 0
+def fold_adjacent(steps: list, fold, chain: bool = False) -> int:
+    """Replace each adjacent pair (a, b) of ``steps`` for which ``fold(a, b)`` returns a step by
+    that step; returns how many were replaced. With ``chain`` the new step is tried again with
+    the step after it (a kernel that takes over several copies in a row); else the walk moves on."""
+    folded = i = 0
     while i + 1 < len(steps):
-        s1, s2 = steps[i], steps[i + 1]
-        fused = _epilogue_of(pl, s1, s2)
-        if fused is not None:
-            steps[i:i + 2] = [fused]
+        new = fold(steps[i], steps[i + 1])
+        if new is not None:
+            steps[i:i + 2] = [new]
             folded += 1
+            if chain:
+                continue
         i += 1
     return folded
+
+
+def fuse_gemv_epilogues(pl) -> int:
+    """Fold eligible fused steps into the single GEMV before them; returns how many."""
+    return fold_adjacent(pl.steps, lambda s1, s2: _epilogue_of(pl, s1, s2))
 
 
 def _epilogue_of(pl, s1, s2):
@@ -169,19 +175,9 @@ def fuse_reshaped_elementwise(pl) -> int:
     attention output's transposed copy, then its cast for the next matmul). View inlining at
     extraction cannot do it (splitting an axis of a transposed read is no strided view); here
     the consumer is simply computed over the producer's shape, which walks the same flat order.
-    Returns how many steps were folded."""
-    steps = pl.steps
-    folded = 0
-    i = 0
-    while i + 1 < len(steps):
-        fused = _chain_of(pl, steps[i], steps[i + 1])
-        if fused is not None:
-            # (the folded step computes another tree than its node's: it is never a producer
-            # here again, so the walk moves past it)
-            steps[i:i + 2] = [fused]
-            folded += 1
-        i += 1
-    return folded
+    Returns how many steps were folded. (The folded step computes another tree than its node's:
+    it is never a producer here again, so the walk moves past it.)"""
+    return fold_adjacent(pl.steps, lambda s1, s2: _chain_of(pl, s1, s2))
 
 
 def _fused_node(pl, step):
@@ -226,4 +222,4 @@ def _chain_of(pl, s1, s2):
     return replace(s2, source=src, bufs=ids)
 
 
-__all__ = ["fuse_gemv_epilogues", "fuse_reshaped_elementwise"]
+__all__ = ["fold_adjacent", "fuse_gemv_epilogues", "fuse_reshaped_elementwise"]

@@ -22,20 +22,12 @@ from ...ir.expr import same
 from ..render import index as ix
 from ..render.kernels import finish
 from ..render.lang import compute_type, convert, load_expr, store_expr
+from .epilogue import _only_between, fold_adjacent
 
 
 def fold_rope_stores(pl) -> int:
     """Fold each eligible RoPE step into the scatter right after it; returns how many."""
-    steps = pl.steps
-    folded = 0
-    i = 0
-    while i + 1 < len(steps):
-        new = _fold(pl, steps[i], steps[i + 1])
-        if new is not None:
-            steps[i:i + 2] = [new]
-            folded += 1
-        i += 1
-    return folded
+    return fold_adjacent(pl.steps, lambda s1, s2: _fold(pl, s1, s2))
 
 
 def _fold(pl, s1, s2):
@@ -51,9 +43,7 @@ def _fold(pl, s1, s2):
     if idx.inlined or vals.inlined:
         return None
     rbuf = pl.node_buf.get(rope.id)
-    if rbuf is None or s1.bufs[-1] != rbuf or pl.bufs[rbuf].kind != "arena":
-        return None
-    if any(rbuf in st.bufs for st in pl.steps if st is not s1 and st is not s2):
+    if rbuf is None or s1.bufs[-1] != rbuf or not _only_between(pl, rbuf, s1, s2):
         return None
     v = vals.view
     if (v.mask is not None or not v.is_contiguous or not ix.is_zero(v.offset)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...ir import dtypes as dt
 from ...ir.expr import as_expr, same
+from ...ir.ops import RMS_ROWS_ROUNDING
 from ...ir.view import View
 from ..render import index as ix
 from ..render.tree import literal
@@ -74,7 +74,7 @@ def lower_rms_norm_rows(pl, node):
     threads = _pow2_threads(Dm // 8, hi=256)
     TX, TW = (storage(pl, pl.kernel_input(node, k).dtype) for k in (0, 3))
     TY = storage(pl, node.dtype)
-    TR = {0: "float", 1: "float", 2: storage(pl, dt.bfloat16), 3: storage(pl, dt.float16)}[int(node.attrs["params"][2])]
+    TR = pl.lang.storage.get(RMS_ROWS_ROUNDING.get(int(node.attrs["params"][2])), "float")
     body = [f"lf_rms_rows<{TX}, {TW}, {TY}, {threads}, {TR}>(b0 + ({rexpr(pl, off)}), (long long)({rexpr(pl, rs)}), "
             f"b3 + ({rexpr(pl, wv.offset)}), (long long)({rexpr(pl, wv.strides[0])}), out, "
             f"{rexpr(pl, rows)}, {rexpr(pl, D)}, {inv_n}, {eps});"]

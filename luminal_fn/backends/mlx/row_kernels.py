@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from .ops import cast, op
+from ...ir.ops import RMS_ROWS_ROUNDING
+from .ops import MX_DTYPES, cast, op
 
 ROW_KINDS = ("rms_norm_rows", "softmax_rows")
 
@@ -26,7 +27,8 @@ def _scalar(reader, vals, dims):
 @op("rms_norm_rows")
 def _rms_norm_rows(node, readers):
     r_x, r_inv, r_eps, r_w = readers
-    rounded = {2: mx.bfloat16, 3: mx.float16}.get(int(node.attrs["params"][2]))  # (CAST 2 / 3)
+    rounded = RMS_ROWS_ROUNDING.get(int(node.attrs["params"][2]))
+    rounded = None if rounded is None else MX_DTYPES[rounded]
 
     def step(vals, dims):
         x = _f32(r_x, vals, dims)

@@ -16,15 +16,14 @@ node's dtype either way).
 """
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
+from ...ir import dtypes as dt
+from ...ir.ops import RMS_ROWS_ROUNDING
 from .executor import kernel
 from .model_kernels import _as, _store
 
 ROW_KERNELS = ("rms_norm_rows", "softmax_rows")
-# rms_norm_rows' CAST param -> the dtype x * r is rounded to before the weight multiply
-ROUNDED_THROUGH = {0: None, 1: None, 2: ml_dtypes.bfloat16, 3: np.float16}
 
 
 def _f32(reader, vals, dims):
@@ -38,7 +37,8 @@ def _scalar(reader, vals, dims) -> np.float32:
 @kernel("rms_norm_rows")
 def _rms_norm_rows(node, readers):
     r_x, r_inv, r_eps, r_w = readers
-    rounded = ROUNDED_THROUGH[int(node.attrs["params"][2])]
+    rounded = RMS_ROWS_ROUNDING.get(int(node.attrs["params"][2]))
+    rounded = None if rounded is None else dt.BY_NAME[rounded].np
 
     def step(vals, dims):
         x = _f32(r_x, vals, dims)
