@@ -125,6 +125,30 @@ def fused_masked_pad():
     return b.g, [rand((3, 5))], {}
 
 
+def fused_half_cast(hd, reduce=False):
+    """A float32 tree that rounds through the half type ``hd`` in its middle (x.astype(hd) inside
+    a fusion): (x * 1.7 -> hd -> float32) * 3.1, or the row sums of (x * x -> hd -> float32)."""
+    b = B()
+    shape = (4, 256)
+    x = b.input(shape)
+    factor = ("in", 0) if reduce else ("const", 1.7, "float32")
+    half = ("Cast", "float32", ("Cast", hd.name, ("Mul", "float32", ("in", 0), factor)))
+    if reduce:
+        y = b.custom("fused_reduce", [b.c(x)], shape[:1], dt.float32, expr=half, in_shape=shape, axis=1, reduce="sum")
+    else:
+        y = b.custom("fused", [b.c(x)], shape, dt.float32, expr=("Mul", "float32", half, ("const", 3.1, "float32")))
+    b.output(y)
+    return b.g, [rand(shape)], {}
+
+
+def fused_half_cast_reference(hd, x, reduce=False):
+    """fused_half_cast's value computed op by op in NumPy (float32 math, the one rounding to hd)."""
+    h = dt.to_numpy(hd)
+    if reduce:
+        return (x * x).astype(h).astype(np.float32).sum(axis=1, dtype=np.float32)
+    return (x * np.float32(1.7)).astype(h).astype(np.float32) * np.float32(3.1)
+
+
 def reduce_case(shape, axis, op="sum", d=dt.float32):
     b = B()
     x = b.input(shape, d)
@@ -193,6 +217,10 @@ CASES = {
     "fused_f32_vec": lambda: fused_chain(dt.float32, (16, 1024)),
     "fused_select_iota_gather": fused_select_iota_gather,
     "fused_masked_pad": fused_masked_pad,
+    "fused_cast_to_f16": lambda: fused_half_cast(dt.float16),
+    "fused_cast_to_bf16": lambda: fused_half_cast(dt.bfloat16),
+    "reduce_cast_to_f16": lambda: fused_half_cast(dt.float16, reduce=True),
+    "reduce_cast_to_bf16": lambda: fused_half_cast(dt.bfloat16, reduce=True),
     "reduce_sum_rows": lambda: reduce_case((16, 3000), 1),
     "reduce_sum_short": lambda: reduce_case((300, 7), 1),
     "reduce_max_cols": lambda: reduce_case((513, 64), 0, "max"),

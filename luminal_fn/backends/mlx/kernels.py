@@ -38,6 +38,9 @@ def compile_tree(tree, shape_fn):
     cd = compute_dtype(d)
     if tag == "Cast":
         a = compile_tree(tree[2], shape_fn)
+        if d.is_float and cd != mx_dtype(d):  # a cast to half precision rounds, even inside a tree
+            hd = mx_dtype(d)
+            return lambda args, dims: a(args, dims).astype(hd).astype(cd)
         if d.is_float:
             return lambda args, dims: a(args, dims).astype(cd)
         return lambda args, dims: cast(a(args, dims), d)

@@ -6,7 +6,7 @@ import numpy as np
 from ...ir import dtypes as dt
 from ...ir.expr import compile_np
 from .arena import Request
-from .executor import KERNELS, _compute_dtype, _fmod, _guarded, kernel
+from .executor import KERNELS, _compute_dtype, _fmod, _guarded, _np_dtype, kernel
 from .tree_peephole import rewrite
 from .tree_program import UFUNC_NAMES, compact_reader, compact_view, compile_program
 
@@ -61,6 +61,9 @@ def compile_tree(tree, out_shape_fn):
                         x = np.clip(np.nan_to_num(np.asarray(x, np.float64), nan=0), -(2**31), 2**31 - 1)
                 return x.astype(np.int32)
             return to_int
+        if cd != _np_dtype(d):  # a cast to half precision rounds, even inside a tree
+            hd = _np_dtype(d)
+            return lambda args, dims: np.asarray(a(args, dims)).astype(hd).astype(cd)
         return lambda args, dims: np.asarray(a(args, dims)).astype(cd)
     if tag in _NP_UNARY or tag == "Recip":
         fn = _NP_UNARY.get(tag, _recip)

@@ -2,8 +2,9 @@
 
 The tree is written as SSA temporaries in compute types (float for every float dtype, int,
 bool), matching the NumPy reference: half-precision intermediates stay in float32 and are
-rounded only when stored. Reads of inputs, gathers and iota values come from callbacks so the
-same renderer serves elementwise kernels, vector kernels and reductions.
+rounded only when stored or where the tree casts to a half type (x.astype(bfloat16) rounds).
+Reads of inputs, gathers and iota values come from callbacks so the same renderer serves
+elementwise kernels, vector kernels and reductions.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Callable
 from ...ir import dtypes as dt
 from .lang import Language, compute_type, convert
 
+HALF = ("float16", "bfloat16")
 Leaf = Callable[[int], tuple]  # input index -> (C expression, compute type)
 GatherFn = Callable[[int, str], tuple]  # (input index, C int index expression) -> (expr, type)
 IotaFn = Callable[[object], str]  # Expr -> C int expression
@@ -78,7 +80,10 @@ class TreeRenderer:
         ct = compute_type(dt.BY_NAME[tree[1]])
         if tag == "Cast":
             a, at = self.render(tree[2])
-            return self._tmp(ct, convert(lang, a, at, ct)), ct
+            e = convert(lang, a, at, ct)
+            if ct == "float" and tree[1] in HALF:  # a cast to half precision rounds, even here
+                e = lang.load[tree[1]].format(x=lang.store[tree[1]].format(x=e))
+            return self._tmp(ct, e), ct
         if tag in ("Exp2", "Log2", "Sin", "Sqrt", "Recip"):
             a, at = self.render(tree[2])
             if ct == "float" or tag != "Recip":
