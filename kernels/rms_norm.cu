@@ -106,6 +106,10 @@ __device__ void lf_rms_rows(const TX* __restrict__ x, long long row_stride, cons
   __shared__ float red[32];
   constexpr int V = LfVec<TX>::V;
   const bool vec = (D % V == 0) && (row_stride % V == 0) && ((unsigned long long)x % 16 == 0);
+  // vector stores of y and vector loads of w where aligned (2-byte scalar stores of a bf16 row
+  // ran at a quarter of the copy bandwidth)
+  const bool vy = vec && ((unsigned long long)y % 16 == 0);
+  const bool vw = vec && w_stride == 1 && ((unsigned long long)w % 16 == 0);
   constexpr int HOLD = 4;  // 16-byte loads a thread keeps in registers for a row of D <= BLOCK * V * HOLD
   for (int row = blockIdx.x; row < rows; row += gridDim.x) {
     const TX* xr = x + (long long)row * row_stride;
@@ -118,8 +122,12 @@ __device__ void lf_rms_rows(const TX* __restrict__ x, long long row_stride, cons
         const int i = (threadIdx.x + h * BLOCK) * V;
         if (i < D) {
           lf_vld<V>(xr + i, xv[h]);
-          #pragma unroll
-          for (int j = 0; j < V; ++j) wv[h][j] = lf_ld(w[(long long)(i + j) * w_stride]);
+          if (vw) {
+            lf_vld<V>(w + i, wv[h]);
+          } else {
+            #pragma unroll
+            for (int j = 0; j < V; ++j) wv[h][j] = lf_ld(w[(long long)(i + j) * w_stride]);
+          }
         }
       }
       #pragma unroll
@@ -134,8 +142,15 @@ __device__ void lf_rms_rows(const TX* __restrict__ x, long long row_stride, cons
       for (int h = 0; h < HOLD; ++h) {
         const int i = (threadIdx.x + h * BLOCK) * V;
         if (i < D) {
+          float o[V];
           #pragma unroll
-          for (int j = 0; j < V; ++j) yr[i + j] = lf_st<TY>(lf_ld(lf_st<TR>(xv[h][j] * r)) * wv[h][j]);
+          for (int j = 0; j < V; ++j) o[j] = lf_ld(lf_st<TR>(xv[h][j] * r)) * wv[h][j];
+          if (vy) {
+            lf_vst<V>(yr + i, o);
+          } else {
+            #pragma unroll
+            for (int j = 0; j < V; ++j) yr[i + j] = lf_st<TY>(o[j]);
+          }
         }
       }
       continue;
@@ -145,7 +160,13 @@ __device__ void lf_rms_rows(const TX* __restrict__ x, long long row_stride, cons
       for (int i = threadIdx.x * V; i < D; i += BLOCK * V) {
         float v[V]; lf_vld<V>(xr + i, v);
         #pragma unroll
-        for (int j = 0; j < V; ++j) yr[i + j] = lf_st<TY>(lf_ld(lf_st<TR>(v[j] * r)) * lf_ld(w[(long long)(i + j) * w_stride]));
+        for (int j = 0; j < V; ++j) v[j] = lf_ld(lf_st<TR>(v[j] * r)) * lf_ld(w[(long long)(i + j) * w_stride]);
+        if (vy) {
+          lf_vst<V>(yr + i, v);
+        } else {
+          #pragma unroll
+          for (int j = 0; j < V; ++j) yr[i + j] = lf_st<TY>(v[j]);
+        }
       }
     } else {
       for (int i = threadIdx.x; i < D; i += BLOCK)
