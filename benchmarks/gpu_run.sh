@@ -54,15 +54,10 @@ if [ "$T_PROF" != 0 ]; then  # where a generated token's time goes (step, pick, 
   # every step of the decode step and of a DLRM forward timed alone (appended: $OUT holds 8 files)
   { timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 25;
     timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --model dlrm --num-cat 1 --top 16;
-    echo "== A/B: the decode step with independent kernels in their own launches (merged by default) =="
-    LUMINAL_CUDA_MERGE_INDEPENDENT=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3;
-    echo "== A/B: the gate/up pair GEMV with every row load issued first (a loop by default) =="
-    LUMINAL_CUDA_GEMV_PAIR_UNROLL=1 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3;
-    for pf in 0 2048; do  # the GEMVs' early L2 prefetch per weight row (1024 bytes by default)
-      echo "== sweep: LUMINAL_CUDA_GEMV_PREFETCH=$pf =="
-      LUMINAL_CUDA_GEMV_PREFETCH=$pf timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 1 \
-        | grep -E "replayed alone|gemv"
-    done; } \
+    echo "== A/B: GEMVs loading their first weight rows after waiting for the kernel before (before it by default) =="
+    LUMINAL_CUDA_GEMV_EARLY=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3;
+    echo "== A/B: the gate/up pair GEMV as a loop (every row load issued first by default) =="
+    LUMINAL_CUDA_GEMV_PAIR_UNROLL=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3; } \
     >> "$OUT/decode_loop.txt" 2>&1
   echo "step profiles rc=$?"
 fi

@@ -7,6 +7,7 @@ GPU (marked ``gpu``, skipped without one): jitted functions against float64 NumP
 """
 from __future__ import annotations
 
+import re
 import shutil
 
 import ml_dtypes
@@ -164,7 +165,7 @@ def test_pair_epilogue_on_the_cpu_emulation_matches_float64(tmp_path, n, k, unro
     ins = _gated_inputs(n, k, np.float32, seed=3)
     bp = plan_graph(_extract(gated, ins), {})
     assert _labels(bp) == ["matmul (gemv nk pair) + epilogue"]
-    iters = int(bp.steps[0].source.text.split("lf_gemv_nk_pair_to<float, ")[1].split(">")[0])
+    iters = int(re.search(r"lf_gemv_nk_pair_to<float, (\d+)", bp.steps[0].source.text).group(1))
     seg = bp.steps[0].source.meta["_weights"][0][1]
     assert iters == (seg.iters if unroll == "1" else 0)
     # (k = 64 is less than one 16-byte load a lane of a warp: no unrolled form)
