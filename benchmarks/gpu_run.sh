@@ -54,8 +54,6 @@ if [ "$T_PROF" != 0 ]; then  # where a generated token's time goes (step, pick, 
   # every step of the decode step and of a DLRM forward timed alone (appended: $OUT holds 8 files)
   { timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 25;
     timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --model dlrm --num-cat 1 --top 16;
-    echo "== A/B: GEMVs loading their first weight rows after waiting for the kernel before (before it by default) =="
-    LUMINAL_CUDA_GEMV_EARLY=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3;
     echo "== A/B: the gate/up pair GEMV as a loop (every row load issued first by default) =="
     LUMINAL_CUDA_GEMV_PAIR_UNROLL=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3; } \
     >> "$OUT/decode_loop.txt" 2>&1

@@ -18,17 +18,14 @@
 //   blocks (block = blockIdx.x - the range's start, blocks = the range's length).
 //   lf_gemv_nk_to hands each finished dot product to store(n, acc) instead of writing y[n]: a
 //   wrapper can apply an elementwise epilogue there (the residual add after a projection).
-//   EARLY (with ITERS > 0; only for weights no kernel writes, such as a model's parameters):
-//   each lane loads its share of its first row into registers before lf_pdl_wait, so with
-//   programmatic dependent launch the weight stream runs during the previous kernel's tail and
-//   the small kernels between GEMVs (an rms norm, attention for one row, RoPE).
-//   Otherwise they wait (lf_pdl_wait) for the kernel before only after asking L2 for the first
+//   Both wait (lf_pdl_wait) for the kernel before only after asking L2 for the first
 //   LF_GEMV_PREFETCH bytes of each weight row they read first: with programmatic dependent
 //   launch the weight stream starts during the previous kernel's tail. Their callers must
 //   not read what an earlier kernel wrote before the call (render with meta waits_inside).
 #ifndef LF_GEMV_PREFETCH  // bytes; the module source sets it from LUMINAL_CUDA_GEMV_PREFETCH
 // (H200, the Llama-3.2-1B bf16 decode step replayed alone: run T 839 us at 2048, 828 at 0,
-// 828 at 1024; run U 829.5, 818.5, 818.8)
+// 828 at 1024; run U 829.5, 818.5, 818.8). Loading the whole first row into registers before
+// the wait instead was slower (run V: 932 us against 815 us).
 #define LF_GEMV_PREFETCH 1024
 #endif
 template <typename T>
@@ -43,36 +40,25 @@ template <typename T> struct LfGemvStore {
   __device__ __forceinline__ void operator()(int n, float acc) const { y[n] = lf_st<T>(acc); }
 };
 
-template <typename T, int ITERS, typename Store, bool EARLY = false>
+template <typename T, int ITERS, typename Store>
 __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
                               int N, int K, int WPR, int block, int blocks, const Store& store) {
   constexpr int V = 16 / sizeof(T);
-  constexpr bool HOLD_FIRST = EARLY && ITERS > 0;
   __shared__ float red[8];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int rpb = 8 / WPR, row_in = warp / WPR, part = warp % WPR;
-  const int k0 = (part * 32 + lane) * V, step = WPR * 32 * V;
-  float a[ITERS > 0 ? ITERS : 1][V];
-  if (block * rpb + row_in < N) {
-    const T* wr = w + (long long)(block * rpb + row_in) * ldw;
-    if (HOLD_FIRST) {  // the first row's weights, read during the previous kernel's tail
-      #pragma unroll
-      for (int i = 0; i < (ITERS > 0 ? ITERS : 1); ++i) lf_vld<V>(wr + k0 + i * step, a[i]);
-    } else {
-      lf_gemv_prefetch(wr, K, part, WPR, lane);
-    }
-  }
+  if (block * rpb + row_in < N) lf_gemv_prefetch(w + (long long)(block * rpb + row_in) * ldw, K, part, WPR, lane);
   lf_pdl_wait();
   for (int base = block * rpb; base < N; base += blocks * rpb) {
     const int n = base + row_in;
     float acc = 0.f;
     if (n < N) {
       const T* wr = w + (long long)n * ldw;
+      const int k0 = (part * 32 + lane) * V, step = WPR * 32 * V;
       if (ITERS > 0) {
-        if (!HOLD_FIRST || base != block * rpb) {
-          #pragma unroll
-          for (int i = 0; i < (ITERS > 0 ? ITERS : 1); ++i) lf_vld<V>(wr + k0 + i * step, a[i]);
-        }
+        float a[ITERS > 0 ? ITERS : 1][V];
+        #pragma unroll
+        for (int i = 0; i < ITERS; ++i) lf_vld<V>(wr + k0 + i * step, a[i]);
         #pragma unroll
         for (int i = 0; i < ITERS; ++i) {
           float b[V];
@@ -83,11 +69,11 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, const T* _
       } else {
         #pragma unroll 4
         for (int k = k0; k < K; k += step) {
-          float u[V], b[V];
-          lf_vld<V>(wr + k, u);
+          float a[V], b[V];
+          lf_vld<V>(wr + k, a);
           lf_vld<V>(x + k, b);
           #pragma unroll
-          for (int j = 0; j < V; ++j) acc += u[j] * b[j];
+          for (int j = 0; j < V; ++j) acc += a[j] * b[j];
         }
       }
     }
@@ -113,28 +99,17 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, const T* _
 // silu(gate) * up needs neither product written. Both rows' loads are issued together; with
 // ITERS > 0 (K == ITERS * WPR * 32 * V) every load of a lane's share of both rows is issued
 // before the first multiply, as in lf_gemv_nk_to.
-template <typename T, int ITERS, typename Store, bool EARLY = false>
+template <typename T, int ITERS, typename Store>
 __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, const T* __restrict__ w1,
                                    long long ldw1, const T* __restrict__ x, int N, int K, int WPR,
                                    int block, int blocks, const Store& store) {
   constexpr int V = 16 / sizeof(T);
-  constexpr int IT = ITERS > 0 ? ITERS : 1;
-  constexpr bool HOLD_FIRST = EARLY && ITERS > 0;
   __shared__ float red[2][8];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int rpb = 8 / WPR, row_in = warp / WPR, part = warp % WPR;
-  const int step = WPR * 32 * V, k0 = (part * 32 + lane) * V;
-  float a[IT][V], b[IT][V];
   if (block * rpb + row_in < N) {
-    const T* r0 = w0 + (long long)(block * rpb + row_in) * ldw0;
-    const T* r1 = w1 + (long long)(block * rpb + row_in) * ldw1;
-    if (HOLD_FIRST) {  // both first rows' weights, read during the previous kernel's tail
-      #pragma unroll
-      for (int i = 0; i < IT; ++i) { lf_vld<V>(r0 + k0 + i * step, a[i]); lf_vld<V>(r1 + k0 + i * step, b[i]); }
-    } else {
-      lf_gemv_prefetch(r0, K, part, WPR, lane);
-      lf_gemv_prefetch(r1, K, part, WPR, lane);
-    }
+    lf_gemv_prefetch(w0 + (long long)(block * rpb + row_in) * ldw0, K, part, WPR, lane);
+    lf_gemv_prefetch(w1 + (long long)(block * rpb + row_in) * ldw1, K, part, WPR, lane);
   }
   lf_pdl_wait();
   for (int base = block * rpb; base < N; base += blocks * rpb) {
@@ -143,11 +118,11 @@ __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, con
     if (n < N) {
       const T* r0 = w0 + (long long)n * ldw0;
       const T* r1 = w1 + (long long)n * ldw1;
+      const int step = WPR * 32 * V, k0 = (part * 32 + lane) * V;
       if (ITERS > 0) {
-        if (!HOLD_FIRST || base != block * rpb) {
-          #pragma unroll
-          for (int i = 0; i < IT; ++i) { lf_vld<V>(r0 + k0 + i * step, a[i]); lf_vld<V>(r1 + k0 + i * step, b[i]); }
-        }
+        float a[ITERS > 0 ? ITERS : 1][V], b[ITERS > 0 ? ITERS : 1][V];
+        #pragma unroll
+        for (int i = 0; i < ITERS; ++i) { lf_vld<V>(r0 + k0 + i * step, a[i]); lf_vld<V>(r1 + k0 + i * step, b[i]); }
         #pragma unroll
         for (int i = 0; i < ITERS; ++i) {
           float c[V];
@@ -158,12 +133,12 @@ __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, con
       } else {
         #pragma unroll 4
         for (int k = k0; k < K; k += step) {
-          float u[V], v[V], c[V];
-          lf_vld<V>(r0 + k, u);
-          lf_vld<V>(r1 + k, v);
+          float a[V], b[V], c[V];
+          lf_vld<V>(r0 + k, a);
+          lf_vld<V>(r1 + k, b);
           lf_vld<V>(x + k, c);
           #pragma unroll
-          for (int j = 0; j < V; ++j) { acc0 += u[j] * c[j]; acc1 += v[j] * c[j]; }
+          for (int j = 0; j < V; ++j) { acc0 += a[j] * c[j]; acc1 += b[j] * c[j]; }
         }
       }
     }
@@ -187,10 +162,10 @@ __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, con
   }
 }
 
-template <typename T, int ITERS, bool EARLY = false>
+template <typename T, int ITERS>
 __device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
                            T* __restrict__ y, int N, int K, int WPR, int block, int blocks) {
-  lf_gemv_nk_to<T, ITERS, LfGemvStore<T>, EARLY>(w, ldw, x, N, K, WPR, block, blocks, LfGemvStore<T>{y});
+  lf_gemv_nk_to<T, ITERS>(w, ldw, x, N, K, WPR, block, blocks, LfGemvStore<T>{y});
 }
 
 template <typename T, bool SPLIT>

@@ -239,15 +239,15 @@ def test_symbolic_rows_guard_the_whole_launch():
 
 
 # ---- the rendered source -------------------------------------------------------------------------
-CALL = re.compile(r"if \(blk < (\d+)\) \{ lf_gemv_nk<([\w ]+), (\d+)(, true)?>\((w\d) \+ \(([^)]*)\), "
+CALL = re.compile(r"if \(blk < (\d+)\) \{ lf_gemv_nk<([\w ]+), (\d+)>\((w\d) \+ \(([^)]*)\), "
                   r"\(long long\)\(([^)]*)\), b0 \+ \(([^)]*)\), (y\d), (\d+), (\d+), (\d+), "
                   r"blk - (\d+), (\d+)\); return; \}")
 
 
 def _segments(text):
-    return [dict(end=int(m[1]), T=m[2], iters=int(m[3]), early=m[4] is not None, w=m[5], w_off=m[6],
-                 ldw=m[7], x_off=m[8], y=m[9], n=int(m[10]), k=int(m[11]), wpr=int(m[12]),
-                 start=int(m[13]), blocks=int(m[14])) for m in CALL.finditer(text)]
+    return [dict(end=int(m[1]), T=m[2], iters=int(m[3]), w=m[4], w_off=m[5], ldw=m[6], x_off=m[7],
+                 y=m[8], n=int(m[9]), k=int(m[10]), wpr=int(m[11]), start=int(m[12]),
+                 blocks=int(m[13])) for m in CALL.finditer(text)]
 
 
 def test_merged_source_calls_each_segment_with_its_own_shape():
@@ -277,34 +277,7 @@ def test_gate_and_up_of_a_wide_row_unroll_per_segment():
     assert [(s["n"], s["k"], s["ldw"]) for s in segs] == [(128, 2048, "2048")] * 2
     for s in segs:  # K == ITERS * WPR * 32 * V (V = 8 bf16 per 16 bytes) when unrolled
         assert s["iters"] == 0 or s["iters"] * s["wpr"] * 32 * 8 == 2048
-        # weights that are graph inputs (not donated): loaded before waiting for the kernel before
-        assert s["early"] == (s["iters"] > 0)
         assert s["blocks"] == -(-128 // (8 // s["wpr"]))
-
-
-def test_weights_a_kernel_may_write_are_not_loaded_before_the_wait(monkeypatch):
-    """EARLY (weights loaded before waiting for the kernel before) only for weights no kernel of
-    the plan writes: not for a donated input (a KV cache is scattered into in place), nor for
-    weights a kernel computes, nor with LUMINAL_CUDA_GEMV_EARLY=0."""
-    g, _ = _siblings_graph(dt.bfloat16, [128, 128], 2048)
-
-    def early(**kw):
-        (step,) = plan_graph(g, {}, **kw).steps
-        return [s["early"] for s in _segments(step.source.text)]
-
-    assert early() == [True, True]
-    assert early(donated=(1,)) == [False, True]  # input 1 is the first weight
-    monkeypatch.setenv("LUMINAL_CUDA_GEMV_EARLY", "0")
-    assert early() == [False, False]
-    monkeypatch.delenv("LUMINAL_CUDA_GEMV_EARLY")
-    b = C.B("computed weights")
-    x, w = b.input((1, 2048), dt.bfloat16), b.input((128, 2048), dt.bfloat16)
-    w2 = b.custom("fused", [b.c(w)], (128, 2048), dt.bfloat16, expr=("Mul", "bfloat16", ("in", 0), ("in", 0)))
-    b.output(b.custom("matmul", [b.c(x), (w2, View((2048, 128), (1, 2048), 0, None))], (1, 128),
-                      dt.bfloat16, m=1, n=128, k=2048))
-    text = "".join(st.source.text for st in plan_graph(b.g, {}).steps if st.source is not None)
-    assert "lf_gemv_nk<__nv_bfloat16, 1>(" in text or "lf_gemv_nk<__nv_bfloat16, 2>(" in text
-    assert ", true>(" not in text
 
 
 def _covered(segs):

@@ -89,9 +89,9 @@ MAX_PAIR_UNROLLED = 8  # 16-byte loads of each row a lane holds at once (2 rows:
 
 def pair_unroll(seg) -> int:
     """The pair kernel's ITERS: the segment's unrolled count when it fits MAX_PAIR_UNROLLED, else
-    0 (the loop); ``LUMINAL_CUDA_GEMV_PAIR_UNROLL=0`` keeps the loop. H200, run U: the Llama
-    decode step replayed alone 809.4 us unrolled against 818.8 us with the loop (gate/up 19.05
-    against 19.27 us each)."""
+    0 (the loop); ``LUMINAL_CUDA_GEMV_PAIR_UNROLL=0`` keeps the loop. H200, runs U and V: the
+    Llama decode step replayed alone 809.4 us unrolled against 818.8 us with the loop (gate/up
+    19.05 against 19.27 us each)."""
     if os.environ.get(PAIR_UNROLL_SWITCH, "1").strip().lower() in ("0", "off", "false"):
         return 0
     return seg.iters if 0 < seg.iters <= MAX_PAIR_UNROLLED else 0
@@ -150,11 +150,12 @@ def _render(pl, s1, s2, node, segs, reads, inputs, tree):
     epi = ([f"auto epilogue = [&](int n, {accs}) {{"] + ["  " + ln for ln in cl + tr.lines]
            + [f"  out[n] = {store};", "};"])
     weights = ", ".join(f"w{i} + ({s.w_offset}), (long long)({s.ldw})" for i, s in enumerate(segs))
-    iters = pair_unroll(seg) if pair else seg.iters
-    early = ", decltype(epilogue), true" if iters and all(s.early for s in segs) else ""
-    fn = "lf_gemv_nk_pair_to" if pair else "lf_gemv_nk_to"
-    call = (f"{fn}<{T}, {iters}{early}>({weights}, {x} + ({seg.x_offset}), {seg.n}, {seg.k}, "
-            f"{seg.wpr}, blockIdx.x, gridDim.x, epilogue);")
+    if pair:
+        call = (f"lf_gemv_nk_pair_to<{T}, {pair_unroll(seg)}>({weights}, {x} + ({seg.x_offset}), {seg.n}, {seg.k}, "
+                f"{seg.wpr}, blockIdx.x, gridDim.x, epilogue);")
+    else:
+        call = (f"lf_gemv_nk_to<{T}, {seg.iters}>({weights}, {x} + ({seg.x_offset}), {seg.n}, {seg.k}, "
+                f"{seg.wpr}, blockIdx.x, gridDim.x, epilogue);")
     body = list(seg.guard) + (list(pro.lines) if pro is not None else []) + epi + [call]
     kind = "gemv_nk_pair_epi" if pair else "gemv_nk_epi"
     if pro is not None:

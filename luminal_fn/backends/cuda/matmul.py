@@ -6,8 +6,6 @@ A (..., M, K) and B (..., K, N) arrive as views; the output (..., M, N) is conti
 """
 from __future__ import annotations
 
-import os
-
 from ...ir import dtypes as dt
 from ...ir.expr import Expr, as_expr, same
 from ...ir.view import View
@@ -198,25 +196,13 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
     per_lane = K // (wpr * 32 * V)
     iters = per_lane if per_lane * wpr * 32 * V == K and 1 <= per_lane <= MAX_UNROLLED else 0
     seg = NkSegment(node.dtype, T, iters, wpr, N, K, r(vb.offset), r(s_n), r(va.offset),
-                    min(-(-N // rpb), 65535), tuple(guard), early=iters > 0 and _early_weights(pl, node.inputs[1][0]))
+                    min(-(-N // rpb), 65535), tuple(guard))
     # (siblings.merge_gemv_steps joins this step with adjacent ones that read the same x)
     pl.add_kernel(render_gemv_nk(pl.lang, [seg]), [b_a, b_w, out], node.id, "matmul (gemv nk)")
     return True
 
 
 MAX_UNROLLED = 16  # vectors per lane held in registers at once by the unrolled GEMV
-EARLY_SWITCH = "LUMINAL_CUDA_GEMV_EARLY"
-
-
-def _early_weights(pl, src) -> bool:
-    """Whether a GEMV may load its weights (node ``src``) before waiting for the kernel before it
-    (kernels/gemv.cu's EARLY): only when no kernel writes them - a constant or an input that is
-    not donated (a donated one, such as a KV cache, is written in place by a Scatter).
-    ``LUMINAL_CUDA_GEMV_EARLY=0`` turns it off for A/B runs."""
-    if os.environ.get(EARLY_SWITCH, "1").strip().lower() in ("0", "off", "false"):
-        return False
-    n = pl.graph.nodes[src]
-    return n.op == "Constant" or (n.op == "Input" and n.attrs.get("index") not in pl.donated)
 
 
 def _warps_per_row(N: int, K: int, V: int, sm_count: int) -> int:

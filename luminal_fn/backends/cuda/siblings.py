@@ -27,8 +27,8 @@ MAX_SEGMENTS = 4  # GEMVs per launch: q, k, v (3) and gate, up (2) fit; more buy
 class NkSegment:
     """One ``lf_gemv_nk`` call as rendered: C type ``T`` of ``dtype``, unrolled ``iters``, warps
     per row ``wpr``, the output's ``n`` rows of the ``k``-long dot products, the weights' offset
-    and leading dim and x's offset (C expressions), ``blocks`` (its share of the grid), the
-    symbolic-row ``guard`` lines and ``early`` (kernels/gemv.cu's EARLY)."""
+    and leading dim and x's offset (C expressions), ``blocks`` (its share of the grid) and the
+    symbolic-row ``guard`` lines."""
 
     dtype: dt.DType
     T: str
@@ -41,13 +41,9 @@ class NkSegment:
     x_offset: str
     blocks: int
     guard: tuple = ()
-    early: bool = False  # the weights are never written in the plan: load them before the wait
-
-    def template_args(self) -> str:
-        return f"{self.T}, {self.iters}, true" if self.early else f"{self.T}, {self.iters}"
 
     def call(self, w: str, x: str, y: str, block: str, blocks: str) -> str:
-        return (f"lf_gemv_nk<{self.template_args()}>({w} + ({self.w_offset}), (long long)({self.ldw}), "
+        return (f"lf_gemv_nk<{self.T}, {self.iters}>({w} + ({self.w_offset}), (long long)({self.ldw}), "
                 f"{x} + ({self.x_offset}), {y}, {self.n}, {self.k}, {self.wpr}, {block}, {blocks});")
 
 
