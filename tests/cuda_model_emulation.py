@@ -15,7 +15,8 @@ as the backend builds it (dims of the call, then one pointer per buffer), and th
 backend's ``launch_shape`` at the bucket's largest dims (a grid-stride kernel's cap may be
 smaller here: it covers the same work).
 
-The prelude's helpers are re-implemented here for float/int/bool (and float16 as _Float16):
+The prelude's helpers are re-implemented here for float/int/bool, float16 as _Float16 and
+bfloat16 as its 16 bits (conversions rounding to nearest even, as __float2bfloat16_rn):
 ``lf_vld``/``lf_vst`` check the alignment the real vector loads need (4 elements of the storage
 type: 16 B for float) and ``run`` raises when one was misaligned; every buffer is 256-byte
 aligned as cudaMalloc's, and outputs carry a guard band after their end that ``run`` checks.
@@ -23,7 +24,8 @@ aligned as cudaMalloc's, and outputs carry a guard band after their end that ``r
 This checks indexing, strides, masks, params, the dims table, launch sizes, shared-memory
 staging and the shuffle reductions against NumPy. It does not check what only the GPU decides
 (NVRTC, the real memory model, the device's float rounding, its own prelude text). Not emulated:
-host steps (cuBLAS), the hand kernels (rms_norm, softmax, rope, attention, GEMV), bfloat16.
+host steps (cuBLAS); the hand kernels (rms_norm, softmax, rope, attention, GEMV) only where a
+test compiles their files in (test_row_kernels.py, test_cuda_gemv_merge.py).
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ import os
 import re
 import subprocess
 
+import ml_dtypes
 import numpy as np
 
 from luminal_fn.backends.cuda.executable import launch_shape
@@ -58,6 +61,16 @@ _SHIM = r"""
 #define __align__(n)
 typedef long long lf_i64;
 typedef _Float16 __half;
+// bfloat16 as CUDA stores it: the high 16 bits of a float32, rounded to nearest even
+struct __nv_bfloat16 { uint16_t bits; };
+inline float __bfloat162float(__nv_bfloat16 x) {
+  const uint32_t u = (uint32_t)x.bits << 16; float f; std::memcpy(&f, &u, 4); return f; }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+  uint32_t u; std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return {(uint16_t)((u >> 16) | 0x40u)};  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return {(uint16_t)(u >> 16)};
+}
 struct lf_dim3 { unsigned x, y, z; };
 static thread_local lf_dim3 threadIdx, blockIdx;
 static lf_dim3 blockDim, gridDim;
@@ -98,11 +111,13 @@ template <typename T> inline T min(T a, T b) { return b < a ? b : a; }
 template <typename T> inline T max(T a, T b) { return a < b ? b : a; }
 inline float lf_ld(float x) { return x; }
 inline float lf_ld(__half x) { return (float)x; }
+inline float lf_ld(__nv_bfloat16 x) { return __bfloat162float(x); }
 inline int lf_ld(int x) { return x; }
 inline bool lf_ld(bool x) { return x; }
 template <typename T> inline T lf_st(float x);
 template <> inline float lf_st<float>(float x) { return x; }
 template <> inline __half lf_st<__half>(float x) { return (__half)x; }
+template <> inline __nv_bfloat16 lf_st<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 template <typename T> inline T lf_st_any(float x) { return lf_st<T>(x); }
 template <> inline bool lf_st_any<bool>(float x) { return x != 0.f; }
 inline int lf_f2i(float x) {  // __float2int_rz: truncate, saturate, NaN -> 0
@@ -127,6 +142,7 @@ inline float lf_cv(float x, float) { return x; }
 inline int lf_cv(int x, int) { return x; }
 inline bool lf_cv(bool x, bool) { return x; }
 inline float lf_cv(__half x, float) { return (float)x; }
+inline float lf_cv(__nv_bfloat16 x, float) { return __bfloat162float(x); }
 template <typename S> inline S lf_sv(float x) { return lf_st<S>(x); }
 template <int N, typename S, typename C> inline void lf_vld(const S* p, C (&v)[N]) {
   static_assert(N % 4 == 0, "lf_vld: N must be a multiple of 4");
@@ -141,9 +157,12 @@ template <int N> inline void lf_vst(bool* p, const bool (&v)[N]) {
   lf_check_align(p, 4); for (int j = 0; j < N; ++j) p[j] = v[j]; }
 template <int N> inline void lf_vst(__half* p, const float (&v)[N]) {
   lf_check_align(p, 8); for (int j = 0; j < N; ++j) p[j] = (__half)v[j]; }
+template <int N> inline void lf_vst(__nv_bfloat16* p, const float (&v)[N]) {
+  lf_check_align(p, 8); for (int j = 0; j < N; ++j) p[j] = __float2bfloat16_rn(v[j]); }
 // atomics: the kernels that use them run one thread at a time; the lock is for the others
 inline float lf_asf(float x) { return x; }
 inline float lf_asf(__half x) { return (float)x; }
+inline float lf_asf(__nv_bfloat16 x) { return __bfloat162float(x); }
 inline float lf_asf(bool x) { return x ? 1.f : 0.f; }
 inline float lf_combine(int mode, float old, float v) {
   return mode == 0 ? v : mode == 1 ? old + v : mode == 2 ? old * v : mode == 3 ? (old != old ? old : lf_max(old, v)) : (old != old ? old : lf_min(old, v));
@@ -160,8 +179,9 @@ template <typename T> inline void lf_atomic_narrow(int mode, T* p, float v) {
 extern "C" int lf_take_misaligned() { return lf_misaligned.exchange(0); }
 """
 
-C_TYPES = {"float32": "float", "int32": "int", "bool": "bool", "float16": "__half"}
-NP_TYPES = {"float32": np.float32, "int32": np.int32, "bool": np.bool_, "float16": np.float16}
+C_TYPES = {"float32": "float", "int32": "int", "bool": "bool", "float16": "__half", "bfloat16": "__nv_bfloat16"}
+NP_TYPES = {"float32": np.float32, "int32": np.int32, "bool": np.bool_, "float16": np.float16,
+            "bfloat16": ml_dtypes.bfloat16}
 MODEL_KINDS = ("embedding_bag", "embedding_bag_multi", "embedding_bag_multi_raw", "dlrm_interact", "conv2d_bias")
 # render/kernels.py, render/reduce.py; "merged": independent ones in one launch (cuda/horizontal.py)
 GENERIC_KINDS = ("ew", "red", "red2", "scatter", "merged")
@@ -320,7 +340,7 @@ def run(lib, bp, inputs: list, dims: dict) -> list:
             arr = _place(np.ascontiguousarray(bp.const_values[b.index], dtype=np_t).reshape(-1), keep)
         elif b.kind == "output":
             shape = tuple(int(evaluate(d, dims)) for d in b.shape)
-            fill = np.nan if np_t in (np.float32, np.float16) else -7777 if np_t is np.int32 else True
+            fill = np.nan if np_t in (np.float32, np.float16, ml_dtypes.bfloat16) else -7777 if np_t is np.int32 else True
             arr = _place(np.empty(shape, np_t), keep, fill)
         else:
             ptrs[nsym + b.id] = arena.ctypes.data + b.offset

@@ -1,7 +1,7 @@
 """Row kernels read a half-precision input directly where the graph widens it to float32 first
 (backends/cuda/widening.py): the copy's kernel and buffer disappear from the plan, the kernel
 loads the narrow dtype, and the results are the reference's (CPU emulation of the CUDA kernels,
-float16; bfloat16 is planned the same way and runs in the GPU tests)."""
+float16 and bfloat16)."""
 from __future__ import annotations
 
 import os
@@ -67,26 +67,35 @@ def test_a_widened_copy_read_by_another_kernel_too_stays():
 
 
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
+HALVES = pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
+TOL = {np.float16: 2e-3, ml_dtypes.bfloat16: 1.6e-2}
+
+
+def _ctype(dtype):
+    return "__half" if dtype is np.float16 else "__nv_bfloat16"
 
 
 @needs_gxx
+@HALVES
 @pytest.mark.parametrize("shape", [(5, 64), (3, 1000), (2, 9)], ids=["held", "held_wide", "unaligned"])
-def test_a_float16_softmax_on_the_cpu_emulation(shape, tmp_path):
+def test_a_half_softmax_on_the_cpu_emulation(shape, dtype, tmp_path):
     import cuda_model_emulation as emu
 
-    x = (R.standard_normal(shape) * 4).astype(np.float16)
+    x = (R.standard_normal(shape) * 4).astype(dtype)
     plan = _plan(_softmax, (x,), "softmax_rows")
-    assert "lf_softmax_rows<__half, " in next(s for s in plan.steps if s.label == "softmax_rows").source.text
+    text = next(s for s in plan.steps if s.label == "softmax_rows").source.text
+    assert f"lf_softmax_rows<{_ctype(dtype)}, " in text
     got = emu.run(_emulation_library(plan, str(tmp_path)), plan, [x], {})[0]
-    np.testing.assert_allclose(got.astype(np.float64), ref_softmax(x), rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(got.astype(np.float64), ref_softmax(x), rtol=TOL[dtype], atol=TOL[dtype])
 
 
 @needs_gxx
-def test_a_float16_attention_on_the_cpu_emulation(tmp_path):
+@HALVES
+def test_a_half_attention_on_the_cpu_emulation(dtype, tmp_path):
     import cuda_model_emulation as emu
 
-    q, k, v = (R.standard_normal(s).astype(np.float16) for s in ((2, 5, 16), (2, 8, 16), (2, 8, 16)))
-    mask = np.where(R.random((5, 8)) < 0.3, -1e4, 0.0).astype(np.float16)
+    q, k, v = (R.standard_normal(s).astype(dtype) for s in ((2, 5, 16), (2, 8, 16), (2, 8, 16)))
+    mask = np.where(R.random((5, 8)) < 0.3, -1e4, 0.0).astype(dtype)
     mask[:, 0] = 0.0
 
     def fn(q, k, v, m):
@@ -96,24 +105,29 @@ def test_a_float16_attention_on_the_cpu_emulation(tmp_path):
     labels = [s.label for s in plan.steps]
     assert "softmax_rows" in labels
     got = emu.run(_emulation_library(plan, str(tmp_path)), plan, [q, k, v, mask], {})[0]
-    np.testing.assert_allclose(got.astype(np.float64), ref_attention(q, k, v, mask), rtol=5e-3, atol=5e-3)
+    tol = 5e-3 if dtype is np.float16 else 3e-2
+    np.testing.assert_allclose(got.astype(np.float64), ref_attention(q, k, v, mask), rtol=tol, atol=tol)
 
 
 @needs_gxx
-@pytest.mark.parametrize("shape", [(5, 64), (3, 1000), (2, 3, 40)], ids=["held", "held_wide", "3d"])
-def test_a_float16_rms_norm_on_the_cpu_emulation(shape, tmp_path):
-    """Hugging Face's half-precision RMS norm: one rms_norm_rows kernel reading the float16 x,
-    rounding x * r to float16 before the weight multiply (CAST 3); the same bits as the model."""
+@HALVES
+@pytest.mark.parametrize("shape", [(5, 64), (3, 1000), (2, 3, 40), (2, 4096)],
+                         ids=["held", "held_wide", "3d", "llama_row"])
+def test_a_half_rms_norm_on_the_cpu_emulation(shape, dtype, tmp_path):
+    """Hugging Face's half-precision RMS norm: one rms_norm_rows kernel reading the half x,
+    rounding x * r to x's dtype before the weight multiply (CAST 3 / 2), storing with vector
+    stores where aligned; the same bits as the model."""
     import cuda_model_emulation as emu
     from test_row_kernels import ref_rms_half
 
-    x = (R.standard_normal(shape) * 2).astype(np.float16)
-    w = R.standard_normal(shape[-1:]).astype(np.float16)
+    x = (R.standard_normal(shape) * 2).astype(dtype)
+    w = R.standard_normal(shape[-1:]).astype(dtype)
     plan = _plan(lambda a, b: lf.nn.rms_norm(a, b, eps=1e-6), (x, w), "rms_norm_rows")
     (step,) = [s for s in plan.steps if s.label != "output copy"]
     assert step.label == "rms_norm_rows" and plan.bufs[step.bufs[0]].kind == "input"
-    assert "lf_rms_rows<__half, __half, __half, " in step.source.text and ", __half>(" in step.source.text
+    t = _ctype(dtype)
+    assert f"lf_rms_rows<{t}, {t}, {t}, " in step.source.text and f", {t}>(" in step.source.text
     got = emu.run(_emulation_library(plan, str(tmp_path)), plan, [x, w], {})[0]
     want = ref_rms_half(x, w, 1e-6)
     assert (got == want).mean() >= 0.99
-    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=TOL[dtype], atol=TOL[dtype])
