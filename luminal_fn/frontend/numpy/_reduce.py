@@ -212,8 +212,11 @@ def argmax(a, axis=None, keepdims=False):
     hit = m.equal(a, mx)
     if a.dtype.is_float:
         hit = m.logical_or(hit, m.isnan(a))  # the first NaN wins, as in NumPy
+    # the first hit: min over pos + n * (not hit), in [0, 2n) (a select would gather from a
+    # side-by-side copy of pos and n: more kernels for the same answer)
     pos = _positions(a, ax)
-    cand = m.where(hit, pos, n)
+    big = reshape_any(iota(as_expr(n), 1, a._ctx), (1,) * a.ndim)
+    cand = binary("Add", pos, binary("Mul", cast(m.logical_not(hit), dt.int32), big))
     return min(cand, axis=ax, keepdims=keepdims)
 
 
