@@ -1,7 +1,9 @@
 """The CUDA backend's pinned read-back ring (backends/cuda/staging.py, HostReadback) on the CPU:
 a stand-in for CuPy whose "device" arrays are NumPy arrays and whose copies are memmoves, so the
 slot bookkeeping is checked without a GPU: every pending read keeps its own values after its slot
-has been reused many times over, and arrays over the slot size take the ordinary path (None)."""
+has been reused many times over, and arrays over the slot size take the ordinary path (None).
+The upload ring (HostStaging.upload_many) is checked the same way: a call's small arguments go in
+one copy, as views at 256-byte offsets of one device buffer."""
 import ctypes
 import sys
 import types
@@ -78,3 +80,55 @@ def test_a_read_can_name_the_host_dtype_of_its_bytes(ring):
     got = ring.start(_DeviceArray(want.view(np.uint16)), bf16).result()
     assert got.dtype == bf16
     np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+
+
+# ---- the other way: HostStaging.upload_many (a call's small host arguments in one copy) ----------
+class _DeviceBuffer(np.ndarray):
+    """A stand-in CuPy array: a NumPy array whose ``data`` takes an async copy from the host."""
+
+    @property
+    def data(self):
+        arr = self
+
+        class _Dst:
+            def copy_from_host_async(self, src, n, stream):
+                ctypes.memmove(arr.ctypes.data, src.value, n)
+
+        return _Dst()
+
+
+@pytest.fixture
+def staging(monkeypatch):
+    fake_cupyx = types.ModuleType("cupyx")
+    fake_cupyx.empty_pinned = lambda shape, dtype: np.empty(shape, dtype)
+    monkeypatch.setitem(sys.modules, "cupyx", fake_cupyx)
+    from luminal_fn.backends.cuda.staging import HostStaging
+
+    cp = types.SimpleNamespace(cuda=types.SimpleNamespace(Event=_Event, get_current_stream=lambda: None),
+                               empty=lambda shape, dtype: np.empty(shape, dtype).view(_DeviceBuffer))
+    return HostStaging(cp)
+
+
+def test_small_arguments_share_one_copy_and_keep_their_values(staging):
+    from luminal_fn.backends.cuda.staging import SLOTS
+
+    for rep in range(2 * SLOTS + 3):  # every slot reused: each call's arrays keep their own values
+        hosts = [np.arange(3, dtype=np.int32) + rep, np.full((2, 2), rep, np.uint16),
+                 np.float32(rep + 0.5).reshape(()), np.arange(5) % 2 == rep % 2]
+        got = staging.upload_many(hosts)
+        bases = {g.base.ctypes.data if g.base is not None else g.ctypes.data for g in got}
+        for g, h in zip(got, hosts):
+            assert g.dtype == h.dtype and g.shape == h.shape
+            np.testing.assert_array_equal(np.asarray(g), h)
+            assert g.ctypes.data % 256 == np.asarray(got[0]).ctypes.data % 256  # 256-byte offsets
+        assert len(bases) == 1, "one device buffer (one copy) for the whole call"
+
+
+def test_arguments_over_one_slot_together_are_sent_one_by_one(staging):
+    from luminal_fn.backends.cuda.staging import STAGE_BYTES
+
+    hosts = [np.ones(STAGE_BYTES // 8, np.float32) * k for k in (1, 2, 3)]  # 1.5 slots in all
+    got = staging.upload_many(hosts)
+    for g, h in zip(got, hosts):
+        np.testing.assert_array_equal(np.asarray(g), h)
+    assert len({g.ctypes.data for g in got}) == 3

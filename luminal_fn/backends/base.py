@@ -87,6 +87,11 @@ class Backend:
     def from_numpy(self, arr: np.ndarray):
         raise NotImplementedError
 
+    def from_numpy_many(self, arrs: list) -> list:
+        """Several host arrays moved at once (a call's arguments); a device backend may batch
+        the copies. The default moves them one by one."""
+        return [self.from_numpy(a) for a in arrs]
+
     def from_dlpack(self, x):
         """A buffer of this backend for an object with ``__dlpack__`` (a PyTorch tensor, JAX or
         CuPy array, ...), sharing its memory where the device allows; the default reads it as a

@@ -450,6 +450,7 @@ class Compiled:
         bufs = []
         add = bufs.append
         in_np = self._in_np
+        host = []  # (position in bufs, NumPy array): moved together below
         for k, x in enumerate(leaves):
             t = type(x)
             if t is Array:
@@ -464,11 +465,18 @@ class Compiled:
                 d = x.dtype
                 if d is not in_np[k] and d != in_np[k]:
                     x = dt.narrow_array(x, f"{self._name}: argument {self._paths[k]!r}")
-                add(be.from_numpy(x))
+                host.append((len(bufs), x))
+                add(None)
             elif hasattr(x, "__dlpack__") and not isinstance(x, (np.generic, Tracer)):
                 add(self._foreign_leaf(x, k))
             else:
-                add(be.from_numpy(self._other_leaf(x, k)))
+                host.append((len(bufs), self._other_leaf(x, k)))
+                add(None)
+        if len(host) == 1:
+            bufs[host[0][0]] = be.from_numpy(host[0][1])
+        elif host:
+            for (i, _), b in zip(host, be.from_numpy_many([x for _, x in host])):
+                bufs[i] = b
         return self.call_buffers(leaves, bufs)
 
     def call_buffers(self, leaves: Sequence[Any], bufs: list):

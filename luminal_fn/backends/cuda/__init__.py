@@ -58,6 +58,25 @@ class CudaBackend(Backend):
             return self._staging.upload(host)
         return self.cp.asarray(host)
 
+    def from_numpy_many(self, arrs: list) -> list:
+        """The small ones sent together: one pinned staging slot and one copy (a decode step's
+        positions, scatter index and mask: one copy on the stream instead of three)."""
+        out = list(arrs)
+        small, hosts = [], []
+        for k, a in enumerate(arrs):
+            if isinstance(a, self.cp.ndarray):
+                continue
+            h = np.ascontiguousarray(host_to_storage(np.asarray(a)))
+            if 0 < h.nbytes <= STAGE_BYTES:
+                small.append(k)
+                hosts.append(h)
+            else:
+                out[k] = self.from_numpy(h)
+        moved = self._staging.upload_many(hosts) if len(hosts) > 1 else [self._staging.upload(h) for h in hosts]
+        for k, buf in zip(small, moved):
+            out[k] = buf
+        return out
+
     def from_dlpack(self, x):
         """CUDA memory is shared (``cupy.from_dlpack``, no copy); memory elsewhere (host, other
         devices) is read on the host and moved."""

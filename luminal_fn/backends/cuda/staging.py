@@ -73,6 +73,35 @@ class HostStaging(_PinnedRing):
         return out
 
 
+    def upload_many(self, hosts: list) -> list:
+        """Device arrays holding ``hosts`` (contiguous, storage dtypes, none empty), sent with
+        one copy when they fit one slot together (each at a 256-byte boundary, as cudaMalloc
+        aligns): views into one device buffer. Otherwise one upload each."""
+        offsets, total = [], 0
+        for h in hosts:
+            total = -(-total // 256) * 256
+            offsets.append(total)
+            total += h.nbytes
+        if total > STAGE_BYTES:
+            return [self.upload(h) for h in hosts]
+        cp = self.cp
+        with self.lock:
+            k = self._claim()
+            ev = self.events[k]
+            if ev is None:
+                ev = self.events[k] = cp.cuda.Event(block=False, disable_timing=True)
+            else:
+                ev.synchronize()
+            slot, ptr = self._slot(k, total)
+            for h, off in zip(hosts, offsets):
+                slot[off:off + h.nbytes] = h.reshape(-1).view(np.uint8)
+            dev = cp.empty((total,), dtype=np.uint8)
+            stream = cp.cuda.get_current_stream()
+            dev.data.copy_from_host_async(ptr, total, stream)
+            ev.record(stream)
+        return [dev[off:off + h.nbytes].view(h.dtype).reshape(h.shape) for h, off in zip(hosts, offsets)]
+
+
 class PendingRead:
     """A device-to-host copy in flight: ``result()`` waits for its event and returns the values
     (copied out of the pinned slot, which is then free for another read)."""
