@@ -8,6 +8,9 @@
 # peers' anchor scripts copied from ../shared/anchors into .anchors/):
 #   bash benchmarks/gpu_run.sh [tests-s] [dlrm-s] [llama-s] [anchors-s] [profile-s] [search-graphs]
 # A cap of 0 skips that part. The whole call must stay under the device's 10 minutes a command.
+# Environment: LLAMA_DTYPES (default bfloat16,float32); T_LONG=seconds adds a long-context Llama
+# run (a 1000-token prompt, cache of 2048) with the attention split on and off; STEP_ONLY=1 keeps
+# only the decode step's profile (no decode loop, no DLRM profile, no A/B).
 set -u
 OUT=${OUT:-/tmp/lf_out}
 mkdir -p "$OUT"
@@ -26,6 +29,7 @@ if [ "$T_TESTS" != 0 ]; then
   timeout -s INT -k 10 "$T_TESTS" python3 -m pytest -q $XD -p no:cacheprovider -p no:benchmark -rf --tb=line \
     tests/test_cuda*.py tests/test_jit.py tests/test_dlpack.py tests/test_multi_embedding_bag.py \
     tests/test_raw_index_bag.py tests/test_row_kernels.py tests/test_attention_rule.py tests/test_rope_rule.py \
+    tests/test_half_casts.py tests/test_attention_store.py \
     > "$OUT/pytest_cuda.log" 2>&1
   echo "tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cuda.log" | tail -n 12
 fi
@@ -39,7 +43,7 @@ if [ "$T_DLRM" != 0 ]; then
   fi
 fi
 if [ "$T_LLAMA" != 0 ]; then
-  timeout -s INT -k 10 "$T_LLAMA" python3 benchmarks/llama_bench.py --backend cuda --dtype bfloat16,float32 \
+  timeout -s INT -k 10 "$T_LLAMA" python3 benchmarks/llama_bench.py --backend cuda --dtype "${LLAMA_DTYPES:-bfloat16,float32}" \
     --prompt-tokens 32 --max-new-tokens 64 --max-seq-len 512 --search-graphs "$GRAPHS" \
     --json "$OUT/llama.json" > "$OUT/llama.log" 2>&1
   echo "llama rc=$?"; tail -n 5 "$OUT/llama.log"
@@ -48,7 +52,22 @@ if [ "$T_LLAMA" != 0 ]; then
     echo "llama anchor rc=$?"; grep '^RESULT' "$OUT/llama_anchor.log" | cut -c1-1500
   fi
 fi
-if [ "$T_PROF" != 0 ]; then  # where a generated token's time goes (step, pick, host queueing)
+if [ "${T_LONG:-0}" != 0 ]; then  # a long context: the attention's keys split among blocks, or not
+  for split in 1 0; do
+    echo "== long context, LUMINAL_CUDA_ATTN_SPLIT=$split ==" >> "$OUT/llama.log"
+    LUMINAL_CUDA_ATTN_SPLIT=$split timeout -s INT -k 10 "$T_LONG" python3 benchmarks/llama_bench.py --backend cuda \
+      --dtype bfloat16 --prompt-tokens 1000 --max-new-tokens 64 --max-seq-len 2048 --search-graphs "$GRAPHS" \
+      >> "$OUT/llama.log" 2>&1
+    echo "long context split=$split rc=$?"; tail -n 2 "$OUT/llama.log"
+  done
+fi
+if [ "$T_PROF" != 0 ] && [ "${STEP_ONLY:-0}" = 1 ]; then
+  { timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 12
+    echo "== A/B: the attention's keys in one block a row (split by default at the bucket's C) =="
+    LUMINAL_CUDA_ATTN_SPLIT=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3; } \
+    > "$OUT/decode_loop.txt" 2>&1
+  echo "step profiles rc=$?"; grep -E "==|launches|replayed alone|attention_rows" "$OUT/decode_loop.txt"
+elif [ "$T_PROF" != 0 ]; then  # where a generated token's time goes (step, pick, host queueing)
   timeout -s INT -k 10 "$T_PROF" python3 benchmarks/decode_loop_profile.py --tokens 32 > "$OUT/decode_loop.txt" 2>&1
   echo "decode loop rc=$?"; tail -n 9 "$OUT/decode_loop.txt"
   # every step of the decode step and of a DLRM forward timed alone (appended: $OUT holds 8 files)

@@ -252,28 +252,120 @@ __device__ __forceinline__ void lf_attn_rows_held(
   }
 }
 
+// One part of a split row (see lf_attn_rows, PARTS): keys [pt * chunk, min(C, (pt + 1) * chunk)).
+// Warp w runs an online softmax over keys w, w + NW, ...: running max mw, sum lw and weighted
+// values (its lanes splitting Ev); masked keys (x = -inf) add nothing. The block merges its warps
+// and writes its (max, sum, values); the row's last block merges the np parts into yr.
+template <typename TQ, typename TK, typename TV, typename TM, typename TY, typename TR, int BLOCK, int NE,
+          int NEV, int PARTS>
+__device__ __forceinline__ void lf_attn_rows_part(
+    const float (&qv)[NE], const TK* __restrict__ kb, long long kc, const TV* __restrict__ vb,
+    long long vc, const TM* __restrict__ mr, TY* __restrict__ yr, long long ye, int C, int E, int Ev,
+    float neg, float log2e, float scale, int row, int pt, int np, float* __restrict__ scratch,
+    int* __restrict__ count, float (*part)[NEV * 32], float* wm, float* wl, int* last) {
+  constexpr int NW = BLOCK / 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int chunk = (C + np - 1) / np, j0 = pt * chunk, j1 = min(C, j0 + chunk);
+  float mw = -LF_INF, lw = 0.f, acc[NEV];
+  #pragma unroll
+  for (int i = 0; i < NEV; ++i) acc[i] = 0.f;
+  for (int j = j0 + warp; j < j1; j += NW) {
+    const float x = lf_attn_score<TQ, TK, NE>(qv, kb + j * kc, E, lane) * scale + lf_ld(mr[j]);
+    if (x == -LF_INF) continue;  // (warp-uniform: every lane holds the same score)
+    const float mn = lf_max(mw, x);
+    const float corr = mw == -LF_INF ? 0.f : exp2f((mw + mn * neg) * log2e);
+    const float e = exp2f((x + mn * neg) * log2e);
+    lw = lw * corr + e;
+    const TV* vr = vb + j * vc;
+    #pragma unroll
+    for (int i = 0; i < NEV; ++i) {
+      const int c = lane + 32 * i;
+      acc[i] = acc[i] * corr + (c < Ev ? e * lf_ld(vr[c]) : 0.f);
+    }
+    mw = mn;
+  }
+  if (lane == 0) { wm[warp] = mw; wl[warp] = lw; }
+  #pragma unroll
+  for (int i = 0; i < NEV; ++i) part[warp][lane + 32 * i] = acc[i];
+  __syncthreads();
+  float mb = -LF_INF;
+  for (int w = 0; w < NW; ++w) mb = lf_max(mb, wm[w]);
+  float* out = scratch + ((long long)row * PARTS + pt) * (2 + Ev);
+  if (threadIdx.x == 0) {
+    float lb = 0.f;
+    for (int w = 0; w < NW; ++w) lb += wm[w] == -LF_INF ? 0.f : wl[w] * exp2f((wm[w] + mb * neg) * log2e);
+    out[0] = mb;
+    out[1] = lb;
+  }
+  for (int c = threadIdx.x; c < Ev; c += BLOCK) {
+    float t = 0.f;
+    for (int w = 0; w < NW; ++w) t += wm[w] == -LF_INF ? 0.f : part[w][c] * exp2f((wm[w] + mb * neg) * log2e);
+    out[2 + c] = t;
+  }
+  __threadfence();  // this part's values before its count
+  __syncthreads();
+  if (threadIdx.x == 0) *last = atomicAdd(count + row, 1) == np - 1;
+  __syncthreads();
+  if (*last) {  // (block-uniform) every other part has been written: merge them
+    __threadfence();
+    const float* rp = scratch + (long long)row * PARTS * (2 + Ev);
+    float M = -LF_INF;
+    for (int p = 0; p < np; ++p) M = lf_max(M, __ldcg(rp + p * (2 + Ev)));
+    float L = 0.f;
+    for (int p = 0; p < np; ++p) {
+      const float mp = __ldcg(rp + p * (2 + Ev));
+      L += mp == -LF_INF ? 0.f : __ldcg(rp + p * (2 + Ev) + 1) * exp2f((mp + M * neg) * log2e);
+    }
+    const float inv = 1.0f / L;
+    for (int c = threadIdx.x; c < Ev; c += BLOCK) {
+      float t = 0.f;
+      for (int p = 0; p < np; ++p) {
+        const float mp = __ldcg(rp + p * (2 + Ev));
+        t += mp == -LF_INF ? 0.f : __ldcg(rp + p * (2 + Ev) + 2 + c) * exp2f((mp + M * neg) * log2e);
+      }
+      yr[c * ye] = lf_st<TY>(lf_ld(lf_st<TR>(t * inv)));
+    }
+    if (threadIdx.x == 0) count[row] = 0;  // zero again for the next launch
+  }
+  __syncthreads();  // part, wm, wl and last are reused by the block's next row
+}
+
 // y[hk * yhk + g * yg + s * ys + e * ye] = the row's value rounded to TR, then stored as TY: the
 // plain output is TR = TY with contiguous strides; a cast-and-transpose copy the next kernel would
 // make is folded in by giving its dtype and layout instead (attentionkernels.fold_attention_stores).
+// PARTS > 1 (flash decoding, for few rows over many keys): a row's keys are split among up to
+// PARTS blocks of at least KEYS keys each (fewer blocks for a shorter C; a C of at most KEYS
+// takes the whole-row path above in one block). Each block runs an online
+// softmax over its keys per warp, merges its warps, and writes (max, sum, weighted values) to
+// ``scratch`` (rows * PARTS * (2 + Ev) floats); the last block of the row to finish (``count``, rows
+// ints that are zero between launches, counted atomically and reset by that block) merges the
+// parts and stores y. Needs neg == -1 (the traced softmax's x - max(x)), checked by the host.
 template <typename TQ, typename TK, typename TV, typename TM, typename TY, typename TR, int BLOCK, int NE,
-          int NEV, int CS>
+          int NEV, int CS, int PARTS = 1, int KEYS = 128>
 __device__ void lf_attn_rows(const TQ* __restrict__ q, long long qh, long long qg, long long qs,
                              const TK* __restrict__ k, long long kh, long long kc,
                              const TV* __restrict__ v, long long vh, long long vc,
                              const TM* __restrict__ m, long long mh, long long ms,
                              TY* __restrict__ y, long long yhk, long long yg, long long ys, long long ye,
                              int Hk, int G, int S, int C, int E, int Ev,
-                             float neg, float log2e, float scale) {
+                             float neg, float log2e, float scale,
+                             float* __restrict__ scratch = nullptr, int* __restrict__ count = nullptr) {
   static_assert(BLOCK >= 64 && BLOCK % 32 == 0, "lf_attn_rows: at least two warps");
   constexpr int NW = BLOCK / 32;
   __shared__ float red[32];
   __shared__ float xs[CS > 0 ? CS : 1];
   __shared__ float sq[CS > 0 ? NE * 32 : 1];
   __shared__ float part[NW][NEV * 32];
+  __shared__ float wm[NW], wl[NW];
+  __shared__ int last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int rows = Hk * G * S;
   const bool cached = CS > 0 && C <= CS;
-  for (int row = blockIdx.x; row < rows; row += gridDim.x) {
+  // parts this C takes (block-uniform): one for a short C
+  const int np = PARTS > 1 ? max(1, min(PARTS, (C + KEYS - 1) / KEYS)) : 1;
+  for (int bid = blockIdx.x; bid < rows * PARTS; bid += gridDim.x) {
+    const int row = bid / PARTS, pt = bid - row * PARTS;
+    if (pt >= np) continue;
     const int h = row / S, s = row - h * S, hk = h / G, g = h - hk * G;
     const TQ* qr = q + hk * qh + g * qg + s * qs;
     const TK* kb = k + hk * kh;
@@ -288,6 +380,13 @@ __device__ void lf_attn_rows(const TQ* __restrict__ q, long long qh, long long q
     float acc[NEV];
     #pragma unroll
     for (int i = 0; i < NEV; ++i) acc[i] = 0.f;
+    TY* yr = y + hk * yhk + g * yg + s * ys;
+    if (np > 1) {
+      lf_attn_rows_part<TQ, TK, TV, TM, TY, TR, BLOCK, NE, NEV, PARTS>(
+          qv, kb, kc, vb, vc, mr, yr, ye, C, E, Ev, neg, log2e, scale, row, pt, np, scratch, count,
+          part, wm, wl, &last);
+      continue;
+    }
     if (C <= NW * LfAttnHeld<NE, NEV>::R) {  // block-uniform: every key held in registers
       lf_attn_rows_held<TK, TV, TM, BLOCK, NE, NEV>(qv, kb, kc, vb, vc, mr, C, E, Ev, neg, log2e, scale,
                                                     red, acc);
@@ -340,7 +439,6 @@ __device__ void lf_attn_rows(const TQ* __restrict__ q, long long qh, long long q
     #pragma unroll
     for (int i = 0; i < NEV; ++i) part[warp][lane + 32 * i] = acc[i];
     __syncthreads();
-    TY* yr = y + hk * yhk + g * yg + s * ys;
     for (int e = threadIdx.x; e < Ev; e += BLOCK) {
       float t = 0.f;
       #pragma unroll

@@ -170,6 +170,9 @@ inline float lf_combine(int mode, float old, float v) {
 inline int lf_combine(int mode, int old, int v) {
   return mode == 0 ? v : mode == 1 ? old + v : mode == 2 ? old * v : mode == 3 ? lf_max(old, v) : lf_min(old, v);
 }
+inline int atomicAdd(int* p, int v) { std::lock_guard<std::mutex> g(lf_atomic_mu); const int old = *p; *p += v; return old; }
+inline void __threadfence() {}
+template <typename T> inline T __ldcg(const T* p) { return *p; }
 inline void lf_atomic(int mode, float* p, float v) { std::lock_guard<std::mutex> g(lf_atomic_mu); *p = lf_combine(mode, *p, v); }
 inline void lf_atomic(int mode, int* p, int v) { std::lock_guard<std::mutex> g(lf_atomic_mu); *p = lf_combine(mode, *p, v); }
 template <typename T> inline void lf_atomic_narrow(int mode, T* p, float v) {

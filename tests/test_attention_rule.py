@@ -255,21 +255,24 @@ def test_static_shapes_fire_too(s, c, heads, kv_heads):
 
 
 # ---- CUDA --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("recompute", [False, True], ids=["scores_in_shared", "scores_recomputed"])
+@pytest.mark.parametrize("recompute", [False, True, "split"], ids=["scores_in_shared", "scores_recomputed", "split"])
 @pytest.mark.parametrize("shape", [(8, 2, 32), (32, 8, 64)], ids=["8x2x32", "llama_1b_32x8x64"])
 def test_cuda_plans_one_kernel_and_the_module_compiles(shape, recompute, monkeypatch):
     from luminal_fn.backends.cuda import KERNEL_KINDS, attentionkernels
     from luminal_fn.backends.cuda.executable import plan_graph
     from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
 
-    if recompute:
+    if recompute is True:
         monkeypatch.setattr(attentionkernels, "SCORES_IN_SHARED", 0)
+    if recompute == "split":  # flash decoding: 8 keys a part
+        monkeypatch.setattr(attentionkernels, "PART_KEYS", 8)
     config = gqa_config(*shape)
     ex = extractor(llama_attention(config), decode_args(config, 9), kinds=KERNEL_KINDS)
     plan = plan_graph(ex.extract(attention_genome(ex)), {"s": 1, "c": N_CACHE})
     labels = [s.label for s in plan.steps]  # q, caches and mask read in place
     assert labels[0] == "attention_rows" and labels.count("attention_rows") == 1
     assert not {"softmax_rows", "matmul", "materialize"} & set(labels), labels  # then the output's transpose
+    assert (plan.steps[0].source.meta["parts"] > 1) == (recompute == "split")
     if nvcc_available():
         nvcc_check(module_source(plan.kernels()))
 
@@ -334,6 +337,59 @@ def test_cuda_kernel_on_the_cpu_emulation_computes_the_reference(name, recompute
         close(got, ref_attention(config, *args))
 
 
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
+@pytest.mark.parametrize("name", sorted(EMULATED))
+def test_split_rows_on_the_cpu_emulation_compute_the_reference(name, tmp_path, monkeypatch):
+    """Flash decoding: with 8 keys a part (128 on the device) a row's keys are split among up to
+    PARTS blocks, each writing its (max, sum, values), the last one merging them; short contexts
+    (C <= 8) take the whole-row path; causal rows whose later parts are wholly masked add nothing."""
+    import cuda_model_emulation as emu
+    from luminal_fn.backends.cuda import KERNEL_KINDS, attentionkernels
+    from luminal_fn.backends.cuda.executable import plan_graph
+
+    monkeypatch.setattr(attentionkernels, "PART_KEYS", 8)
+    heads, kv_heads, head_dim, dynamic, calls = EMULATED[name]
+    calls = calls + (((1, 8), (16, 40), (1, 57)) if dynamic else ())
+    config = gqa_config(heads, kv_heads, head_dim)
+    s0, c0 = calls[0]
+    ex = extractor(llama_attention(config), decode_args(config, c0, s0),
+                   kinds=KERNEL_KINDS, dynamic_axes=DECODE if dynamic else {})
+    ll = ex.extract(attention_genome(ex))
+    dims = {"s": 16, "c": N_CACHE} if dynamic else {}
+    bp = plan_graph(ll, dims)
+    (step,) = [st for st in bp.steps if st.label == "attention_rows"]
+    rows = heads * (16 if dynamic else s0)
+    c_max = N_CACHE if dynamic else c0
+    parts = max(1, min(-(-2 * 132 // rows), -(-c_max // 8), 32))
+    assert step.source.meta["parts"] == parts > 1
+    assert f", {parts}, 8>(" in step.source.text
+    lib = _emulation_library(bp, str(tmp_path))
+    for s, c in calls:
+        args = decode_args(config, c, s)
+        for _ in range(2):  # the per-row counts are zero again after a launch
+            got = emu.run(lib, bp, list(args), {"s": s, "c": c} if dynamic else {})[0]
+            close(got, ref_attention(config, *args))
+
+
+def test_no_split_when_the_rows_fill_the_device_or_the_switch_is_off(monkeypatch):
+    from luminal_fn.backends.cuda import KERNEL_KINDS, attentionkernels
+    from luminal_fn.backends.cuda.executable import plan_graph
+
+    config = gqa_config(4, 2, 16)
+    ex = extractor(llama_attention(config), decode_args(config, 9), kinds=KERNEL_KINDS)
+    ll = ex.extract(attention_genome(ex))
+
+    def parts(**kw):
+        (step,) = [st for st in plan_graph(ll, {"s": 16, "c": N_CACHE}, **kw).steps if st.label == "attention_rows"]
+        return step.source.meta["parts"]
+
+    assert parts() == 1  # C <= 64 is one part of 128 keys
+    monkeypatch.setattr(attentionkernels, "PART_KEYS", 8)
+    assert parts() == 5 and parts(sm_count=16) == 1  # 64 rows fill 2 blocks an SM of 16 SMs
+    monkeypatch.setenv("LUMINAL_CUDA_ATTN_SPLIT", "0")
+    assert parts() == 1
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(GQA))
 def test_cuda_attention_kernel_on_the_gpu(name):
@@ -358,6 +414,41 @@ def test_cuda_attention_kernel_on_the_gpu(name):
     for s, c in ((1, 12), (4, 30)):
         args = decode_args(config, c, s)
         close(np.asarray(jf(*args)), ref_attention(config, *args))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dname", ["float32", "bfloat16"])
+def test_split_rows_on_the_gpu_match_float64(dname):
+    """Llama-3.2-1B's attention (32 heads over 8 kv heads of 64) over a cache of 1536 rows: at
+    long contexts a row's keys are split among blocks (flash decoding) whose parts the last
+    block merges on the device; every context length and both row counts match float64, and a
+    second launch (the per-row counts zero again) gives the same values."""
+    import ml_dtypes
+
+    from luminal_fn.backends import get_backend
+    from luminal_fn.backends.cuda import KERNEL_KINDS
+
+    d = np.float32 if dname == "float32" else ml_dtypes.bfloat16
+    config, n = gqa_config(32, 8, 64), 1536
+
+    def args(c, s=1):
+        q = f32(s, config.q_dim).astype(d)
+        kc, vc = (f32(n, 512).astype(d) for _ in range(2))
+        return q, kc, vc, model.causal_mask(np.arange(c - s, c), c).astype(d)
+
+    buckets = {"s": [(1, 1), (2, 16)], "c": [(1, n)]}
+    graph = lf.jit(llama_attention(config), dynamic_axes=DECODE, buckets=buckets).trace(*args(9)).hlir
+    ex = Extractor(build_egraph(graph), graph, kernel_kinds=KERNEL_KINDS)
+    ll = ex.extract(attention_genome(ex))
+    be = get_backend("cuda")
+    exe = be.compile(ll)
+    tol = 2e-5 if dname == "float32" else 3e-2
+    for s, c in ((1, 1), (1, 100), (1, 129), (1, 700), (1, 1536), (3, 1000)):
+        a = args(c, s)
+        for _ in range(2):
+            got = be.to_numpy(exe.run([be.from_numpy(x) for x in a], {"s": s, "c": c})[0])
+            np.testing.assert_allclose(np.asarray(got, np.float64), ref_attention(config, *a),
+                                       rtol=tol, atol=tol, err_msg=f"s={s} c={c}")
 
 
 def _tiny_llama_step():

@@ -10,7 +10,10 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
+
+import numpy as np
 
 from ...ir import dtypes as dt
 from ...ir.expr import as_expr, same
@@ -20,6 +23,23 @@ from .plan import lowerer
 from .rowkernels import _at_most, _direct, _lead, _scalar_operand
 
 SCORES_IN_SHARED = 4096  # the largest bucket C whose scores stay in shared memory (16 KiB)
+PART_KEYS = 128  # the fewest keys a block takes when a row's keys are split (flash decoding)
+MAX_PARTS = 32
+SPLIT_SWITCH = "LUMINAL_CUDA_ATTN_SPLIT"
+
+
+def _parts(pl, node, rows_max: int, c_max: int) -> int:
+    """Blocks a row's keys are split among (lf_attn_rows' PARTS): enough for about two blocks an
+    SM when the rows alone are fewer (a decode step: one query row per head), and at most one per
+    PART_KEYS keys of the bucket's largest C; 1 (no split) otherwise, when the traced softmax
+    shift is not x - max(x) (neg = -1, which the parts' merge relies on), or with
+    ``LUMINAL_CUDA_ATTN_SPLIT=0``."""
+    if os.environ.get(SPLIT_SWITCH, "1").strip().lower() in ("0", "off", "false"):
+        return 1
+    if pl.kernel_input(node, 3).scalar is None or float(pl.kernel_input(node, 3).scalar) != -1.0:
+        return 1
+    want = -(-2 * pl.sm_count // max(rows_max, 1))
+    return max(1, min(want, -(-c_max // PART_KEYS), MAX_PARTS))
 
 
 def _unit_last(view) -> bool:
@@ -63,28 +83,39 @@ def lower_attention_rows(pl, node):
     neg = _scalar_operand(pl, node, 3, bufs, ids)
     log2e = _scalar_operand(pl, node, 4, bufs, ids)
     scale = _scalar_operand(pl, node, 5, bufs, ids)
-    bufs.append(("out", "out", node.dtype, False))
-    ids.append(pl.node_buf[node.id])
     qv, kv, vv = views
     mh, ms = _lead(mv)
     c_max = _at_most(pl, C)
+    rows = as_expr(Hk) * G * S
+    rows_max = _at_most(pl, rows)
+    parts = _parts(pl, node, rows_max, c_max)
+    split = ""
+    if parts > 1:  # the parts' (max, sum, values) and the per-row counts (zero between launches)
+        ids.append(pl.scratch(dt.float32, rows_max * parts * (2 + _at_most(pl, Ev))))
+        key = ("attention_rows count", node.id)
+        pl.const_values[key] = np.zeros(rows_max, np.int32)
+        ids.append(pl.new_buf(dt.int32, rows_max, "const", key))
+        bufs += [("scratch", "part", dt.float32, False), ("count", "cnt", dt.int32, False)]
+        split = ", part, cnt"
+    bufs.append(("out", "out", node.dtype, False))
+    ids.append(pl.node_buf[node.id])
     ne, nev = (-(-_at_most(pl, x) // 32) for x in (E, Ev))
     cs = -(-c_max // 32) * 32 if c_max <= SCORES_IN_SHARED else 0
     warps = min(16, max(2, 1 << max(0, (c_max // 16) - 1).bit_length()))
     threads = 32 * warps
+    tuning = f"{threads}, {ne}, {nev}, {cs}" + (f", {parts}, {PART_KEYS}" if parts > 1 else "")
     call = AttnRowsCall(
-        ", ".join(types), f"{threads}, {ne}, {nev}, {cs}",
+        ", ".join(types), tuning,
         f"b0 + ({r(qv.offset)}), (long long)({r(qv.strides[0])}), (long long)({r(qv.strides[1])}), "
         f"(long long)({r(qv.strides[2])}), "
         f"b1 + ({r(kv.offset)}), (long long)({r(kv.strides[0])}), (long long)({r(kv.strides[1])}), "
         f"b2 + ({r(vv.offset)}), (long long)({r(vv.strides[0])}), (long long)({r(vv.strides[1])}), "
         f"b6 + ({r(mv.offset)}), (long long)({r(mh)}), (long long)({r(ms)})",
-        f"{r(Hk)}, {r(G)}, {r(S)}, {r(C)}, {r(E)}, {r(Ev)}, {neg}, {log2e}, {scale}")
+        f"{r(Hk)}, {r(G)}, {r(S)}, {r(C)}, {r(E)}, {r(Ev)}, {neg}, {log2e}, {scale}{split}")
     ty = storage(pl, node.dtype)
     strides = tuple(r(x) for x in _contiguous_strides(G, S, Ev))
-    rows = as_expr(Hk) * G * S
-    src = hand_source(pl, "attention_rows", [call.line(ty, ty, strides)], bufs, threads, rows, 1,
-                      meta={"_attn_rows": call})
+    src = hand_source(pl, "attention_rows", [call.line(ty, ty, strides)], bufs, threads, rows * parts, 1,
+                      meta={"_attn_rows": call, "parts": parts})
     pl.add_kernel(src, ids, node.id, "attention_rows")
 
 
