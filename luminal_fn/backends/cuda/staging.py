@@ -51,17 +51,23 @@ class HostStaging(_PinnedRing):
         super().__init__(cp, threading.Lock())
         self.events = [None] * SLOTS
 
+    def _free_slot(self) -> tuple:
+        """(the next slot, its event) once the copy from that slot's last use is done (call with
+        the lock held)."""
+        k = self._claim()
+        ev = self.events[k]
+        if ev is None:
+            ev = self.events[k] = self.cp.cuda.Event(block=False, disable_timing=True)
+        else:
+            ev.synchronize()  # done long ago unless SLOTS uploads are still queued
+        return k, ev
+
     def upload(self, host: np.ndarray):
         """A new device array holding ``host`` (contiguous, storage dtype); the host array may be
         changed as soon as this returns."""
         cp = self.cp
         with self.lock:
-            k = self._claim()
-            ev = self.events[k]
-            if ev is None:
-                ev = self.events[k] = cp.cuda.Event(block=False, disable_timing=True)
-            else:
-                ev.synchronize()  # done long ago unless SLOTS uploads are still queued
+            k, ev = self._free_slot()
             n = host.nbytes
             slot, ptr = self._slot(k, n)
             slot[...] = host.reshape(-1).view(np.uint8)
@@ -71,7 +77,6 @@ class HostStaging(_PinnedRing):
                 out.data.copy_from_host_async(ptr, n, stream)
                 ev.record(stream)
         return out
-
 
     def upload_many(self, hosts: list) -> list:
         """Device arrays holding ``hosts`` (contiguous, storage dtypes, none empty), sent with
@@ -86,12 +91,7 @@ class HostStaging(_PinnedRing):
             return [self.upload(h) for h in hosts]
         cp = self.cp
         with self.lock:
-            k = self._claim()
-            ev = self.events[k]
-            if ev is None:
-                ev = self.events[k] = cp.cuda.Event(block=False, disable_timing=True)
-            else:
-                ev.synchronize()
+            k, ev = self._free_slot()
             slot, ptr = self._slot(k, total)
             for h, off in zip(hosts, offsets):
                 slot[off:off + h.nbytes] = h.reshape(-1).view(np.uint8)
