@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import luminal_fn as lf  # noqa: E402
 from llama.checkpoint import random_weights  # noqa: E402
 from llama.config import llama_3_2_1b_config  # noqa: E402
-from llama.model import make_step, new_cache, step_inputs  # noqa: E402
+from llama.model import bucket_limits, dim_buckets, make_step, new_cache, step_inputs  # noqa: E402
 from luminal_fn.backends.cuda.plan import KernelStep  # noqa: E402
 
 
@@ -36,8 +36,13 @@ def llama_bucket(args, cp):
     """The decode bucket's executable after a prefill and a few decode steps."""
     cfg = llama_3_2_1b_config()
     w = random_weights(cfg, args.dtype, backend="cuda")
-    step = make_step(cfg, backend="cuda", buckets={"s": [(1, 1), (2, 64, 16)], "c": [(1, 1), (2, 512, 16)]},
-                     search=lf.SearchOptions(limit=args.search))
+    # llama_bench's buckets for its default run (prompt 32, 64 new tokens, cache 512): with the
+    # same search cache this profiles the genome the benchmark's search chose
+    buckets = dim_buckets(*bucket_limits(32, 64, 512))
+    top = buckets["c"][-1][1]
+    if not 2 <= args.context <= top:
+        raise SystemExit(f"--context {args.context}: the decode bucket covers contexts 2..{top}")
+    step = make_step(cfg, backend="cuda", buckets=buckets, search=lf.SearchOptions(limit=args.search))
     state = {"cache": new_cache(cfg, 512, backend="cuda")}
     _, state["cache"] = step(w, *step_inputs(list(range(32)), 0), state["cache"])
     decode = step_inputs([5], args.context - 1)
