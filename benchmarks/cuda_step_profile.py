@@ -1,7 +1,7 @@
 """Where a Llama-1B decode step (or a DLRM forward) spends its GPU time on the CUDA backend: the step's median wall
 time, whether it replays as one CUDA graph, and every step timed alone inside a CUDA graph (host cuBLAS steps included).
 
-    python benchmarks/cuda_step_profile.py [--dtype bfloat16] [--context 40] [--top 12]
+    python benchmarks/cuda_step_profile.py [--dtype bfloat16] [--context 40] [--context-bucket 2048] [--top 12]
     python benchmarks/cuda_step_profile.py --model dlrm --num-cat 8
 """
 from __future__ import annotations
@@ -39,11 +39,13 @@ def llama_bucket(args, cp):
     # llama_bench's buckets for its default run (prompt 32, 64 new tokens, cache 512): with the
     # same search cache this profiles the genome the benchmark's search chose
     buckets = dim_buckets(*bucket_limits(32, 64, 512))
+    if args.context_bucket:  # a longer decode bucket (where the attention's keys may be split)
+        buckets["c"] = [(1, 1), (2, args.context_bucket, 16)]
     top = buckets["c"][-1][1]
     if not 2 <= args.context <= top:
         raise SystemExit(f"--context {args.context}: the decode bucket covers contexts 2..{top}")
     step = make_step(cfg, backend="cuda", buckets=buckets, search=lf.SearchOptions(limit=args.search))
-    state = {"cache": new_cache(cfg, 512, backend="cuda")}
+    state = {"cache": new_cache(cfg, max(512, top), backend="cuda")}
     _, state["cache"] = step(w, *step_inputs(list(range(32)), 0), state["cache"])
     decode = step_inputs([5], args.context - 1)
 
@@ -175,6 +177,8 @@ def main():
     ap.add_argument("--model", default="llama", choices=("llama", "dlrm"))
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--context", type=int, default=40)
+    ap.add_argument("--context-bucket", type=int, default=0,
+                    help="top of the decode bucket's contexts (default: llama_bench's, 128)")
     ap.add_argument("--num-cat", type=int, default=8)
     ap.add_argument("--rows", type=int, default=100_000, help="rows per DLRM table (the anchor's)")
     ap.add_argument("--top", type=int, default=12)

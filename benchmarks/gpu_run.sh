@@ -63,8 +63,11 @@ if [ "${T_LONG:-0}" != 0 ]; then  # a long context: the attention's keys split a
 fi
 if [ "$T_PROF" != 0 ] && [ "${STEP_ONLY:-0}" = 1 ]; then
   { timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 12
-    echo "== A/B: the attention's keys in one block a row (split by default at the bucket's C) =="
-    LUMINAL_CUDA_ATTN_SPLIT=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3; } \
+    for split in 1 0; do  # a short context in a decode bucket up to 2048 (the split planned, idle at C <= 128)
+      echo "== A/B: c = 40 in a bucket up to 2048, LUMINAL_CUDA_ATTN_SPLIT=$split =="
+      LUMINAL_CUDA_ATTN_SPLIT=$split timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py \
+        --context-bucket 2048 --top 3
+    done; } \
     > "$OUT/decode_loop.txt" 2>&1
   echo "step profiles rc=$?"; grep -E "==|launches|replayed alone|attention_rows" "$OUT/decode_loop.txt"
 elif [ "$T_PROF" != 0 ]; then  # where a generated token's time goes (step, pick, host queueing)
