@@ -293,6 +293,16 @@ def rows_rms_cast_bf16():
     return _extracted(lambda x, w: lf.nn.rms_norm(x, w, eps=1e-5).astype(lnp.bfloat16), x, w)
 
 
+def rows_rms_half_bf16():  # Hugging Face's half-precision norm: CAST 2 rounds x * r to bf16
+    x, w = rand((5, 64), dt.bfloat16), rand((64,), dt.bfloat16)
+    return _extracted(lambda x, w: lf.nn.rms_norm(x, w, eps=1e-6), x, w)
+
+
+def rows_rms_half_f16():  # CAST 3: rounded to float16
+    x, w = rand((2, 3, 48), dt.float16), rand((48,), dt.float16)
+    return _extracted(lambda x, w: lf.nn.rms_norm(x, w, eps=1e-6), x, w)
+
+
 def rows_softmax_attention_mask():
     q, k, v = (rand(s, dt.float32) for s in ((2, 3, 8), (2, 5, 8), (2, 5, 8)))
     mask = np.where(R.random((3, 5)) < 0.4, -1e10, 0.0).astype(np.float32)
@@ -301,7 +311,7 @@ def rows_softmax_attention_mask():
 
 
 CASES = {f.__name__: f for f in [
-    rows_rms_cast_bf16, rows_softmax_attention_mask,
+    rows_rms_cast_bf16, rows_rms_half_bf16, rows_rms_half_f16, rows_softmax_attention_mask,
     emb_basic, emb_transposed_table_symbolic_batch, emb_stride_buffer_clamped, emb_int32, emb_f16,
     multi_prefix_k3, multi_no_prefix_symbolic, multi_int32, rawmulti_prefix_k3, rawmulti_no_prefix_symbolic,
     dlrm_basic, dlrm_strided_symbolic, dlrm_masked, dlrm_many_pairs, dlrm_int32,
@@ -353,6 +363,20 @@ def test_model_kernel_on_mlx_ops_matches_numpy(name):
     exe = get_backend("mlx").compile(g, {"metal": False})
     assert f"{_kind(name)}:mlx" in exe.describe()
     _check_graph(g, ins, dims, exe, f"MLX-ops {_kind(name)} case {name} (dims {dims})")
+
+
+@pytest.mark.parametrize("name,code", [("rows_rms_half_bf16", 2), ("rows_rms_half_f16", 3)])
+def test_half_rms_norm_on_mlx_ops_gives_the_hugging_face_bits(name, code):
+    """The half-precision norm's rounding before the weight (CAST 2 / 3) on MLX's ops: the same
+    bits as Hugging Face's LlamaRMSNorm in float64 (a rare tie aside), as on NumPy and CUDA."""
+    from test_row_kernels import ref_rms_half
+
+    g, ins, dims = CASES[name]()
+    (node,) = [n for n in g.live_nodes() if n.op == "CustomOp" and n.attrs.get("name") == "rms_norm_rows"]
+    assert int(node.attrs["params"][2]) == code
+    (got,) = get_backend("mlx").compile(g, {"metal": False}).run([to_mlx(x) for x in ins], dims)
+    got, want = get_backend("mlx").to_numpy(got), ref_rms_half(ins[0], ins[1], 1e-6)
+    assert got.dtype == want.dtype and (got == want).mean() >= 0.99
 
 
 # ---- through the optimizer: random genomes of traced graphs with each pattern -----------------------
