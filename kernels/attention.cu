@@ -262,7 +262,7 @@ __device__ __forceinline__ void lf_attn_rows_part(
     const float (&qv)[NE], const TK* __restrict__ kb, long long kc, const TV* __restrict__ vb,
     long long vc, const TM* __restrict__ mr, TY* __restrict__ yr, long long ye, int C, int E, int Ev,
     float neg, float log2e, float scale, int row, int pt, int np, float* __restrict__ scratch,
-    int* __restrict__ count, float (*part)[NEV * 32], float* wm, float* wl, int* last) {
+    int* __restrict__ count, float (*part)[NEV * 32], float* wm, float* wl, float* pf, int* last) {
   constexpr int NW = BLOCK / 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int chunk = (C + np - 1) / np, j0 = pt * chunk, j1 = min(C, j0 + chunk);
@@ -290,16 +290,22 @@ __device__ __forceinline__ void lf_attn_rows_part(
   __syncthreads();
   float mb = -LF_INF;
   for (int w = 0; w < NW; ++w) mb = lf_max(mb, wm[w]);
+  __syncthreads();  // (every thread has read wm)
+  if (threadIdx.x < NW) {  // each warp's rescaling to the block's max, once: wm now holds it
+    const float m0 = wm[threadIdx.x];
+    wm[threadIdx.x] = m0 == -LF_INF ? 0.f : exp2f((m0 + mb * neg) * log2e);
+  }
+  __syncthreads();
   float* out = scratch + ((long long)row * PARTS + pt) * (2 + Ev);
   if (threadIdx.x == 0) {
     float lb = 0.f;
-    for (int w = 0; w < NW; ++w) lb += wm[w] == -LF_INF ? 0.f : wl[w] * exp2f((wm[w] + mb * neg) * log2e);
+    for (int w = 0; w < NW; ++w) lb += wl[w] * wm[w];
     out[0] = mb;
     out[1] = lb;
   }
   for (int c = threadIdx.x; c < Ev; c += BLOCK) {
     float t = 0.f;
-    for (int w = 0; w < NW; ++w) t += wm[w] == -LF_INF ? 0.f : part[w][c] * exp2f((wm[w] + mb * neg) * log2e);
+    for (int w = 0; w < NW; ++w) t += part[w][c] * wm[w];
     out[2 + c] = t;
   }
   __threadfence();  // this part's values before its count
@@ -311,23 +317,22 @@ __device__ __forceinline__ void lf_attn_rows_part(
     const float* rp = scratch + (long long)row * PARTS * (2 + Ev);
     float M = -LF_INF;
     for (int p = 0; p < np; ++p) M = lf_max(M, __ldcg(rp + p * (2 + Ev)));
-    float L = 0.f;
-    for (int p = 0; p < np; ++p) {
-      const float mp = __ldcg(rp + p * (2 + Ev));
-      L += mp == -LF_INF ? 0.f : __ldcg(rp + p * (2 + Ev) + 1) * exp2f((mp + M * neg) * log2e);
+    if (threadIdx.x < np) {  // each part's rescaling to the row's max, once (np <= PARTS <= 32)
+      const float mp = __ldcg(rp + threadIdx.x * (2 + Ev));
+      pf[threadIdx.x] = mp == -LF_INF ? 0.f : exp2f((mp + M * neg) * log2e);
     }
+    __syncthreads();
+    float L = 0.f;
+    for (int p = 0; p < np; ++p) L += __ldcg(rp + p * (2 + Ev) + 1) * pf[p];
     const float inv = 1.0f / L;
     for (int c = threadIdx.x; c < Ev; c += BLOCK) {
       float t = 0.f;
-      for (int p = 0; p < np; ++p) {
-        const float mp = __ldcg(rp + p * (2 + Ev));
-        t += mp == -LF_INF ? 0.f : __ldcg(rp + p * (2 + Ev) + 2 + c) * exp2f((mp + M * neg) * log2e);
-      }
-      yr[c * ye] = lf_st<TY>(lf_ld(lf_st<TR>(t * inv)));
+      for (int p = 0; p < np; ++p) t += __ldcg(rp + p * (2 + Ev) + 2 + c) * pf[p];
+      yr[c * ye] = lf_st<TY>(lf_round<TR>(t * inv));
     }
     if (threadIdx.x == 0) count[row] = 0;  // zero again for the next launch
   }
-  __syncthreads();  // part, wm, wl and last are reused by the block's next row
+  __syncthreads();  // part, wm, wl, pf and last are reused by the block's next row
 }
 
 // y[hk * yhk + g * yg + s * ys + e * ye] = the row's value rounded to TR, then stored as TY: the
@@ -356,7 +361,7 @@ __device__ void lf_attn_rows(const TQ* __restrict__ q, long long qh, long long q
   __shared__ float xs[CS > 0 ? CS : 1];
   __shared__ float sq[CS > 0 ? NE * 32 : 1];
   __shared__ float part[NW][NEV * 32];
-  __shared__ float wm[NW], wl[NW];
+  __shared__ float wm[NW], wl[NW], pf[PARTS];
   __shared__ int last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int rows = Hk * G * S;
@@ -384,7 +389,7 @@ __device__ void lf_attn_rows(const TQ* __restrict__ q, long long qh, long long q
     if (np > 1) {
       lf_attn_rows_part<TQ, TK, TV, TM, TY, TR, BLOCK, NE, NEV, PARTS>(
           qv, kb, kc, vb, vc, mr, yr, ye, C, E, Ev, neg, log2e, scale, row, pt, np, scratch, count,
-          part, wm, wl, &last);
+          part, wm, wl, pf, &last);
       continue;
     }
     if (C <= NW * LfAttnHeld<NE, NEV>::R) {  // block-uniform: every key held in registers
@@ -443,7 +448,7 @@ __device__ void lf_attn_rows(const TQ* __restrict__ q, long long qh, long long q
       float t = 0.f;
       #pragma unroll
       for (int w = 0; w < NW; ++w) t += part[w][e];
-      yr[e * ye] = lf_st<TY>(lf_ld(lf_st<TR>(t)));
+      yr[e * ye] = lf_st<TY>(lf_round<TR>(t));
     }
     __syncthreads();  // part and xs are reused by the block's next row
   }

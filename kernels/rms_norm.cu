@@ -76,7 +76,7 @@ __device__ void lf_rms_norm(const T* __restrict__ x, long long row_stride, const
         #pragma unroll
         for (int j = 0; j < V; ++j) {
           float n = v[j] * r;
-          if (ROUND) n = lf_ld(lf_st<T>(n));
+          if (ROUND) n = lf_round<T>(n);
           if (HAS_W) n = n * (lf_ld(w[i + j]) + w_offset);
           v[j] = n;
         }
@@ -85,7 +85,7 @@ __device__ void lf_rms_norm(const T* __restrict__ x, long long row_stride, const
     } else {
       for (int i = threadIdx.x; i < D; i += BLOCK) {
         float n = lf_ld(xr[i]) * r;
-        if (ROUND) n = lf_ld(lf_st<T>(n));
+        if (ROUND) n = lf_round<T>(n);
         if (HAS_W) n = n * (lf_ld(w[i]) + w_offset);
         yr[i] = lf_st<T>(n);
       }
@@ -144,7 +144,7 @@ __device__ void lf_rms_rows(const TX* __restrict__ x, long long row_stride, cons
         if (i < D) {
           float o[V];
           #pragma unroll
-          for (int j = 0; j < V; ++j) o[j] = lf_ld(lf_st<TR>(xv[h][j] * r)) * wv[h][j];
+          for (int j = 0; j < V; ++j) o[j] = lf_round<TR>(xv[h][j] * r) * wv[h][j];
           if (vy) {
             lf_vst<V>(yr + i, o);
           } else {
@@ -160,7 +160,7 @@ __device__ void lf_rms_rows(const TX* __restrict__ x, long long row_stride, cons
       for (int i = threadIdx.x * V; i < D; i += BLOCK * V) {
         float v[V]; lf_vld<V>(xr + i, v);
         #pragma unroll
-        for (int j = 0; j < V; ++j) v[j] = lf_ld(lf_st<TR>(v[j] * r)) * lf_ld(w[(long long)(i + j) * w_stride]);
+        for (int j = 0; j < V; ++j) v[j] = lf_round<TR>(v[j] * r) * lf_ld(w[(long long)(i + j) * w_stride]);
         if (vy) {
           lf_vst<V>(yr + i, v);
         } else {
@@ -170,7 +170,7 @@ __device__ void lf_rms_rows(const TX* __restrict__ x, long long row_stride, cons
       }
     } else {
       for (int i = threadIdx.x; i < D; i += BLOCK)
-        yr[i] = lf_st<TY>(lf_ld(lf_st<TR>(lf_ld(xr[i]) * r)) * lf_ld(w[(long long)i * w_stride]));
+        yr[i] = lf_st<TY>(lf_round<TR>(lf_ld(xr[i]) * r) * lf_ld(w[(long long)i * w_stride]));
     }
   }
 }
@@ -190,6 +190,6 @@ __device__ void lf_rms_row_to(const TX* __restrict__ x, long long row_stride, co
   const float ss = threadIdx.x < BLOCK ? lf_row_sumsq_part<TX, BLOCK>(x, D, vec) : 0.f;
   const float r = 1.0f / sqrtf(lf_block_sum<NT>(ss, red) * inv_n + eps);
   for (int i = threadIdx.x; i < D; i += NT)
-    xs[i] = lf_st<TY>(lf_ld(lf_st<TR>(lf_ld(x[i]) * r)) * lf_ld(w[(long long)i * w_stride]));
+    xs[i] = lf_st<TY>(lf_round<TR>(lf_ld(x[i]) * r) * lf_ld(w[(long long)i * w_stride]));
   __syncthreads();
 }

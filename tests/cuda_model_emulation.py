@@ -118,6 +118,7 @@ template <typename T> inline T lf_st(float x);
 template <> inline float lf_st<float>(float x) { return x; }
 template <> inline __half lf_st<__half>(float x) { return (__half)x; }
 template <> inline __nv_bfloat16 lf_st<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <typename T> inline float lf_round(float x) { return lf_ld(lf_st<T>(x)); }
 template <typename T> inline T lf_st_any(float x) { return lf_st<T>(x); }
 template <> inline bool lf_st_any<bool>(float x) { return x != 0.f; }
 inline int lf_f2i(float x) {  // __float2int_rz: truncate, saturate, NaN -> 0

@@ -72,6 +72,7 @@ int32 = DType("int32", 4, "i")
 bool_ = DType("bool", 1, "b")
 
 ALL = (float32, float16, bfloat16, int32, bool_)
+HALF = (float16, bfloat16)  # stored in 16 bits, computed in float32
 BY_NAME = {d.name: d for d in ALL}
 BY_NAME["bool_"] = bool_
 

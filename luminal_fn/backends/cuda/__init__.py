@@ -71,9 +71,8 @@ class CudaBackend(Backend):
                 small.append(k)
                 hosts.append(h)
             else:
-                out[k] = self.from_numpy(h)
-        moved = self._staging.upload_many(hosts) if len(hosts) > 1 else [self._staging.upload(h) for h in hosts]
-        for k, buf in zip(small, moved):
+                out[k] = self.from_numpy(h)  # (large or empty: from_numpy's own path)
+        for k, buf in zip(small, self._staging.upload_many(hosts) if hosts else ()):
             out[k] = buf
         return out
 

@@ -36,7 +36,8 @@ def _parts(pl, node, rows_max: int, c_max: int) -> int:
     ``LUMINAL_CUDA_ATTN_SPLIT=0``."""
     if os.environ.get(SPLIT_SWITCH, "1").strip().lower() in ("0", "off", "false"):
         return 1
-    if pl.kernel_input(node, 3).scalar is None or float(pl.kernel_input(node, 3).scalar) != -1.0:
+    neg = pl.kernel_input(node, 3).scalar
+    if neg is None or float(neg) != -1.0:
         return 1
     want = -(-2 * pl.sm_count // max(rows_max, 1))
     return max(1, min(want, -(-c_max // PART_KEYS), MAX_PARTS))

@@ -71,7 +71,7 @@ def _render(pl, s1, s2, sc, rope, idx):
         val = y
         if rope.dtype.name != "float32":  # (the value as the RoPE kernel would have stored it)
             val = load_expr(lang, rope.dtype, store_expr(lang, rope.dtype, y, "float"))
-        put = store_expr(lang, sc.dtype, convert(lang, val, "float", "float"), "float")
+        put = store_expr(lang, sc.dtype, val, "float")
         lines.append(f"  {{ const {itype} j = lf_dst(ao{off}); if (j >= 0 && j < lf_n_out) cache[j] = {put}; }}")
     body[st.line:st.line + 2] = lines
     bufs = [b for b in src.meta["_bufs"] if b[0] != "out"]

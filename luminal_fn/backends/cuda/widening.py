@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir import dtypes as dt
 from ...ir.expr import same
 from ..render import index as ix
 
 READS_NARROW = ("softmax_rows", "rms_norm_rows", "attention_rows")
-_NARROW = ("bfloat16", "float16")
 
 
 def read_through(graph) -> dict:
@@ -50,7 +50,7 @@ def _is_exact_widening(graph, n) -> bool:
     v = s.attrs.get("value") if s.op == "Constant" else None
     if s.op == "Constant" and not (isinstance(v, np.ndarray) and v.ndim > 0):
         return False  # (a scalar literal has no buffer to read)
-    return (s.dtype.name in _NARROW and view.mask is None and view.is_contiguous
+    return (s.dtype in dt.HALF and view.mask is None and view.is_contiguous
             and ix.is_zero(view.offset) and same(ix.numel(view.shape), ix.numel(s.shape))
             and same(ix.numel(n.shape), ix.numel(s.shape)))
 

@@ -41,7 +41,7 @@ def mx_dtype(d: dt.DType):
 
 def compute_dtype(d: dt.DType):
     """Half-precision math runs in float32 and is rounded when stored (as the reference)."""
-    return mx.float32 if d in (dt.float16, dt.bfloat16) else mx_dtype(d)
+    return mx.float32 if d in dt.HALF else mx_dtype(d)
 
 
 # ---- host <-> MLX ----------------------------------------------------------------------------------

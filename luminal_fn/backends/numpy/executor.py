@@ -88,7 +88,7 @@ def _np_dtype(d: dt.DType):
 
 def _compute_dtype(d: dt.DType):
     """Half-precision math runs in float32 (as on GPUs) and is rounded when stored."""
-    return np.float32 if d in (dt.float16, dt.bfloat16) else _np_dtype(d)
+    return np.float32 if d in dt.HALF else _np_dtype(d)
 
 
 # ---- primitives ---------------------------------------------------------------------------------

@@ -117,6 +117,8 @@ template <typename T> __device__ __forceinline__ T lf_st(float x);
 template <> __device__ __forceinline__ float lf_st<float>(float x) { return x; }
 template <> __device__ __forceinline__ __half lf_st<__half>(float x) { return __float2half_rn(x); }
 template <> __device__ __forceinline__ __nv_bfloat16 lf_st<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+// x rounded to T and read back as float (a half-precision rounding inside float math)
+template <typename T> __device__ __forceinline__ float lf_round(float x) { return lf_ld(lf_st<T>(x)); }
 __device__ __forceinline__ int lf_f2i(float x) { return __float2int_rz(x); }
 __device__ __forceinline__ float lf_max(float a, float b) { return (b > a || b != b) ? b : a; }
 __device__ __forceinline__ float lf_min(float a, float b) { return (b < a || b != b) ? b : a; }

@@ -14,7 +14,6 @@ from typing import Callable
 from ...ir import dtypes as dt
 from .lang import Language, compute_type, convert
 
-HALF = ("float16", "bfloat16")
 Leaf = Callable[[int], tuple]  # input index -> (C expression, compute type)
 GatherFn = Callable[[int, str], tuple]  # (input index, C int index expression) -> (expr, type)
 IotaFn = Callable[[object], str]  # Expr -> C int expression
@@ -77,11 +76,12 @@ class TreeRenderer:
             if self.iota is None:
                 raise NotImplementedError("iota is not available in this kernel")
             return self._tmp("int", self.iota(tree[1])), "int"
-        ct = compute_type(dt.BY_NAME[tree[1]])
+        d = dt.BY_NAME[tree[1]]
+        ct = compute_type(d)
         if tag == "Cast":
             a, at = self.render(tree[2])
             e = convert(lang, a, at, ct)
-            if ct == "float" and tree[1] in HALF:  # a cast to half precision rounds, even here
+            if d in dt.HALF:  # a cast to half precision rounds, even here
                 e = lang.load[tree[1]].format(x=lang.store[tree[1]].format(x=e))
             return self._tmp(ct, e), ct
         if tag in ("Exp2", "Log2", "Sin", "Sqrt", "Recip"):

@@ -20,7 +20,7 @@ def _float(x) -> Tracer:
     return x if x.dtype.is_float else cast(x, dt.float32)
 
 
-_HALF = (dt.float16, dt.bfloat16)
+_HALF = dt.HALF
 
 
 def _is_array(a) -> bool:
