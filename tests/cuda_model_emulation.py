@@ -147,7 +147,7 @@ inline float lf_cv(__nv_bfloat16 x, float) { return __bfloat162float(x); }
 template <typename S> inline S lf_sv(float x) { return lf_st<S>(x); }
 template <int N, typename S, typename C> inline void lf_vld(const S* p, C (&v)[N]) {
   static_assert(N % 4 == 0, "lf_vld: N must be a multiple of 4");
-  lf_check_align(p, 4 * sizeof(S));
+  lf_check_align(p, (sizeof(S) == 2 && N % 8 == 0) ? 16 : 4 * sizeof(S));  // halves: 16 bytes at N % 8 == 0
   for (int j = 0; j < N; ++j) v[j] = lf_cv(p[j], C());
 }
 template <int N> inline void lf_vst(float* p, const float (&v)[N]) {
@@ -157,9 +157,9 @@ template <int N> inline void lf_vst(int* p, const int (&v)[N]) {
 template <int N> inline void lf_vst(bool* p, const bool (&v)[N]) {
   lf_check_align(p, 4); for (int j = 0; j < N; ++j) p[j] = v[j]; }
 template <int N> inline void lf_vst(__half* p, const float (&v)[N]) {
-  lf_check_align(p, 8); for (int j = 0; j < N; ++j) p[j] = (__half)v[j]; }
+  lf_check_align(p, N % 8 == 0 ? 16 : 8); for (int j = 0; j < N; ++j) p[j] = (__half)v[j]; }
 template <int N> inline void lf_vst(__nv_bfloat16* p, const float (&v)[N]) {
-  lf_check_align(p, 8); for (int j = 0; j < N; ++j) p[j] = __float2bfloat16_rn(v[j]); }
+  lf_check_align(p, N % 8 == 0 ? 16 : 8); for (int j = 0; j < N; ++j) p[j] = __float2bfloat16_rn(v[j]); }
 // atomics: the kernels that use them run one thread at a time; the lock is for the others
 inline float lf_asf(float x) { return x; }
 inline float lf_asf(__half x) { return (float)x; }

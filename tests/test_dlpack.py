@@ -246,6 +246,31 @@ def test_cuda_bfloat16_through_dlpack():
     np.testing.assert_array_equal(cp.asnumpy(back).astype(np.float32), vals * 2)
 
 
+@pytest.mark.gpu
+def test_cuda_views_that_start_inside_a_16_byte_word_are_copied_not_misread():
+    # kernels read 16-byte vectors; a contiguous view starting at element 1 is read through an
+    # aligned copy (a misaligned vector load would be a sticky CUDA error) and left as it was
+    import cupy as cp
+
+    vals = np.linspace(-3, 3, 1 + 4 * 2048, dtype=np.float32)
+    x = cp.asarray(vals)[1:].reshape(4, 2048)
+    assert x.flags.c_contiguous and x.data.ptr % 16 == 4
+    f = lf.jit(lambda v: v * 2.0 + 1.0, backend="cuda")
+    np.testing.assert_array_equal(np.asarray(f(x)), vals[1:].reshape(4, 2048) * 2 + 1)
+    np.testing.assert_array_equal(cp.asnumpy(x).ravel(), vals[1:])
+    src = cp.asarray(vals.astype(_bf16()))
+    try:
+        a = lf.from_dlpack(src[1:], "cuda")
+    except TypeError as e:
+        assert "bfloat16" in str(e)
+        pytest.skip(f"this CuPy has no bfloat16 ({cp.__version__})")
+    assert a.buffer.data.ptr % 16 == 2
+    want = vals.astype(_bf16()).astype(np.float32)[1:]
+    y = lf.jit(lambda v: (v * 2.0).reshape(4, 2048), backend="cuda")(a)
+    np.testing.assert_array_equal(np.asarray(y).astype(np.float32).ravel(), want * 2)
+    np.testing.assert_array_equal(cp.asnumpy(src).astype(np.float32)[1:], want)
+
+
 def _bf16():
     from luminal_fn.ir import dtypes as dt
 

@@ -141,18 +141,44 @@ template <int N> __device__ __forceinline__ void lf_vld(const int* p, int (&v)[N
   #pragma unroll
   for (int j = 0; j < N; j += 4) { int4 t = *(const int4*)(p + j); v[j] = t.x; v[j+1] = t.y; v[j+2] = t.z; v[j+3] = t.w; }
 }
-template <int N> __device__ __forceinline__ void lf_vld(const __half* p, float (&v)[N]) {
-  #pragma unroll
-  for (int j = 0; j < N; j += 4) { uint2 t = *(const uint2*)(p + j);
-    float2 a = __half22float2(*(__half2*)&t.x), b = __half22float2(*(__half2*)&t.y);
-    v[j] = a.x; v[j+1] = a.y; v[j+2] = b.x; v[j+3] = b.y; }
+// 2-byte floats: one 16-byte access per 8 elements when N is a multiple of 8 (the address then
+// 16-byte aligned), else 8 bytes per 4 (two 8-byte loads of a 16-byte vector cost twice the
+// load instructions and L1 wavefronts).
+template <typename H2> __device__ __forceinline__ float2 lf_f2(unsigned u);
+template <> __device__ __forceinline__ float2 lf_f2<__half2>(unsigned u) { return __half22float2(*(__half2*)&u); }
+template <> __device__ __forceinline__ float2 lf_f2<__nv_bfloat162>(unsigned u) { return __bfloat1622float2(*(__nv_bfloat162*)&u); }
+__device__ __forceinline__ unsigned lf_u2(__half2 h) { return *(unsigned*)&h; }
+__device__ __forceinline__ unsigned lf_u2(__nv_bfloat162 h) { return *(unsigned*)&h; }
+__device__ __forceinline__ __half2 lf_pack2(float a, float b, const __half*) { return __floats2half2_rn(a, b); }
+__device__ __forceinline__ __nv_bfloat162 lf_pack2(float a, float b, const __nv_bfloat16*) { return __floats2bfloat162_rn(a, b); }
+template <typename H2, int N, typename H> __device__ __forceinline__ void lf_vld_half(const H* p, float (&v)[N]) {
+  if constexpr (N % 8 == 0) {
+    #pragma unroll
+    for (int j = 0; j < N; j += 8) { uint4 t = *(const uint4*)(p + j);
+      const unsigned u[4] = {t.x, t.y, t.z, t.w};
+      #pragma unroll
+      for (int q = 0; q < 4; ++q) { float2 a = lf_f2<H2>(u[q]); v[j+2*q] = a.x; v[j+2*q+1] = a.y; } }
+  } else {
+    #pragma unroll
+    for (int j = 0; j < N; j += 4) { uint2 t = *(const uint2*)(p + j);
+      float2 a = lf_f2<H2>(t.x), b = lf_f2<H2>(t.y);
+      v[j] = a.x; v[j+1] = a.y; v[j+2] = b.x; v[j+3] = b.y; }
+  }
 }
-template <int N> __device__ __forceinline__ void lf_vld(const __nv_bfloat16* p, float (&v)[N]) {
-  #pragma unroll
-  for (int j = 0; j < N; j += 4) { uint2 t = *(const uint2*)(p + j);
-    float2 a = __bfloat1622float2(*(__nv_bfloat162*)&t.x), b = __bfloat1622float2(*(__nv_bfloat162*)&t.y);
-    v[j] = a.x; v[j+1] = a.y; v[j+2] = b.x; v[j+3] = b.y; }
+template <int N, typename H> __device__ __forceinline__ void lf_vst_half(H* p, const float (&v)[N]) {
+  if constexpr (N % 8 == 0) {
+    #pragma unroll
+    for (int j = 0; j < N; j += 8)
+      *(uint4*)(p + j) = make_uint4(lf_u2(lf_pack2(v[j], v[j+1], p)), lf_u2(lf_pack2(v[j+2], v[j+3], p)),
+                                    lf_u2(lf_pack2(v[j+4], v[j+5], p)), lf_u2(lf_pack2(v[j+6], v[j+7], p)));
+  } else {
+    #pragma unroll
+    for (int j = 0; j < N; j += 4)
+      *(uint2*)(p + j) = make_uint2(lf_u2(lf_pack2(v[j], v[j+1], p)), lf_u2(lf_pack2(v[j+2], v[j+3], p)));
+  }
 }
+template <int N> __device__ __forceinline__ void lf_vld(const __half* p, float (&v)[N]) { lf_vld_half<__half2>(p, v); }
+template <int N> __device__ __forceinline__ void lf_vld(const __nv_bfloat16* p, float (&v)[N]) { lf_vld_half<__nv_bfloat162>(p, v); }
 template <int N> __device__ __forceinline__ void lf_vld(const bool* p, bool (&v)[N]) {
   #pragma unroll
   for (int j = 0; j < N; j += 4) { uchar4 t = *(const uchar4*)(p + j); v[j] = t.x; v[j+1] = t.y; v[j+2] = t.z; v[j+3] = t.w; }
@@ -165,16 +191,8 @@ template <int N> __device__ __forceinline__ void lf_vst(int* p, const int (&v)[N
   #pragma unroll
   for (int j = 0; j < N; j += 4) *(int4*)(p + j) = make_int4(v[j], v[j+1], v[j+2], v[j+3]);
 }
-template <int N> __device__ __forceinline__ void lf_vst(__half* p, const float (&v)[N]) {
-  #pragma unroll
-  for (int j = 0; j < N; j += 4) { __half2 a = __floats2half2_rn(v[j], v[j+1]), b = __floats2half2_rn(v[j+2], v[j+3]);
-    uint2 t; t.x = *(unsigned*)&a; t.y = *(unsigned*)&b; *(uint2*)(p + j) = t; }
-}
-template <int N> __device__ __forceinline__ void lf_vst(__nv_bfloat16* p, const float (&v)[N]) {
-  #pragma unroll
-  for (int j = 0; j < N; j += 4) { __nv_bfloat162 a = __floats2bfloat162_rn(v[j], v[j+1]), b = __floats2bfloat162_rn(v[j+2], v[j+3]);
-    uint2 t; t.x = *(unsigned*)&a; t.y = *(unsigned*)&b; *(uint2*)(p + j) = t; }
-}
+template <int N> __device__ __forceinline__ void lf_vst(__half* p, const float (&v)[N]) { lf_vst_half(p, v); }
+template <int N> __device__ __forceinline__ void lf_vst(__nv_bfloat16* p, const float (&v)[N]) { lf_vst_half(p, v); }
 template <int N> __device__ __forceinline__ void lf_vst(bool* p, const bool (&v)[N]) {
   #pragma unroll
   for (int j = 0; j < N; j += 4) *(uchar4*)(p + j) = make_uchar4(v[j], v[j+1], v[j+2], v[j+3]);
