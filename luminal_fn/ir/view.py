@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from .expr import Expr, IntLike, as_expr, ceildiv, compare, maximum, minimum, render, same, to_int_or_expr
+from .expr import (Expr, IntLike, as_expr, ceildiv, compare, floordiv, maximum, minimum, mod, render, same,
+                   to_int_or_expr)
 
 
 def _norm(x: IntLike) -> IntLike:
@@ -88,6 +89,19 @@ class View:
         for d in self.shape:
             n = _mul(n, d)
         return n
+
+    def flat_index(self, z: IntLike) -> Expr:
+        """The buffer index this view reads at its own flat (row-major) index ``z``, ignoring
+        the mask: offset + sum over dims of coordinate * stride."""
+        idx: IntLike = self.offset
+        inner: IntLike = 1
+        for k in range(self.ndim - 1, -1, -1):
+            d, st = self.shape[k], self.strides[k]
+            if not (same(d, 1) or same(st, 0)):
+                c = floordiv(z, inner) if k == 0 else mod(floordiv(z, inner), d)
+                idx = _add(idx, _mul(c, st))
+            inner = _mul(inner, d)
+        return as_expr(idx)
 
     def key(self) -> tuple:
         """A hashable, order-stable description (for CSE and graph hashing)."""

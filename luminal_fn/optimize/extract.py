@@ -19,7 +19,7 @@ express is repaired to the plain read.
 from __future__ import annotations
 
 from ..ir import dtypes as dt
-from ..ir.expr import add, as_expr
+from ..ir.expr import add, as_expr, substitute, var
 from ..ir.graph import Graph, _freeze
 from ..ir.passes import dce
 from ..ir.view import View
@@ -483,6 +483,27 @@ class _Extraction:
             return None
         return ("const", value, node.dtype.name)
 
+    def _iota_value(self, producer, vnode):
+        """A fused-tree ("iota", expr) for a read of an Iota, computed in place of its buffer (no
+        kernel, no load): its expression of the flat index z, with z the buffer index that the
+        read's view (composed through any view-inlined producer) gives at the tree's own flat
+        index (a broadcast row of positions: z % n). Not under a mask (reads outside give 0)."""
+        opts = self.ex.options.get(producer)
+        if not opts or opts[0].op != "Iota":
+            return None
+        view = self.ex.view_of(vnode) if vnode is not None else View.contiguous(self.ex.tensor(producer)[0])
+        for how in reversed(self.transform):
+            view = how.apply(view)
+            if view is None:
+                return None
+        view = view.drop_full_mask()
+        if view.mask is not None:
+            return None
+        expr = as_expr(self.ex.expr(opts[0].children[0]))
+        if "z" in expr.free_symbols():
+            expr = substitute(expr, {"z": view.flat_index(var("z"))})
+        return ("iota", expr)
+
     def _tree_node(self, n, ft, root, edges, size):
         lit = self.eg.literal
         ch = n.children
@@ -492,7 +513,7 @@ class _Extraction:
             producer = v.children[0] if v is not None else target
             if producer == root or producer in self.active:
                 raise _Cycle()
-            const = self._scalar_constant(producer, v)
+            const = self._scalar_constant(producer, v) or self._iota_value(producer, v)
             if const is not None:
                 size[0] += 1
                 return const

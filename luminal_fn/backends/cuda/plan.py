@@ -249,9 +249,9 @@ class Planner:
             alias_k = aliased.get(("prod", node.id))
             if alias_k is not None and self._scatter_in_place(node, readers):
                 continue
-            if alias_k is not None:
+            if alias_k is not None:  # (the caller gets the output's shape, the same elements)
                 self.node_buf[node.id] = self.new_buf(node.dtype, numel(node.shape), "output", alias_k,
-                                                      node.shape)
+                                                      g.nodes[g.outputs[alias_k]].shape)
             else:
                 self.node_buf[node.id] = self.new_buf(node.dtype, numel(node.shape), "arena")
             name = node.attrs.get("name") if op == "CustomOp" else None
@@ -342,8 +342,8 @@ class Planner:
             p = g.nodes[src]
             if p.op in ("Input", "Constant") or src in taken:
                 continue
-            trivial = view.is_contiguous and len(view.shape) == len(p.shape) and all(
-                same(a, b) for a, b in zip(view.shape, p.shape))
+            # the view reads all of the producer in its own order (a reshape, a [] read as [1])
+            trivial = view.is_contiguous and same(numel(view.shape), numel(p.shape))
             if not trivial or p.dtype != onode.dtype:
                 continue
             taken.add(src)
