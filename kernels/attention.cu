@@ -369,7 +369,9 @@ __device__ void lf_attn_rows(const TQ* __restrict__ q, long long qh, long long q
   // parts this C takes (block-uniform): one for a short C
   const int np = PARTS > 1 ? max(1, min(PARTS, (C + KEYS - 1) / KEYS)) : 1;
   for (int bid = blockIdx.x; bid < rows * PARTS; bid += gridDim.x) {
-    const int row = bid / PARTS, pt = bid - row * PARTS;
+    // part-major: the rows' first parts are the first blocks scheduled (for a short C the only
+    // ones with work; the others exit at once)
+    const int pt = bid / rows, row = bid - pt * rows;
     if (pt >= np) continue;
     const int h = row / S, s = row - h * S, hk = h / G, g = h - hk * G;
     const TQ* qr = q + hk * qh + g * qg + s * qs;

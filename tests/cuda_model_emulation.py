@@ -57,7 +57,7 @@ _SHIM = r"""
 #define __shared__
 #define __forceinline__ inline
 #define __restrict__
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __align__(n)
 typedef long long lf_i64;
 typedef _Float16 __half;

@@ -116,7 +116,7 @@ def lower_attention_rows(pl, node):
     ty = storage(pl, node.dtype)
     strides = tuple(r(x) for x in _contiguous_strides(G, S, Ev))
     src = hand_source(pl, "attention_rows", [call.line(ty, ty, strides)], bufs, threads, rows * parts, 1,
-                      meta={"_attn_rows": call, "parts": parts})
+                      meta={"_attn_rows": call, "parts": parts, "min_blocks": 1 if parts > 1 else 0})
     pl.add_kernel(src, ids, node.id, "attention_rows")
 
 

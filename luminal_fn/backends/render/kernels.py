@@ -80,7 +80,10 @@ def finish(lang: Language, kind: str, body: list, bufs: list, block: int, work, 
         params.append(f"constant int* lf_dims [[buffer({len(bufs)})]]")
         params.append(lang.extra_params)
         pre = [f"const int d_{s} = lf_dims[{j}];" for j, s in enumerate(syms)]
-    bounds = (lang.launch_bounds.format(n=block) + " ") if lang.launch_bounds else ""
+    # meta["min_blocks"] = 1: a kernel launched with few blocks may take every register of an
+    # SM (ptxas otherwise caps registers for two blocks an SM, and spills)
+    n = f"{block}, {meta['min_blocks']}" if meta.get("min_blocks") else block
+    bounds = (lang.launch_bounds.format(n=n) + " ") if lang.launch_bounds else ""
     lines.append(f"{lang.kernel_prefix} {bounds}@NAME@({', '.join(params)}) {{")
     lines += ["  " + p for p in pre]
     lines.append(text_body)
