@@ -28,18 +28,6 @@
 // the wait instead was slower (run V: 932 us against 815 us).
 #define LF_GEMV_PREFETCH 1024
 #endif
-#ifndef LF_GEMV_STREAM  // 0: weights through plain vector loads (the module source sets it from LUMINAL_CUDA_GEMV_STREAM)
-#define LF_GEMV_STREAM 1
-#endif
-// A weight load: streamed (read once: no L1 allocation, L2 prefetch hint), or plain.
-template <int V, typename T> __device__ __forceinline__ void lf_gemv_wld(const T* p, float (&v)[V]) {
-#if LF_GEMV_STREAM
-  lf_vld_stream<V>(p, v);
-#else
-  lf_vld<V>(p, v);
-#endif
-}
-
 template <typename T>
 __device__ __forceinline__ void lf_gemv_prefetch(const T* __restrict__ row, int K, int part, int WPR, int lane) {
   const char* p = (const char*)row;
@@ -70,7 +58,7 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, const T* _
       if (ITERS > 0) {
         float a[ITERS > 0 ? ITERS : 1][V];
         #pragma unroll
-        for (int i = 0; i < ITERS; ++i) lf_gemv_wld<V>(wr + k0 + i * step, a[i]);
+        for (int i = 0; i < ITERS; ++i) lf_vld<V>(wr + k0 + i * step, a[i]);
         #pragma unroll
         for (int i = 0; i < ITERS; ++i) {
           float b[V];
@@ -82,7 +70,7 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, const T* _
         #pragma unroll 4
         for (int k = k0; k < K; k += step) {
           float a[V], b[V];
-          lf_gemv_wld<V>(wr + k, a);
+          lf_vld<V>(wr + k, a);
           lf_vld<V>(x + k, b);
           #pragma unroll
           for (int j = 0; j < V; ++j) acc += a[j] * b[j];
@@ -134,7 +122,7 @@ __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, con
       if (ITERS > 0) {
         float a[ITERS > 0 ? ITERS : 1][V], b[ITERS > 0 ? ITERS : 1][V];
         #pragma unroll
-        for (int i = 0; i < ITERS; ++i) { lf_gemv_wld<V>(r0 + k0 + i * step, a[i]); lf_gemv_wld<V>(r1 + k0 + i * step, b[i]); }
+        for (int i = 0; i < ITERS; ++i) { lf_vld<V>(r0 + k0 + i * step, a[i]); lf_vld<V>(r1 + k0 + i * step, b[i]); }
         #pragma unroll
         for (int i = 0; i < ITERS; ++i) {
           float c[V];
@@ -146,8 +134,8 @@ __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, con
         #pragma unroll 4
         for (int k = k0; k < K; k += step) {
           float a[V], b[V], c[V];
-          lf_gemv_wld<V>(r0 + k, a);
-          lf_gemv_wld<V>(r1 + k, b);
+          lf_vld<V>(r0 + k, a);
+          lf_vld<V>(r1 + k, b);
           lf_vld<V>(x + k, c);
           #pragma unroll
           for (int j = 0; j < V; ++j) { acc0 += a[j] * c[j]; acc1 += b[j] * c[j]; }
@@ -196,7 +184,7 @@ __device__ void lf_gemv_kn(const T* __restrict__ w, long long ldw, const T* __re
     for (int k = k0 + ty; k < k1; k += 8) {
       const float xv = lf_ld(x[k]);
       float a[V];
-      lf_gemv_wld<V>(w + (long long)k * ldw + col0, a);
+      lf_vld<V>(w + (long long)k * ldw + col0, a);
       #pragma unroll
       for (int j = 0; j < V; ++j) acc[j] += xv * a[j];
     }

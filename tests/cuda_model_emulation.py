@@ -150,10 +150,6 @@ template <int N, typename S, typename C> inline void lf_vld(const S* p, C (&v)[N
   lf_check_align(p, (sizeof(S) == 2 && N % 8 == 0) ? 16 : 4 * sizeof(S));  // halves: 16 bytes at N % 8 == 0
   for (int j = 0; j < N; ++j) v[j] = lf_cv(p[j], C());
 }
-template <int N, typename S> inline void lf_vld_stream(const S* p, float (&v)[N]) {  // 16-byte loads
-  lf_check_align(p, 16);
-  for (int j = 0; j < N; ++j) v[j] = lf_cv(p[j], float());
-}
 template <int N> inline void lf_vst(float* p, const float (&v)[N]) {
   lf_check_align(p, 16); for (int j = 0; j < N; ++j) p[j] = v[j]; }
 template <int N> inline void lf_vst(int* p, const int (&v)[N]) {

@@ -30,8 +30,6 @@ def module_source(kernels) -> str:
             if not prefetch.isdigit():
                 raise ValueError(f"LUMINAL_CUDA_GEMV_PREFETCH={prefetch!r}: give a byte count, such as 4096")
             parts.append(f"#define LF_GEMV_PREFETCH {int(prefetch)}")
-        if os.environ.get("LUMINAL_CUDA_GEMV_STREAM", "1").strip().lower() in ("0", "off", "false"):
-            parts.append("#define LF_GEMV_STREAM 0")  # A/B: weights through plain vector loads
         parts += [kernel_file(f) for f in HAND_ORDER]
     parts += [k.text for k in seen.values()]
     return "\n".join(parts) + "\n"

@@ -151,21 +151,13 @@ __device__ __forceinline__ unsigned lf_u2(__half2 h) { return *(unsigned*)&h; }
 __device__ __forceinline__ unsigned lf_u2(__nv_bfloat162 h) { return *(unsigned*)&h; }
 __device__ __forceinline__ __half2 lf_pack2(float a, float b, const __half*) { return __floats2half2_rn(a, b); }
 __device__ __forceinline__ __nv_bfloat162 lf_pack2(float a, float b, const __nv_bfloat16*) { return __floats2bfloat162_rn(a, b); }
-// The 16 / sizeof(T) values of 16 raw bytes, widened to float.
-__device__ __forceinline__ void lf_unpack16(uint4 t, const float*, float* v) {
-  v[0] = __uint_as_float(t.x); v[1] = __uint_as_float(t.y); v[2] = __uint_as_float(t.z); v[3] = __uint_as_float(t.w);
-}
-template <typename H2> __device__ __forceinline__ void lf_unpack16_half(uint4 t, float* v) {
-  const unsigned u[4] = {t.x, t.y, t.z, t.w};
-  #pragma unroll
-  for (int q = 0; q < 4; ++q) { float2 a = lf_f2<H2>(u[q]); v[2*q] = a.x; v[2*q+1] = a.y; }
-}
-__device__ __forceinline__ void lf_unpack16(uint4 t, const __half*, float* v) { lf_unpack16_half<__half2>(t, v); }
-__device__ __forceinline__ void lf_unpack16(uint4 t, const __nv_bfloat16*, float* v) { lf_unpack16_half<__nv_bfloat162>(t, v); }
 template <typename H2, int N, typename H> __device__ __forceinline__ void lf_vld_half(const H* p, float (&v)[N]) {
   if constexpr (N % 8 == 0) {
     #pragma unroll
-    for (int j = 0; j < N; j += 8) lf_unpack16(*(const uint4*)(p + j), p, v + j);
+    for (int j = 0; j < N; j += 8) { uint4 t = *(const uint4*)(p + j);
+      const unsigned u[4] = {t.x, t.y, t.z, t.w};
+      #pragma unroll
+      for (int q = 0; q < 4; ++q) { float2 a = lf_f2<H2>(u[q]); v[j+2*q] = a.x; v[j+2*q+1] = a.y; } }
   } else {
     #pragma unroll
     for (int j = 0; j < N; j += 4) { uint2 t = *(const uint2*)(p + j);
@@ -187,24 +179,6 @@ template <int N, typename H> __device__ __forceinline__ void lf_vst_half(H* p, c
 }
 template <int N> __device__ __forceinline__ void lf_vld(const __half* p, float (&v)[N]) { lf_vld_half<__half2>(p, v); }
 template <int N> __device__ __forceinline__ void lf_vld(const __nv_bfloat16* p, float (&v)[N]) { lf_vld_half<__nv_bfloat162>(p, v); }
-// N values streamed in 16-byte loads of global memory that the kernel only reads, and reads once
-// (GEMV weights): the read-only path, no L1 allocation, a 256-byte L2 prefetch hint (sm_80+).
-__device__ __forceinline__ uint4 lf_ld_stream16(const void* p) {
-  uint4 r;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-#else
-  r = __ldg((const uint4*)p);
-#endif
-  return r;
-}
-template <int N, typename T> __device__ __forceinline__ void lf_vld_stream(const T* p, float (&v)[N]) {
-  constexpr int per = 16 / sizeof(T);
-  static_assert(N % per == 0, "lf_vld_stream: whole 16-byte vectors");
-  #pragma unroll
-  for (int j = 0; j < N; j += per) lf_unpack16(lf_ld_stream16(p + j), p, v + j);
-}
 template <int N> __device__ __forceinline__ void lf_vld(const bool* p, bool (&v)[N]) {
   #pragma unroll
   for (int j = 0; j < N; j += 4) { uchar4 t = *(const uchar4*)(p + j); v[j] = t.x; v[j+1] = t.y; v[j+2] = t.z; v[j+3] = t.w; }
