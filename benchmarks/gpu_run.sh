@@ -9,8 +9,9 @@
 #   bash benchmarks/gpu_run.sh [tests-s] [dlrm-s] [llama-s] [anchors-s] [profile-s] [search-graphs]
 # A cap of 0 skips that part. The whole call must stay under the device's 10 minutes a command.
 # Environment: LLAMA_DTYPES (default bfloat16,float32); T_LONG=seconds adds a long-context Llama
-# run (a 1000-token prompt, cache of 2048) with the attention split on and off; STEP_ONLY=1 keeps
-# only the decode step's profile (no decode loop, no DLRM profile, no A/B).
+# run (a 1000-token prompt, cache of 2048) with the attention split on and off (LONG_SPLITS, default
+# "1 0"); STEP_ONLY=1 keeps only the decode step's profile and its A/B of the split at c = 40 in a
+# bucket up to 2048 (SHORT_SPLITS, default "1 0").
 set -u
 OUT=${OUT:-/tmp/lf_out}
 mkdir -p "$OUT"
@@ -53,7 +54,7 @@ if [ "$T_LLAMA" != 0 ]; then
   fi
 fi
 if [ "${T_LONG:-0}" != 0 ]; then  # a long context: the attention's keys split among blocks, or not
-  for split in 1 0; do
+  for split in ${LONG_SPLITS:-1 0}; do
     echo "== long context, LUMINAL_CUDA_ATTN_SPLIT=$split ==" >> "$OUT/llama.log"
     LUMINAL_CUDA_ATTN_SPLIT=$split timeout -s INT -k 10 "$T_LONG" python3 benchmarks/llama_bench.py --backend cuda \
       --dtype bfloat16 --prompt-tokens 1000 --max-new-tokens 64 --max-seq-len 2048 --search-graphs "$GRAPHS" \
@@ -63,7 +64,7 @@ if [ "${T_LONG:-0}" != 0 ]; then  # a long context: the attention's keys split a
 fi
 if [ "$T_PROF" != 0 ] && [ "${STEP_ONLY:-0}" = 1 ]; then
   { timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 12
-    for split in 1 0; do  # a short context in a decode bucket up to 2048 (the split planned, idle at C <= 128)
+    for split in ${SHORT_SPLITS:-1 0}; do  # a short context in a decode bucket up to 2048 (the split planned, idle at C <= 128)
       echo "== A/B: c = 40 in a bucket up to 2048, LUMINAL_CUDA_ATTN_SPLIT=$split =="
       LUMINAL_CUDA_ATTN_SPLIT=$split timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py \
         --context-bucket 2048 --top 3

@@ -25,7 +25,8 @@
 #ifndef LF_GEMV_PREFETCH  // bytes; the module source sets it from LUMINAL_CUDA_GEMV_PREFETCH
 // (H200, the Llama-3.2-1B bf16 decode step replayed alone: run T 839 us at 2048, 828 at 0,
 // 828 at 1024; run U 829.5, 818.5, 818.8). Loading the whole first row into registers before
-// the wait instead was slower (run V: 932 us against 815 us).
+// the wait instead was slower (run V: 932 us against 815 us), and so were weight loads through
+// ld.global.nc.L1::no_allocate.L2::256B (run Y: 853 us against 820 us with plain 16-byte loads).
 #define LF_GEMV_PREFETCH 1024
 #endif
 template <typename T>

@@ -24,13 +24,18 @@ from .rowkernels import _at_most, _direct, _lead, _scalar_operand
 
 SCORES_IN_SHARED = 4096  # the largest bucket C whose scores stay in shared memory (16 KiB)
 PART_KEYS = 128  # the fewest keys a block takes when a row's keys are split (flash decoding)
+# Warps of a split kernel's block, two blocks an SM (H200 run Y: 16-warp blocks, one an SM with
+# all registers, 2.2 waves of 288 blocks, TPOT 1.26 ms at a 1000-token context; 64 registers for
+# two an SM spilled, and cost 7.8 us a layer at c = 40 in a bucket up to 2048, run X)
+SPLIT_WARPS = 8
 MAX_PARTS = 32
 SPLIT_SWITCH = "LUMINAL_CUDA_ATTN_SPLIT"
 
 
 def _parts(pl, node, rows_max: int, c_max: int) -> int:
-    """Blocks a row's keys are split among (lf_attn_rows' PARTS): enough for about two blocks an
-    SM when the rows alone are fewer (a decode step: one query row per head), and at most one per
+    """Blocks a row's keys are split among (lf_attn_rows' PARTS): as many as two blocks an SM
+    hold at once when the rows alone are fewer (a decode step: one query row per head; a grid of
+    one wave, SPLIT_WARPS-warp blocks two an SM), and at most one per
     PART_KEYS keys of the bucket's largest C; 1 (no split) otherwise, when the traced softmax
     shift is not x - max(x) (neg = -1, which the parts' merge relies on), or with
     ``LUMINAL_CUDA_ATTN_SPLIT=0``."""
@@ -39,7 +44,7 @@ def _parts(pl, node, rows_max: int, c_max: int) -> int:
     neg = pl.kernel_input(node, 3).scalar
     if neg is None or float(neg) != -1.0:
         return 1
-    want = -(-2 * pl.sm_count // max(rows_max, 1))
+    want = 2 * pl.sm_count // max(rows_max, 1)
     return max(1, min(want, -(-c_max // PART_KEYS), MAX_PARTS))
 
 
@@ -102,7 +107,7 @@ def lower_attention_rows(pl, node):
     ids.append(pl.node_buf[node.id])
     ne, nev = (-(-_at_most(pl, x) // 32) for x in (E, Ev))
     cs = -(-c_max // 32) * 32 if c_max <= SCORES_IN_SHARED else 0
-    warps = min(16, max(2, 1 << max(0, (c_max // 16) - 1).bit_length()))
+    warps = min(16 if parts == 1 else SPLIT_WARPS, max(2, 1 << max(0, (c_max // 16) - 1).bit_length()))
     threads = 32 * warps
     tuning = f"{threads}, {ne}, {nev}, {cs}" + (f", {parts}, {PART_KEYS}" if parts > 1 else "")
     call = AttnRowsCall(
@@ -116,7 +121,7 @@ def lower_attention_rows(pl, node):
     ty = storage(pl, node.dtype)
     strides = tuple(r(x) for x in _contiguous_strides(G, S, Ev))
     src = hand_source(pl, "attention_rows", [call.line(ty, ty, strides)], bufs, threads, rows * parts, 1,
-                      meta={"_attn_rows": call, "parts": parts, "min_blocks": 1 if parts > 1 else 0})
+                      meta={"_attn_rows": call, "parts": parts, "min_blocks": 2 if parts > 1 else 0})
     pl.add_kernel(src, ids, node.id, "attention_rows")
 
 
