@@ -41,7 +41,9 @@ __device__ void lf_softmax_rows(const TA* __restrict__ a, long long ah, long lon
   __shared__ float red[32];
   const int rows = H * S;
   constexpr int V = LfVec<TA>::V;
-  constexpr int HOLD = 4;  // 16-byte loads a thread keeps in registers for a row of D <= BLOCK * V * HOLD
+  // 16-byte loads a thread keeps in registers for a row of D <= BLOCK * V * HOLD: 16 elements, so
+  // that a 2-byte row holds as many floats a thread as a float32 one (as lf_rms_rows)
+  constexpr int HOLD = 16 / V;
   const bool vec = D % V == 0 && ah % V == 0 && as % V == 0 && (unsigned long long)a % 16 == 0
                    && (unsigned long long)y % 16 == 0;
   for (int row = blockIdx.x; row < rows; row += gridDim.x) {
