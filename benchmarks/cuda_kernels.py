@@ -340,28 +340,37 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default="elementwise,rows,gemv,gemm,step",
+                    help="comma-separated parts to run (the copy ceiling always runs): "
+                         "elementwise, rows (softmax / rms norm), gemv, gemm, step (100 kernels)")
     args = ap.parse_args()
+    only = set(args.only.split(","))
     import cupy as cp
 
     be = get_backend("cuda")
     print(be.device_name(), "cupy", cp.__version__, flush=True)
     n = 1 << (24 if args.quick else 26)
     bw = copy_bw(cp, n)
-    elementwise(be, cp, bw, n)
-    for d in (dt.float32, dt.bfloat16):
-        softmax_rows(be, cp, bw, 16384, 4096, d)
-        rms_rows(be, cp, bw, 16384, 4096, d)
-        for kind in ("softmax_rows", "rms_norm_rows"):
-            traced_rows(be, cp, bw, 16384, 4096, d, kind)
-    shapes = [(2048, 2048), (2048, 8192), (8192, 2048), (2048, 128256)]
-    for d in (dt.bfloat16, dt.float32):
-        for K, N in shapes:
-            gemv(be, cp, bw, K, N, d)
-    gemv(be, cp, bw, 2048, 8192, dt.bfloat16, transposed=True)
-    gemv(be, cp, bw, 2048, 8192, dt.float16)
-    gemm(be, cp, bw, 4096, dt.float16)
-    gemm(be, cp, bw, 4096, dt.float32)
-    hundred_kernels(be, cp, bw)
+    if "elementwise" in only:
+        elementwise(be, cp, bw, n)
+    if "rows" in only:
+        for d in (dt.float32, dt.bfloat16):
+            softmax_rows(be, cp, bw, 16384, 4096, d)
+            rms_rows(be, cp, bw, 16384, 4096, d)
+            for kind in ("softmax_rows", "rms_norm_rows"):
+                traced_rows(be, cp, bw, 16384, 4096, d, kind)
+    if "gemv" in only:
+        shapes = [(2048, 2048), (2048, 8192), (8192, 2048), (2048, 128256)]
+        for d in (dt.bfloat16, dt.float32):
+            for K, N in shapes:
+                gemv(be, cp, bw, K, N, d)
+        gemv(be, cp, bw, 2048, 8192, dt.bfloat16, transposed=True)
+        gemv(be, cp, bw, 2048, 8192, dt.float16)
+    if "gemm" in only:
+        gemm(be, cp, bw, 4096, dt.float16)
+        gemm(be, cp, bw, 4096, dt.float32)
+    if "step" in only:
+        hundred_kernels(be, cp, bw)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"# CUDA backend kernel figures ({stamp})", "",
              f"device: {be.device_name()}, CuPy {cp.__version__}; command: python benchmarks/cuda_kernels.py", "",

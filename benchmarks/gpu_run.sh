@@ -85,7 +85,8 @@ fi
 if [ "${T_KERN:-0}" != 0 ]; then  # kernel figures (T_KERN seconds; off unless set)
   # (appended to the env file: $OUT returns at most 8 files)
   { echo "== python3 benchmarks/cuda_kernels.py --quick =="
-    timeout -s INT -k 10 "$T_KERN" python3 benchmarks/cuda_kernels.py --quick --out /tmp/lf_kernels; } >> "$OUT/env.txt" 2>&1
-  echo "kernels rc=$?"; grep '^{' "$OUT/env.txt" | grep -E "softmax|rms|copy" | cut -c1-220
+    timeout -s INT -k 10 "$T_KERN" python3 benchmarks/cuda_kernels.py --quick --out /tmp/lf_kernels \
+      --only "${KERN_ONLY:-elementwise,rows,gemv,gemm,step}"; } >> "$OUT/env.txt" 2>&1
+  echo "kernels rc=$?"; grep '^{' "$OUT/env.txt" | grep -E "softmax|rms|copy|gemv" | cut -c1-260
 fi
 date -u
