@@ -11,7 +11,8 @@
 # Environment: LLAMA_DTYPES (default bfloat16,float32); T_LONG=seconds adds a long-context Llama
 # run (a 1000-token prompt, cache of 2048) with the attention split on and off (LONG_SPLITS, default
 # "1 0"); STEP_ONLY=1 keeps only the decode step's profile and its A/B of the split at c = 40 in a
-# bucket up to 2048 (SHORT_SPLITS, default "1 0").
+# bucket up to 2048 (SHORT_SPLITS, default "1 0"); T_KERN=seconds runs cuda_kernels.py --quick
+# (KERN_ONLY picks its parts, default all: elementwise,rows,gemv,gemm,step).
 set -u
 OUT=${OUT:-/tmp/lf_out}
 mkdir -p "$OUT"
