@@ -80,8 +80,9 @@ def finish(lang: Language, kind: str, body: list, bufs: list, block: int, work, 
         params.append(f"constant int* lf_dims [[buffer({len(bufs)})]]")
         params.append(lang.extra_params)
         pre = [f"const int d_{s} = lf_dims[{j}];" for j, s in enumerate(syms)]
-    # meta["min_blocks"] = 1: a kernel launched with few blocks may take every register of an
-    # SM (ptxas otherwise caps registers for two blocks an SM, and spills)
+    # meta["min_blocks"]: the blocks an SM must hold at once (__launch_bounds__'s second value),
+    # so ptxas may give a thread 65536 / (block * min_blocks) registers instead of its own cap
+    # (which spilled the split attention kernel)
     n = f"{block}, {meta['min_blocks']}" if meta.get("min_blocks") else block
     bounds = (lang.launch_bounds.format(n=n) + " ") if lang.launch_bounds else ""
     lines.append(f"{lang.kernel_prefix} {bounds}@NAME@({', '.join(params)}) {{")
