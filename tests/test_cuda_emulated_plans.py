@@ -223,9 +223,28 @@ def test_every_reduction_strategy_emulated(strategy, tmp_path):
     plans = _emulate_all([(f"reductions ({strategy})", llir, {"s": 4}, calls, ())], tmp_path)
     seen = {s.source.meta.get("strategy") for s in _steps(plans)} - {None}
     assert seen == {strategy}, seen
-    if strategy == "split":
-        assert any(s.source.meta.get("chunks", 1) > 1 for s in _steps(plans))
-        assert any(s.source.kind == "red2" for s in _steps(plans))
+    if strategy == "split":  # partials merged by each row's last warp in the same launch
+        assert any(s.source.meta.get("chunks", 1) > 1 and s.source.meta.get("count") is not None
+                   for s in _steps(plans))
+        assert all(s.source.kind != "red2" for s in _steps(plans) if s.source.meta.get("chunks", 1) > 1
+                   and s.source.meta.get("scratch")[0].name != "bool")
+
+
+def test_split_reductions_take_one_launch_where_the_language_has_counters():
+    """CUDA merges a split row's partials in the launch that makes them (a zeroed int32 counter
+    per row, left zero again); Metal, without such counters, and bool partials keep a second
+    kernel that reduces the partials."""
+    from luminal_fn.backends.render import CUDA, METAL, KernelInput
+    from luminal_fn.backends.render.reduce import render_reduce
+    from luminal_fn.ir import dtypes as dt
+    from luminal_fn.ir.view import View
+
+    for d, lang, want in ((dt.float32, CUDA, ["red"]), (dt.int32, CUDA, ["red"]), (dt.float32, METAL, ["red", "red2"]),
+                          (dt.bool_, CUDA, ["red", "red2"])):
+        inp = KernelInput(View.contiguous((2, 100000)), d)
+        ks = render_reduce(lang, (2, 100000), 1, "max", ("in", 0), [inp], d, strategy="split")
+        assert [k.kind for k in ks] == want, (d, lang.name)
+        assert ("count" in ks[0].buffers) == (want == ["red"])
 
 
 def test_scatter_copy_and_modes_emulated(tmp_path):

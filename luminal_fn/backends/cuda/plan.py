@@ -201,6 +201,11 @@ class Planner:
                         pdt, rows = meta if meta else (dt.float32, 1)
                         scratch = self.scratch(pdt, rows)
                     bufs.append(scratch)
+                elif role == "count":  # per-row counters, zero between launches (render/reduce.py)
+                    n = int(max_value(rk.kernel.meta["count"], self.dims_max) or 1)
+                    key = ("reduce count", node.id, rk.kernel.name)
+                    self.const_values[key] = np.zeros(n, np.int32)
+                    bufs.append(self.new_buf(dt.int32, n, "const", key))
                 else:
                     bufs.append(self.input_buf(node, rk.inmap[role]))
             self.add_kernel(rk.kernel, bufs, node.id, node.op if node.op != "CustomOp" else node.attrs["name"])

@@ -57,6 +57,10 @@ class Language:
     entry_launch: str = ""
     entry_wait: str = ""
     vec_ok: bool = True
+    # a split reduction in one launch: each warp adds one to its row's counter ("add", "{p}": the
+    # counter's address; gives the old count) after a fence ("fence"), and the last one merges
+    # the row's partials, read past the L1 ("load"). None: two launches (no such counters).
+    merge_counter: dict | None = None
     notes: dict = field(default_factory=dict)
 
     def ptr(self, d: dt.DType, const: bool) -> str:
@@ -277,6 +281,7 @@ CUDA = Language(
     launch_bounds="__launch_bounds__({n})",
     entry_launch="lf_pdl_launch();",
     entry_wait="lf_pdl_wait();",
+    merge_counter={"add": "atomicAdd({p}, 1)", "fence": "__threadfence();", "load": "__ldcg({p})"},
 )
 
 # Metal helpers every kernel may call (the MLX host uses these alone: no shuffles, no atomics).

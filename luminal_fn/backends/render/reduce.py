@@ -9,7 +9,9 @@ device), chosen from the bucket's largest dims unless a strategy is forced:
   ``warp``    one warp per row, lanes stride the row, warp shuffles combine;
   ``block``   one block per row, warp shuffles then shared memory across warps (long rows);
   ``split``   two stages for few long rows: stage one reduces chunks of each row into a scratch
-              buffer of partials (warp per chunk), stage two reduces the partials.
+              buffer of partials (warp per chunk), stage two reduces the partials: in the same
+              launch where the language has counters (the row's last warp merges, CUDA), else
+              in a second kernel.
 """
 from __future__ import annotations
 
@@ -203,6 +205,14 @@ def render_reduce(lang: Language, in_shape: Sequence, axis: int, op: str, tree,
             r0, r1 = "r0", "r1"
         inner += pl.accumulate(op, ct, f"{it} r = {r0} + lane; r < {r1}; r += 32")
         inner += _warp_reduce(lang, op, ct, "acc")
+        if C > 1 and lang.merge_counter and tgt_dt.name in ("float32", "int32"):
+            inner += _merge_in_place(lang, op, ct, tgt_dt, out_dtype, C)
+            body += ["  " + ln for ln in inner] + ["}"]
+            bufs1 = bufs + [("scratch", "part", tgt_dt, False), ("count", "cnt", dt.int32, False),
+                            ("out", "out", out_dtype, False)]
+            work = as_expr(rows) * 32 if not isinstance(rows, int) else rows * 32
+            return [finish(lang, "red", body, bufs1, BLOCK, work, BLOCK,
+                           meta={**meta, "chunks": C, "scratch": (tgt_dt, rows), "count": pl.O})]
         dst = "o" if C == 1 else "vr"
         inner.append(f"if (lane == 0) out[{dst}] = {store_expr(lang, tgt_dt, 'acc', ct)};")
         body += ["  " + ln for ln in inner] + ["}"]
@@ -233,6 +243,27 @@ def render_reduce(lang: Language, in_shape: Sequence, axis: int, op: str, tree,
     body += ["  " + ln for ln in inner] + ["}"]
     return [finish(lang, "red", body, bufs + [("out", "out", out_dtype, False)], BLOCK, pl.O, 1,
                    meta=meta)]
+
+
+def _merge_in_place(lang, op, ct, pdt, out_dtype, C) -> list:
+    """The one-launch end of ``split``: the warp stores its chunk's partial, then counts itself
+    in its row (cnt[o], zero between launches); the row's last warp reads the C partials past
+    the L1, reduces them into out[o] and sets the count back to zero."""
+    mc = lang.merge_counter
+    lines = ["int last = 0;",
+             "if (lane == 0) {",
+             f"  part[vr] = {store_expr(lang, pdt, 'acc', ct)};",
+             f"  {mc['fence']}  // the partial before the count",
+             f"  last = {mc['add'].format(p='cnt + o')} == {C - 1};",
+             "}"]
+    lines += _warp_reduce(lang, "max", "int", "last")  # lane 0's answer to the whole warp
+    lines += ["if (last) {",
+              f"  {mc['fence']}",
+              f"  acc = {init_of(lang, op, ct)};",
+              f"  for (int c = lane; c < {C}; c += 32) acc = {combine(op, ct, 'acc', mc['load'].format(p=f'part + o * {C} + c'))};"]
+    lines += ["  " + ln for ln in _warp_reduce(lang, op, ct, "acc")]
+    lines += [f"  if (lane == 0) {{ out[o] = {store_expr(lang, out_dtype, 'acc', ct)}; cnt[o] = 0; }}", "}"]
+    return lines
 
 
 def _partial_dtype(d: dt.DType) -> dt.DType:
