@@ -230,6 +230,37 @@ def test_every_reduction_strategy_emulated(strategy, tmp_path):
                    and s.source.meta.get("scratch")[0].name != "bool")
 
 
+@pytest.mark.parametrize("strategy", ["thread", "warp", "block", "split"])
+def test_reduction_epilogues_emulated(strategy, tmp_path):
+    """An elementwise consumer of a reduction folded into its store (cuda/reduce_epilogue.py):
+    a mean scaled by a per-row weight and cast to bfloat16 (rounded once, as the consumer's own
+    kernel would), an int32 argmin (the sign flip after its min), a root of a sum of squares."""
+    import ml_dtypes
+
+    def f(x, w, k):
+        m = (lnp.mean(x, axis=-1) * w + 1.0).astype(lnp.bfloat16)
+        return m, lnp.argmin(k, axis=-1), lnp.sqrt(lnp.sum(x * x, axis=-1))
+
+    def make(s):
+        return [_r(s, 1100), _r(s), R.integers(-50, 50, (s, 700)).astype(np.int32)]
+
+    traced = lf.jit(f, dynamic_axes={"x": {0: "s"}, "w": {0: "s"}, "k": {0: "s"}}).trace(*make(3))
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir)
+    llir = _forced(ex.extract(ex.generic_genome()), strategy)
+    calls = [(make(s), {"s": s}) for s in (1, 3)]
+    plans = _emulate_all([(f"reduction epilogues ({strategy})", llir, {"s": 4}, calls, ())], tmp_path,
+                         tol=1e-5)
+    joined = " + ".join(s.label for s in _steps(plans))  # (independent steps may share a launch)
+    assert joined.count("fused_reduce + epilogue") == 3 and "fused" not in joined.split(" + "), joined
+    x, w, k = make(3)  # the bf16 output against independent NumPy (rounded once from float)
+    bp = plans[0]
+    lib = emu.build(plans, str(tmp_path / "again"))
+    got = emu.run(lib, bp, [x, w, k], {"s": 3})
+    want = (x.astype(np.float64).mean(-1) * w + 1.0).astype(np.float32).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(got[0].astype(np.float32), want.astype(np.float32))
+    np.testing.assert_array_equal(got[1], np.argmin(k, axis=-1))
+
+
 def test_split_reductions_take_one_launch_where_the_language_has_counters():
     """CUDA merges a split row's partials in the launch that makes them (a zeroed int32 counter
     per row, left zero again); Metal, without such counters, and bool partials keep a second

@@ -32,6 +32,7 @@ from .horizontal import merge_independent_steps
 from .l2_prefetch import prefetch_next_weights
 from .launch import evaluate
 from .prologue import fold_rms_prologues
+from .reduce_epilogue import fuse_reduce_epilogues
 from .rope_store import fold_rope_stores
 from .siblings import merge_gemv_steps, sibling_order
 from .widening import read_through
@@ -282,6 +283,7 @@ class Planner:
         merge_gemv_steps(self)
         fold_rms_prologues(self)  # (before the epilogues: a GEMV step's epilogue keeps its prologue)
         fuse_gemv_epilogues(self)
+        fuse_reduce_epilogues(self)
         fold_attention_stores(self)  # (before the copies it folds are chained to each other)
         fuse_reshaped_elementwise(self)
         fold_rope_stores(self)  # (before the merge: the folded step joins RoPE of q and the v scatter)

@@ -15,6 +15,7 @@ device), chosen from the bucket's largest dims unless a strategy is forced:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 from ...ir import dtypes as dt
@@ -27,6 +28,19 @@ from .lang import Language, compute_type, convert, load_expr, store_expr
 from .tree import TreeRenderer, gather_inputs, leaf_inputs, tree_has
 
 STRATEGIES = ("thread", "warp", "block", "split")
+
+
+@dataclass(frozen=True)
+class ReduceEpilogue:
+    """An elementwise consumer computed at each reduced value's store instead of in a kernel of
+    its own: ``tree`` over ``inputs`` (KernelInputs of the consumer), whose input ``link`` is the
+    reduction's output read element for element; the consumer's ``shape`` has the reduction's
+    output length, and only its value (``dtype``) is written."""
+    tree: tuple
+    inputs: tuple
+    link: int
+    shape: tuple
+    dtype: dt.DType
 
 
 def init_of(lang: Language, op: str, ct: str) -> str:
@@ -149,8 +163,10 @@ class _Plan:
 def render_reduce(lang: Language, in_shape: Sequence, axis: int, op: str, tree,
                   inputs: Sequence[KernelInput], out_dtype: dt.DType, dims_max: dict | None = None,
                   symbols: Sequence[str] = (), strategy: str | None = None,
-                  sm_count: int = 132, chunks: int | None = None) -> list:
-    """Kernels (one, or two for ``split``) computing out[o] = reduce_r tree(o, r)."""
+                  sm_count: int = 132, chunks: int | None = None,
+                  epilogue: ReduceEpilogue | None = None) -> list:
+    """Kernels (one, or two for ``split``) computing out[o] = reduce_r tree(o, r); with an
+    ``epilogue`` (one-kernel strategies only), out[o] = epilogue(reduced value at o)."""
     if op not in ("sum", "max"):
         raise ValueError(f"reduction op must be 'sum' or 'max', got {op!r}")
     names = ix.dim_names(symbols or _symbols_of(in_shape, inputs))
@@ -173,6 +189,9 @@ def render_reduce(lang: Language, in_shape: Sequence, axis: int, op: str, tree,
     bufs = [(f"in{k}", f"b{k}", inputs[k].dtype, True) for k in sorted(used) if not inputs[k].inlined]
     meta = {"strategy": strategy, "R": Rm, "O": Om}
     it = pl.itype
+    store, ebufs, out_dt = _store_fn(lang, out_dtype, ct, it, names, epilogue)
+    if epilogue is not None:
+        meta["epilogue"] = True
     R = ix.r(pl.R, names)
     O = ix.r(pl.O, names)
     if strategy == "thread":
@@ -180,9 +199,9 @@ def render_reduce(lang: Language, in_shape: Sequence, axis: int, op: str, tree,
         body = [f"const {it} R = {R}, O = {O};", f"for ({it} o = {g}; o < O; o += {stride}) {{"]
         inner = pl.row_setup("o")
         inner += pl.accumulate(op, ct, f"{it} r = 0; r < R; ++r")
-        inner.append(f"out[o] = {store_expr(lang, out_dtype, 'acc', ct)};")
+        inner += store("o")
         body += ["  " + ln for ln in inner] + ["}"]
-        return [finish(lang, "red", body, bufs + [("out", "out", out_dtype, False)], BLOCK, pl.O,
+        return [finish(lang, "red", body, bufs + ebufs + [("out", "out", out_dt, False)], BLOCK, pl.O,
                        BLOCK, meta=meta)]
     if strategy in ("warp", "split"):
         C = chunks or (split_chunks(Rm, Om, sm_count) if strategy == "split" else 1)
@@ -206,17 +225,22 @@ def render_reduce(lang: Language, in_shape: Sequence, axis: int, op: str, tree,
         inner += pl.accumulate(op, ct, f"{it} r = {r0} + lane; r < {r1}; r += 32")
         inner += _warp_reduce(lang, op, ct, "acc")
         if C > 1 and lang.merge_counter and tgt_dt.name in ("float32", "int32"):
-            inner += _merge_in_place(lang, op, ct, tgt_dt, out_dtype, C)
+            inner += _merge_in_place(lang, op, ct, tgt_dt, C, store)
             body += ["  " + ln for ln in inner] + ["}"]
-            bufs1 = bufs + [("scratch", "part", tgt_dt, False), ("count", "cnt", dt.int32, False),
-                            ("out", "out", out_dtype, False)]
+            bufs1 = bufs + [("scratch", "part", tgt_dt, False), ("count", "cnt", dt.int32, False)] + ebufs + [
+                ("out", "out", out_dt, False)]
             work = as_expr(rows) * 32 if not isinstance(rows, int) else rows * 32
             return [finish(lang, "red", body, bufs1, BLOCK, work, BLOCK,
                            meta={**meta, "chunks": C, "scratch": (tgt_dt, rows), "count": pl.O})]
-        dst = "o" if C == 1 else "vr"
-        inner.append(f"if (lane == 0) out[{dst}] = {store_expr(lang, tgt_dt, 'acc', ct)};")
+        if C > 1 and epilogue is not None:
+            raise ValueError("render_reduce: a two-kernel split reduction takes no epilogue")
+        if C == 1:
+            inner += ["if (lane == 0) {"] + ["  " + ln for ln in store("o")] + ["}"]
+        else:
+            inner.append(f"if (lane == 0) out[vr] = {store_expr(lang, tgt_dt, 'acc', ct)};")
         body += ["  " + ln for ln in inner] + ["}"]
-        k1 = finish(lang, "red", body, bufs + [("out" if C == 1 else "scratch", "out", tgt_dt, False)],
+        k1 = finish(lang, "red", body, bufs + (ebufs + [("out", "out", out_dt, False)] if C == 1 else
+                                               [("scratch", "out", tgt_dt, False)]),
                     BLOCK, as_expr(rows) * 32 if not isinstance(rows, int) else rows * 32, BLOCK,
                     meta={**meta, "chunks": C, "scratch": (tgt_dt, rows) if C > 1 else None})
         if C == 1:
@@ -237,15 +261,15 @@ def render_reduce(lang: Language, in_shape: Sequence, axis: int, op: str, tree,
     inner.append("if (wid == 0) {")
     inner.append(f"  acc = lane < nw ? lf_red[lane] : {init_of(lang, op, ct)};")
     inner += ["  " + ln for ln in _warp_reduce(lang, op, ct, "acc")]
-    inner.append(f"  if (lane == 0) out[o] = {store_expr(lang, out_dtype, 'acc', ct)};")
+    inner += ["  if (lane == 0) {"] + ["    " + ln for ln in store("o")] + ["  }"]
     inner.append("}")
     inner.append(lang.barrier)
     body += ["  " + ln for ln in inner] + ["}"]
-    return [finish(lang, "red", body, bufs + [("out", "out", out_dtype, False)], BLOCK, pl.O, 1,
+    return [finish(lang, "red", body, bufs + ebufs + [("out", "out", out_dt, False)], BLOCK, pl.O, 1,
                    meta=meta)]
 
 
-def _merge_in_place(lang, op, ct, pdt, out_dtype, C) -> list:
+def _merge_in_place(lang, op, ct, pdt, C, store) -> list:
     """The one-launch end of ``split``: the warp stores its chunk's partial, then counts itself
     in its row (cnt[o], zero between launches); the row's last warp reads the C partials past
     the L1, reduces them into out[o] and sets the count back to zero."""
@@ -262,8 +286,41 @@ def _merge_in_place(lang, op, ct, pdt, out_dtype, C) -> list:
               f"  acc = {init_of(lang, op, ct)};",
               f"  for (int c = lane; c < {C}; c += 32) acc = {combine(op, ct, 'acc', mc['load'].format(p=f'part + o * {C} + c'))};"]
     lines += ["  " + ln for ln in _warp_reduce(lang, op, ct, "acc")]
-    lines += [f"  if (lane == 0) {{ out[o] = {store_expr(lang, out_dtype, 'acc', ct)}; cnt[o] = 0; }}", "}"]
+    lines += ["  if (lane == 0) {"] + ["    " + ln for ln in store("o")] + ["    cnt[o] = 0;", "  }", "}"]
     return lines
+
+
+def _store_fn(lang, out_dtype, ct, it, names, epi):
+    """(store(o) -> the statements writing row o's value ``acc``, the epilogue's input buffers,
+    the dtype written). With an epilogue its tree is computed at o, its link reading ``acc`` as
+    the reduction would have stored it (rounded to out_dtype), its other inputs through their
+    views at the consumer's coordinates of o."""
+    if epi is None:
+        return (lambda o: [f"out[{o}] = {store_expr(lang, out_dtype, 'acc', ct)};"]), [], out_dtype
+    tree = inline_scalars(epi.tree, epi.inputs)
+    ebufs = [(f"e{k}", f"e{k}", epi.inputs[k].dtype, True) for k in sorted(leaf_inputs(tree)) if k != epi.link]
+    stored = store_expr(lang, out_dtype, "acc", ct)
+    as_read = stored if out_dtype.name in ("float32", "int32", "bool") else load_expr(lang, out_dtype, stored)
+
+    def store(o):
+        cl, cs = ix.coords(epi.shape, "n", names, "ec", it)
+
+        def leaf(k):
+            if k == epi.link:
+                return as_read, ct
+            inp = epi.inputs[k]
+            c = compute_type(inp.dtype)
+            val = load_expr(lang, inp.dtype, f"e{k}[{ix.address(inp.view, cs, names)}]")
+            cond = ix.validity(inp.view, cs, names)
+            return (f"(({cond}) ? {val} : {zero_of(c)})" if cond is not None else val), c
+
+        tr = TreeRenderer(lang, leaf, None, lambda e: f"(int)({ix.r(e, {**names, 'z': 'n'})})", prefix="v")
+        val, vt = tr.render(tree)
+        cto = compute_type(epi.dtype)
+        return (["{", f"  const {it} n = {o};"] + ["  " + ln for ln in cl + tr.lines]
+                + [f"  out[n] = {store_expr(lang, epi.dtype, convert(lang, val, vt, cto), cto)};", "}"])
+
+    return store, ebufs, epi.dtype
 
 
 def _partial_dtype(d: dt.DType) -> dt.DType:
