@@ -50,10 +50,15 @@ class CudaBackend(Backend):
         return f"cuda:{dev.id} {name} sm_{dev.compute_capability}"
 
     # ---- arrays ---------------------------------------------------------------------------------
+    @staticmethod
+    def _host(arr) -> np.ndarray:
+        """A host array as the contiguous storage (bfloat16 as its 16-bit words) a copy sends."""
+        return np.ascontiguousarray(host_to_storage(np.asarray(arr)))
+
     def from_numpy(self, arr):
         if isinstance(arr, self.cp.ndarray):
             return arr
-        host = np.ascontiguousarray(host_to_storage(np.asarray(arr)))
+        host = self._host(arr)
         if host.nbytes <= STAGE_BYTES:
             return self._staging.upload(host)
         return self.cp.asarray(host)
@@ -66,7 +71,7 @@ class CudaBackend(Backend):
         for k, a in enumerate(arrs):
             if isinstance(a, self.cp.ndarray):
                 continue
-            h = np.ascontiguousarray(host_to_storage(np.asarray(a)))
+            h = self._host(a)
             if 0 < h.nbytes <= STAGE_BYTES:
                 small.append(k)
                 hosts.append(h)

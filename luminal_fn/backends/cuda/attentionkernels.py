@@ -13,8 +13,6 @@ import math
 import os
 from dataclasses import dataclass
 
-import numpy as np
-
 from ...ir import dtypes as dt
 from ...ir.expr import as_expr, same
 from ..render import index as ix
@@ -98,9 +96,7 @@ def lower_attention_rows(pl, node):
     split = ""
     if parts > 1:  # the parts' (max, sum, values) and the per-row counts (zero between launches)
         ids.append(pl.scratch(dt.float32, rows_max * parts * (2 + _at_most(pl, Ev))))
-        key = ("attention_rows count", node.id)
-        pl.const_values[key] = np.zeros(rows_max, np.int32)
-        ids.append(pl.new_buf(dt.int32, rows_max, "const", key))
+        ids.append(pl.zeroed_counters(rows_max, ("attention_rows count", node.id)))
         bufs += [("scratch", "part", dt.float32, False), ("count", "cnt", dt.int32, False)]
         split = ", part, cnt"
     bufs.append(("out", "out", node.dtype, False))

@@ -20,8 +20,8 @@ from dataclasses import replace
 from ...ir.expr import same
 
 from ..render import index as ix
-from ..render.kernels import finish, inline_scalars, render_elementwise, zero_of
-from ..render.lang import compute_type, convert, load_expr, store_expr
+from ..render.kernels import finish, inline_scalars, render_elementwise, view_read
+from ..render.lang import compute_type, convert, store_expr
 from ..render.tree import TreeRenderer, leaf_inputs, substitute_inputs, tree_has
 
 
@@ -136,11 +136,7 @@ def _render(pl, s1, s2, node, segs, reads, inputs, tree):
     def leaf(k):
         if k in acc_of:  # the dot product as the GEMV would have stored it
             return f"lf_ld(lf_st<{T}>({acc_of[k]}))", "float"
-        inp = inputs[k]
-        ct = compute_type(inp.dtype)
-        val = load_expr(pl.lang, inp.dtype, f"{cname[k]}[{ix.address(inp.view, cs, names)}]")
-        cond = ix.validity(inp.view, cs, names)
-        return (f"(({cond}) ? {val} : {zero_of(ct)})" if cond is not None else val), ct
+        return view_read(pl.lang, inputs[k].dtype, cname[k], inputs[k].view, cs, names)
 
     tr = TreeRenderer(pl.lang, leaf, None, lambda e: f"(int)({ix.r(e, {**names, 'z': 'n'})})", prefix="v")
     val, vt = tr.render(tree)

@@ -147,6 +147,12 @@ class Planner:
     def scratch(self, dtype, n) -> int:
         return self.new_buf(dtype, n, "scratch")
 
+    def zeroed_counters(self, n: int, key) -> int:
+        """n int32 counters, zero at the first launch; the kernel counting in them (the last
+        block or warp of a row to finish) sets them back to zero for the next one."""
+        self.const_values[key] = np.zeros(n, np.int32)
+        return self.new_buf(dt.int32, n, "const", key)
+
     def kernel_input(self, node, k) -> KernelInput:
         src, view = node.inputs[k]
         src = self.narrow_source.get(src, src)  # (a skipped widening copy: its source, widening.py)
@@ -202,11 +208,9 @@ class Planner:
                         pdt, rows = meta if meta else (dt.float32, 1)
                         scratch = self.scratch(pdt, rows)
                     bufs.append(scratch)
-                elif role == "count":  # per-row counters, zero between launches (render/reduce.py)
+                elif role == "count":  # per-row counters of a one-launch split (render/reduce.py)
                     n = int(max_value(rk.kernel.meta["count"], self.dims_max) or 1)
-                    key = ("reduce count", node.id, rk.kernel.name)
-                    self.const_values[key] = np.zeros(n, np.int32)
-                    bufs.append(self.new_buf(dt.int32, n, "const", key))
+                    bufs.append(self.zeroed_counters(n, ("reduce count", node.id, rk.kernel.name)))
                 else:
                     bufs.append(self.input_buf(node, rk.inmap[role]))
             self.add_kernel(rk.kernel, bufs, node.id, node.op if node.op != "CustomOp" else node.attrs["name"])

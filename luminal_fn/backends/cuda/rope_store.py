@@ -21,7 +21,7 @@ from dataclasses import replace
 from ...ir.expr import same
 from ..render import index as ix
 from ..render.kernels import finish
-from ..render.lang import compute_type, convert, load_expr, store_expr
+from ..render.lang import as_stored, compute_type, convert, load_expr, store_expr
 from .epilogue import _only_between, fold_adjacent
 
 
@@ -68,9 +68,7 @@ def _render(pl, s1, s2, sc, rope, idx):
     body = list(src.meta["_body"])
     lines = []
     for y, off in (("y1", ""), ("y2", f" + {st.pair}")):
-        val = y
-        if rope.dtype.name != "float32":  # (the value as the RoPE kernel would have stored it)
-            val = load_expr(lang, rope.dtype, store_expr(lang, rope.dtype, y, "float"))
+        val = as_stored(lang, rope.dtype, y, "float")  # (the value as the RoPE kernel would have stored it)
         put = store_expr(lang, sc.dtype, val, "float")
         lines.append(f"  {{ const {itype} j = lf_dst(ao{off}); if (j >= 0 && j < lf_n_out) cache[j] = {put}; }}")
     body[st.line:st.line + 2] = lines

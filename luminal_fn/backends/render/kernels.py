@@ -96,6 +96,15 @@ def finish(lang: Language, kind: str, body: list, bufs: list, block: int, work, 
                         block, work, per_block, grid_cap, shared_bytes, meta)
 
 
+def view_read(lang: Language, d: dt.DType, buf: str, view, cs, names) -> tuple:
+    """(expression, compute type) of buffer ``buf`` (dtype ``d``) read through ``view`` at the
+    coordinate expressions ``cs``: zero where the view's mask cuts."""
+    ct = compute_type(d)
+    val = load_expr(lang, d, f"{buf}[{ix.address(view, cs, names)}]")
+    cond = ix.validity(view, cs, names)
+    return (f"(({cond}) ? {val} : {zero_of(ct)})" if cond is not None else val), ct
+
+
 def gtid(lang: Language, itype: str) -> tuple:
     """(global thread id, grid stride) expressions."""
     b, t, bd, gd = lang.block_idx, lang.thread_idx, lang.block_dim, lang.grid_dim
@@ -127,12 +136,7 @@ def _gather_fn(lang, inputs, names, itype, lines_holder):
         out.append(f"{itype} {p}i = ({itype})({idx}); {p}i = {p}i < 0 ? 0 : ({p}i >= {nn} ? {nn} - 1 : {p}i);")
         cl, cs = ix.coords(v.shape, f"{p}i", names, p + "c", itype)
         out.extend(cl)
-        addr = ix.address(v, cs, names)
-        ct = compute_type(inp.dtype)
-        val = load_expr(lang, inp.dtype, f"b{k}[{addr}]")
-        cond = ix.validity(v, cs, names)
-        if cond is not None:
-            val = f"(({cond}) ? {val} : {zero_of(ct)})"
+        val, ct = view_read(lang, inp.dtype, f"b{k}", v, cs, names)
         if not isinstance(n, int) or n > 0:
             return (f"({nn} > 0 ? {val} : {zero_of(ct)})" if not isinstance(n, int) else val), ct
         return zero_of(ct), ct
@@ -182,14 +186,7 @@ def render_elementwise(lang: Language, out_shape: Sequence, out_dtype: dt.DType,
             inner += cl
 
         def leaf(k):
-            inp = inputs[k]
-            v = vmap[k]
-            ct = compute_type(inp.dtype)
-            val = load_expr(lang, inp.dtype, f"b{k}[{ix.address(v, cs, names)}]")
-            cond = ix.validity(v, cs, names)
-            if cond is not None:
-                val = f"(({cond}) ? {val} : {zero_of(ct)})"
-            return val, ct
+            return view_read(lang, inputs[k].dtype, f"b{k}", vmap[k], cs, names)
 
         tr = TreeRenderer(lang, leaf, _gather_fn(lang, inputs, names, itype, lambda: tr.lines),
                           lambda e: f"(int)({ix.r(e, {**names, 'z': 'i'})})")

@@ -384,6 +384,14 @@ def load_expr(lang: Language, d: dt.DType, x: str) -> str:
     return lang.load[d.name].format(x=x)
 
 
+def as_stored(lang: Language, d: dt.DType, x: str, src_compute: str) -> str:
+    """``x`` as a store of dtype ``d`` then a load would give it back (half precision rounds),
+    in ``d``'s compute type: a value computed in place of a kernel's stored output."""
+    if d in dt.HALF:
+        return load_expr(lang, d, store_expr(lang, d, x, src_compute))
+    return convert(lang, x, src_compute, compute_type(d))
+
+
 def store_expr(lang: Language, d: dt.DType, x: str, src_compute: str) -> str:
     """A compute-typed expression as the storage type of ``d``."""
     want = compute_type(d)

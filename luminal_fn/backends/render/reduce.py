@@ -23,8 +23,8 @@ from ...ir.expr import as_expr, same
 from ...ir.view import View, contiguous_strides
 from . import index as ix
 from .kernels import (BLOCK, KernelInput, KernelSource, _gather_fn, _symbols_of, finish, gtid,
-                      inline_scalars, zero_of)
-from .lang import Language, compute_type, convert, load_expr, store_expr
+                      inline_scalars, view_read, zero_of)
+from .lang import Language, as_stored, compute_type, convert, load_expr, store_expr
 from .tree import TreeRenderer, gather_inputs, leaf_inputs, tree_has
 
 STRATEGIES = ("thread", "warp", "block", "split")
@@ -299,20 +299,15 @@ def _store_fn(lang, out_dtype, ct, it, names, epi):
         return (lambda o: [f"out[{o}] = {store_expr(lang, out_dtype, 'acc', ct)};"]), [], out_dtype
     tree = inline_scalars(epi.tree, epi.inputs)
     ebufs = [(f"e{k}", f"e{k}", epi.inputs[k].dtype, True) for k in sorted(leaf_inputs(tree)) if k != epi.link]
-    stored = store_expr(lang, out_dtype, "acc", ct)
-    as_read = stored if out_dtype.name in ("float32", "int32", "bool") else load_expr(lang, out_dtype, stored)
+    as_read = as_stored(lang, out_dtype, "acc", ct)
 
     def store(o):
         cl, cs = ix.coords(epi.shape, "n", names, "ec", it)
 
         def leaf(k):
             if k == epi.link:
-                return as_read, ct
-            inp = epi.inputs[k]
-            c = compute_type(inp.dtype)
-            val = load_expr(lang, inp.dtype, f"e{k}[{ix.address(inp.view, cs, names)}]")
-            cond = ix.validity(inp.view, cs, names)
-            return (f"(({cond}) ? {val} : {zero_of(c)})" if cond is not None else val), c
+                return as_read, compute_type(out_dtype)
+            return view_read(lang, epi.inputs[k].dtype, f"e{k}", epi.inputs[k].view, cs, names)
 
         tr = TreeRenderer(lang, leaf, None, lambda e: f"(int)({ix.r(e, {**names, 'z': 'n'})})", prefix="v")
         val, vt = tr.render(tree)

@@ -12,7 +12,7 @@ import math
 from typing import Callable
 
 from ...ir import dtypes as dt
-from .lang import Language, compute_type, convert
+from .lang import Language, as_stored, compute_type, convert
 
 Leaf = Callable[[int], tuple]  # input index -> (C expression, compute type)
 GatherFn = Callable[[int, str], tuple]  # (input index, C int index expression) -> (expr, type)
@@ -80,10 +80,7 @@ class TreeRenderer:
         ct = compute_type(d)
         if tag == "Cast":
             a, at = self.render(tree[2])
-            e = convert(lang, a, at, ct)
-            if d in dt.HALF:  # a cast to half precision rounds, even here
-                e = lang.load[tree[1]].format(x=lang.store[tree[1]].format(x=e))
-            return self._tmp(ct, e), ct
+            return self._tmp(ct, as_stored(lang, d, a, at)), ct  # (a cast to half precision rounds, even here)
         if tag in ("Exp2", "Log2", "Sin", "Sqrt", "Recip"):
             a, at = self.render(tree[2])
             if ct == "float" or tag != "Recip":
