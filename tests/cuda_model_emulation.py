@@ -18,7 +18,7 @@ smaller here: it covers the same work).
 The prelude's helpers are re-implemented here for float/int/bool, float16 as _Float16 and
 bfloat16 as its 16 bits (conversions rounding to nearest even, as __float2bfloat16_rn):
 ``lf_vld``/``lf_vst`` check the alignment the real vector loads need (4 elements of the storage
-type: 16 B for float) and ``run`` raises when one was misaligned; every buffer is 256-byte
+type: 16 B for float; 16 B for 8 half-precision elements) and ``run`` raises when one was misaligned; every buffer is 256-byte
 aligned as cudaMalloc's, and outputs carry a guard band after their end that ``run`` checks.
 
 This checks indexing, strides, masks, params, the dims table, launch sizes, shared-memory
