@@ -232,7 +232,7 @@ def _gemv_layers(K, N, d, R, transposed):
 
 
 @guarded
-def gemv(be, cp, bw, K, N, d, transposed=False):
+def gemv(be, cp, bw, K, N, d, transposed=False, tag=""):
     wbytes = K * N * d.itemsize
     R = int(max(1, min(48, -(-(384 << 20) // wbytes))))
     g = _gemv_layers(K, N, d, R, transposed)
@@ -254,7 +254,7 @@ def gemv(be, cp, bw, K, N, d, transposed=False):
         a = bufs[0]
         wv = [w.T if transposed else w for w in bufs[1:]]
         ref = timed(lambda: [cp.matmul(a, w) for w in wv], iters=5, warm=2) / R
-    r = row(f"gemv 1x{K} @ {K}x{N} {d.name}{' (W^T)' if transposed else ''}", t, wbytes, ref=ref, err=err)
+    r = row(f"gemv 1x{K} @ {K}x{N} {d.name}{' (W^T)' if transposed else ''}{tag}", t, wbytes, ref=ref, err=err)
     kind = exe.describe().splitlines()[1].strip().split(":")[0].split("(")[-1].rstrip(")")
     same = same_bytes_copy(cp, wbytes, R)
     r["note"] = (f"{r['GB/s'] / bw:.2f} of copy, {r['GB/s'] / same:.2f} of a same-bytes copy; {kind}; "
@@ -342,7 +342,8 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="elementwise,rows,gemv,gemm,step",
                     help="comma-separated parts to run (the copy ceiling always runs): "
-                         "elementwise, rows (softmax / rms norm), gemv, gemm, step (100 kernels)")
+                         "elementwise, rows (softmax / rms norm), gemv, kn (a launch-shape sweep of "
+                         "the x @ W GEMV), gemm, step (100 kernels)")
     args = ap.parse_args()
     only = set(args.only.split(","))
     import cupy as cp
@@ -364,8 +365,16 @@ def main():
         for d in (dt.bfloat16, dt.float32):
             for K, N in shapes:
                 gemv(be, cp, bw, K, N, d)
-        gemv(be, cp, bw, 2048, 8192, dt.bfloat16, transposed=True)
+        for K, N in shapes[:3]:
+            gemv(be, cp, bw, K, N, dt.bfloat16, transposed=True)
         gemv(be, cp, bw, 2048, 8192, dt.float16)
+    if "kn" in only:  # lf_gemv_kn's rows a thread and blocks an SM, swept (bf16, x @ W layout)
+        from luminal_fn.backends.cuda import matmul
+
+        for rows, per_sm in ((4, 4), (8, 4), (16, 4), (8, 6), (8, 8), (16, 2)):
+            matmul.KN_ROWS, matmul.KN_BLOCKS_PER_SM = rows, per_sm
+            for K, N in ((2048, 2048), (2048, 8192), (8192, 2048)):
+                gemv(be, cp, bw, K, N, dt.bfloat16, tag=f" [kn rows {rows}, {per_sm} blocks/SM]")
     if "gemm" in only:
         gemm(be, cp, bw, 4096, dt.float16)
         gemm(be, cp, bw, 4096, dt.float32)

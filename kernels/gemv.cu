@@ -6,9 +6,9 @@
 //   16 bytes of a row at a time and a warp shuffle (plus shared memory across the WPR warps)
 //   sums them.
 // lf_gemv_kn: W stored with n contiguous (W[k, n] at w + k*ldw + n, the x @ W layout of
-//   luminal_fn.nn.linear). A block of 256 threads covers 32*V columns and one chunk of KC rows;
-//   8 row groups stride the chunk, shared memory sums them; with several chunks (split-K) the
-//   float partials go to a scratch buffer and lf_gemv_partials adds them up.
+//   luminal_fn.nn.linear). A block of 256 threads covers 32*V columns and chunks of 8*ROWS rows
+//   (split-K over blockIdx.y); 8 warps stride a chunk, shared memory sums them; with several
+//   chunk columns the stripe's last block adds the float partials, all in one launch.
 // Both need K (nk) or N (kn) and the leading dim to be multiples of V = 16 / sizeof(T), and
 // 16-byte aligned bases; the host checks and otherwise falls back to cuBLAS.
 //   ITERS > 0: K == ITERS * WPR * 32 * V, known when the kernel is rendered, so every load of a
@@ -169,47 +169,104 @@ __device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __re
   lf_gemv_nk_to<T, ITERS>(w, ldw, x, N, K, WPR, block, blocks, LfGemvStore<T>{y});
 }
 
-template <typename T, bool SPLIT>
-__device__ void lf_gemv_kn(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
-                           T* __restrict__ y, float* __restrict__ partial, int N, int K, int KC) {
-  constexpr int V = 16 / sizeof(T);
-  __shared__ float red[8][32 * V + 1];
+// lf_gemv_kn_to: a block of 256 threads covers 32*V columns of W (K, N); warp ty reads rows
+// c*KC + ty + 8*i (i < ROWS, KC = 8*ROWS) of each chunk c = blockIdx.y, blockIdx.y + S, ... of
+// K, lane tx V columns of each, every load of a chunk issued before its first multiply. Shared
+// memory sums the 8 warps. With S == 1 the block stores its columns. With S > 1 (split-K in one
+// launch) each block writes its float sums to partial[blockIdx.y * N + col], then counts itself in
+// its stripe (count[blockIdx.x], zero between launches); the stripe's last block adds the S
+// partials (read past L1) in a fixed order, so the result does not depend on which block is last,
+// hands each sum to store(col, value) and sets the count back to zero.
+template <typename T, int ROWS, typename Store>
+__device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
+                              float* __restrict__ partial, int* __restrict__ count, int N, int K, int S,
+                              const Store& store) {
+  constexpr int V = 16 / sizeof(T), KC = 8 * ROWS, COLS = 32 * V;
+  __shared__ float red[8][COLS + 1];
+  __shared__ int last;
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
   const int col0 = (blockIdx.x * 32 + tx) * V;
-  const int k0 = blockIdx.y * KC, k1 = min(K, k0 + KC);
+  const bool live = col0 < N;
+  // the first chunk's lines into L2 while the kernel before finishes (a lane per 128-byte line)
+  if (live && (tx & 7) == 0)
+    for (int i = 0; i < ROWS; ++i) {
+      const int k = blockIdx.y * KC + ty + 8 * i;
+      if (k < K) lf_prefetch_l2(w + (long long)k * ldw + col0);
+    }
+  lf_pdl_wait();
   float acc[V];
   #pragma unroll
   for (int j = 0; j < V; ++j) acc[j] = 0.f;
-  if (col0 < N) {
-    #pragma unroll 4
-    for (int k = k0 + ty; k < k1; k += 8) {
-      const float xv = lf_ld(x[k]);
-      float a[V];
-      lf_vld<V>(w + (long long)k * ldw + col0, a);
+  if (live) {
+    for (int k0 = blockIdx.y * KC + ty; k0 < K; k0 += S * KC) {
+      float a[ROWS][V];
       #pragma unroll
-      for (int j = 0; j < V; ++j) acc[j] += xv * a[j];
+      for (int i = 0; i < ROWS; ++i) {
+        if (k0 + 8 * i < K) {
+          lf_vld<V>(w + (long long)(k0 + 8 * i) * ldw + col0, a[i]);
+        } else {
+          #pragma unroll
+          for (int j = 0; j < V; ++j) a[i][j] = 0.f;
+        }
+      }
+      #pragma unroll
+      for (int i = 0; i < ROWS; ++i) {
+        const float xv = k0 + 8 * i < K ? lf_ld(x[k0 + 8 * i]) : 0.f;
+        #pragma unroll
+        for (int j = 0; j < V; ++j) acc[j] += xv * a[i][j];
+      }
     }
   }
   #pragma unroll
   for (int j = 0; j < V; ++j) red[ty][tx * V + j] = acc[j];
   __syncthreads();
-  for (int c = threadIdx.x; c < 32 * V; c += 256) {
-    const int col = blockIdx.x * 32 * V + c;
-    if (col < N) {
+  const int base = blockIdx.x * COLS;
+  if (S == 1) {
+    for (int c = threadIdx.x; c < COLS; c += 256) {
       float s = 0.f;
       #pragma unroll
       for (int g = 0; g < 8; ++g) s += red[g][c];
-      if (SPLIT) partial[(long long)blockIdx.y * N + col] = s;
-      else y[col] = lf_st<T>(s);
+      if (base + c < N) store(base + c, s);
+    }
+    return;
+  }
+  for (int c = threadIdx.x; c < COLS; c += 256) {
+    float s = 0.f;
+    #pragma unroll
+    for (int g = 0; g < 8; ++g) s += red[g][c];
+    if (base + c < N) partial[(long long)blockIdx.y * N + base + c] = s;
+  }
+  __threadfence();  // this block's partials before its count
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(count + blockIdx.x, 1) == S - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // each thread adds 4 columns (one float4) of every G-th partial; red then sums the G groups
+  constexpr int QUADS = COLS / 4, G = 256 / QUADS;
+  const int q = threadIdx.x % QUADS, grp = threadIdx.x / QUADS, col = base + 4 * q;
+  float t[4] = {0.f, 0.f, 0.f, 0.f};
+  if (col < N) {
+    #pragma unroll 8
+    for (int p = grp; p < S; p += G) {
+      const float4 v = __ldcg((const float4*)(partial + (long long)p * N + col));
+      t[0] += v.x; t[1] += v.y; t[2] += v.z; t[3] += v.w;
     }
   }
+  #pragma unroll
+  for (int j = 0; j < 4; ++j) red[grp][4 * q + j] = t[j];
+  __syncthreads();
+  for (int c = threadIdx.x; c < COLS; c += 256) {
+    float s = 0.f;
+    #pragma unroll
+    for (int g = 0; g < G; ++g) s += red[g][c];
+    if (base + c < N) store(base + c, s);
+  }
+  if (threadIdx.x == 0) count[blockIdx.x] = 0;
 }
 
-template <typename T>
-__device__ void lf_gemv_partials(const float* __restrict__ partial, T* __restrict__ y, int N, int S) {
-  for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += blockDim.x * gridDim.x) {
-    float s = 0.f;
-    for (int p = 0; p < S; ++p) s += partial[(long long)p * N + n];
-    y[n] = lf_st<T>(s);
-  }
+template <typename T, int ROWS>
+__device__ void lf_gemv_kn(const T* __restrict__ w, long long ldw, const T* __restrict__ x, T* __restrict__ y,
+                           float* __restrict__ partial, int* __restrict__ count, int N, int K, int S) {
+  lf_gemv_kn_to<T, ROWS>(w, ldw, x, partial, count, N, K, S, LfGemvStore<T>{y});
 }

@@ -294,6 +294,34 @@ def build(plans: list, workdir: str):
     return lib
 
 
+# what the hand kernel files (kernels/*.cu) use beyond the prelude's helpers
+_HAND_SHIM = r"""
+#include <cstdlib>
+struct float4 { float x, y, z, w; };
+inline float __shfl_xor_sync(unsigned, float v, int o) { return lf_shfl(v, o); }
+// the attr-driven attention kernels of attention.cu need it to compile; they are not run here
+inline float __shfl_sync(unsigned, float, int) { std::abort(); }
+"""
+
+
+def build_with_hand(bp, files: tuple, workdir: str) -> ctypes.CDLL:
+    """The stand-in for CUDA, the hand kernel ``files`` (kernels/*.cu) and the plan's kernels in
+    one library, every kernel run on one OS thread per CUDA thread (hand kernels shuffle and
+    synchronise); the same library again for the same text, in this process."""
+    import dataclasses
+
+    from luminal_fn.backends.render.files import kernel_file
+
+    parts = [_SHIM, _HAND_SHIM] + [_shared_static(kernel_file(f)) for f in files]
+    for src in {s.source.name: s.source for s in bp.steps}.values():
+        parts.append(_shared_static(src.text))
+        parts.append(_runner(dataclasses.replace(src, text=src.text + "\n// __syncthreads")))
+    key = hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
+    if key not in _LIBS:
+        _LIBS[key] = compile_parts(parts, os.path.join(workdir, f"hand_{key}"))
+    return _LIBS[key]
+
+
 def compile_parts(parts: list, stem: str) -> ctypes.CDLL:
     """Write ``parts`` (C++ text) to ``stem``.cpp, compile it with g++ into ``stem``.so, load it."""
     src, lib = f"{stem}.cpp", f"{stem}.so"
@@ -323,10 +351,11 @@ def _place(arr: np.ndarray, keep: list, fill=None) -> np.ndarray:
     return out
 
 
-def run(lib, bp, inputs: list, dims: dict) -> list:
+def run(lib, bp, inputs: list, dims: dict, seen: dict | None = None) -> list:
     """Run a plan's steps on the emulation: copies of the caller's arrays as inputs (a donated
     one updated in place is returned as the output it becomes), outputs allocated at the call's
-    dims; returns the outputs in the graph's order."""
+    dims; returns the outputs in the graph's order. ``seen`` (a dict) gets every input, const
+    and output array by buffer id, as the steps left them (a kernel's counters, for example)."""
     keep: list = []
     nsym = len(bp.symbols)
     ptrs = np.zeros(nsym + len(bp.bufs), np.int64)
@@ -372,7 +401,9 @@ def run(lib, bp, inputs: list, dims: dict) -> list:
             if not (tail == 0xA5).all():
                 raise AssertionError(f"emulated CUDA: a kernel wrote past the end of buffer {bid} "
                                      f"({b.kind}, {arr.shape} {arr.dtype})")
+    if seen is not None:
+        seen.update(arrays)
     return [arrays[bid] for bid in bp.outputs]
 
 
-__all__ = ["emulable", "why_not_emulable", "build", "run"]
+__all__ = ["emulable", "why_not_emulable", "build", "build_with_hand", "run"]

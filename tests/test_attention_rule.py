@@ -277,29 +277,6 @@ def test_cuda_plans_one_kernel_and_the_module_compiles(shape, recompute, monkeyp
         nvcc_check(module_source(plan.kernels()))
 
 
-_SHFL = """
-inline float __shfl_xor_sync(unsigned, float v, int o) { return lf_shfl(v, o); }
-// the attr-driven attention kernels of attention.cu need it to compile; they are not run here
-inline float __shfl_sync(unsigned, float, int) { std::abort(); }
-"""
-
-
-def _emulation_library(bp, workdir):
-    """The stand-in for CUDA, kernels/rms_norm.cu (block reductions) and attention.cu, and the
-    plan's kernels (one OS thread per CUDA thread: the kernel shuffles and synchronises)."""
-    import dataclasses
-
-    import cuda_model_emulation as emu
-    from luminal_fn.backends.render.files import kernel_file
-
-    parts = [emu._SHIM, "#include <cstdlib>", _SHFL]
-    parts += [emu._shared_static(kernel_file(f)) for f in ("rms_norm.cu", "attention.cu")]
-    for src in {s.source.name: s.source for s in bp.steps}.values():
-        parts.append(emu._shared_static(src.text))
-        parts.append(emu._runner(dataclasses.replace(src, text=src.text + "\n// __syncthreads")))
-    return emu.compile_parts(parts, f"{workdir}/attn")
-
-
 # name -> (heads, kv heads, head dim, dynamic, the calls' (s, c)). Planned at c = 64 the kernel
 # runs 4 warps: up to 32 keys are held in registers (lf_attn_rows_held), more take the passes.
 EMULATED = {
@@ -330,7 +307,7 @@ def test_cuda_kernel_on_the_cpu_emulation_computes_the_reference(name, recompute
     assert [s.label for s in bp.steps].count("attention_rows") == 1
     if dynamic:  # the output's transposed copy is folded into the kernel's store (attention_store.py)
         assert bp.steps[0].source.meta.get("stores_into") and "fused" not in [s.label for s in bp.steps[1:]]
-    lib = _emulation_library(bp, str(tmp_path))
+    lib = emu.build_with_hand(bp, ("rms_norm.cu", "attention.cu"), str(tmp_path))
     for s, c in calls:
         args = decode_args(config, c, s)
         got = emu.run(lib, bp, list(args), {"s": s, "c": c} if dynamic else {})[0]
@@ -363,7 +340,7 @@ def test_split_rows_on_the_cpu_emulation_compute_the_reference(name, tmp_path, m
     parts = max(1, min(2 * 132 // rows, -(-c_max // 8), 32))
     assert step.source.meta["parts"] == parts > 1
     assert f", {parts}, 8>(" in step.source.text
-    lib = _emulation_library(bp, str(tmp_path))
+    lib = emu.build_with_hand(bp, ("rms_norm.cu", "attention.cu"), str(tmp_path))
     for s, c in calls:
         args = decode_args(config, c, s)
         for _ in range(2):  # the per-row counts are zero again after a launch
@@ -491,7 +468,7 @@ def test_tiny_llama_decode_step_with_the_kernel_on_the_cpu_emulation(tmp_path):
     bp = plan_graph(ll, {"s": 1, "c": N_CACHE})
     labels = [s.label for s in bp.steps]
     assert labels.count(KIND) == config.num_hidden_layers and "softmax_rows" not in labels
-    lib = _emulation_library(bp, str(tmp_path))
+    lib = emu.build_with_hand(bp, ("rms_norm.cu", "attention.cu"), str(tmp_path))
     want_plan = NumpyBackend().compile(ex.extract(ex.generic_genome()))
     for c in (1, 40):
         args = inputs(c)

@@ -132,8 +132,7 @@ def test_the_merged_layer_on_the_cpu_emulation(tmp_path):
     import cuda_model_emulation as emu
     from llama.model import step_inputs
     from luminal_fn.backends.numpy import NumpyBackend
-    from luminal_fn.backends.render.files import kernel_file
-    from test_attention_rule import _SHFL, kernel_option
+    from test_attention_rule import kernel_option
     from test_rope_rule import _flat, _tiny_llama
 
     _, w, cache, step = _tiny_llama("float32", layers=2)
@@ -151,12 +150,7 @@ def test_the_merged_layer_on_the_cpu_emulation(tmp_path):
     # is checked on the GEMV plan above and emulated in tests/test_cuda_horizontal.py)
     assert labels.count("rope_half -> Scatter (in place)") == 2, labels
     assert all(bp.steps[i + 1].label != "fused" for i, lb in enumerate(labels) if lb == "attention_rows")
-    parts = [emu._SHIM, "#include <cstdlib>", _SHFL, kernel_file("rope.cu")]
-    parts += [emu._shared_static(kernel_file(f)) for f in ("rms_norm.cu", "attention.cu")]
-    for src in {s.source.name: s.source for s in bp.steps}.values():
-        parts.append(emu._shared_static(src.text))
-        parts.append(emu._runner(dataclasses.replace(src, text=src.text + "\n// __syncthreads")))
-    lib = emu.compile_parts(parts, f"{tmp_path}/layer")
+    lib = emu.build_with_hand(bp, ("rope.cu", "rms_norm.cu", "attention.cu"), str(tmp_path))
     want = NumpyBackend().compile(ex.extract(ex.generic_genome()))
     for c in (40, 57):
         args, _ = _flat(step, (w, *step_inputs([7], c - 1), cache))

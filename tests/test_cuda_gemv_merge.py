@@ -11,13 +11,10 @@ lf.jit and of the planned LLIR against float64 NumPy, called twice.
 """
 from __future__ import annotations
 
-import ctypes
 import dataclasses
-import hashlib
 import os
 import re
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -346,35 +343,6 @@ def test_merged_modules_compile_with_nvcc():
 
 
 # ---- the merged kernel on the CPU emulation of CUDA -----------------------------------------------
-_SHFL = """
-inline float __shfl_xor_sync(unsigned, float v, int o) { return lf_shfl(v, o); }
-"""
-_EMU_LIBS: dict = {}
-
-
-def _emulation_library(bp, workdir):
-    """tests/cuda_model_emulation.py's stand-in for CUDA, kernels/gemv.cu and the plan's kernels
-    (each run on one OS thread per CUDA thread: lf_gemv_nk shuffles and synchronises)."""
-    import cuda_model_emulation as emu
-    from luminal_fn.backends.render.files import kernel_file
-
-    parts = [emu._SHIM, _SHFL, emu._shared_static(kernel_file("gemv.cu"))]
-    for src in {s.source.name: s.source for s in bp.steps}.values():
-        parts.append(emu._shared_static(src.text))
-        parts.append(emu._runner(dataclasses.replace(src, text=src.text + "\n// __syncthreads")))
-    text = "\n".join(parts)
-    key = hashlib.sha1(text.encode()).hexdigest()[:16]
-    if key not in _EMU_LIBS:
-        cpp, so = os.path.join(workdir, f"gemv_{key}.cpp"), os.path.join(workdir, f"gemv_{key}.so")
-        with open(cpp, "w") as f:
-            f.write(text)
-        res = subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
-                              "-Wno-unknown-pragmas", "-o", so, cpp], capture_output=True, text=True)
-        assert res.returncode == 0, res.stderr[:4000]
-        _EMU_LIBS[key] = ctypes.CDLL(so)
-    return _EMU_LIBS[key]
-
-
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
 @pytest.mark.parametrize("d,ns,k", [(dt.float32, [64, 16, 16], 64), (dt.float16, [64, 16, 16], 64),
                                     (dt.float32, [128, 128], 2048), (dt.float32, [24, 40], 64)])
@@ -384,7 +352,7 @@ def test_merged_kernel_on_the_cpu_emulation_matches_float64(tmp_path, d, ns, k):
     g, ins = _siblings_graph(d, ns, k, w_cols=k + 64, w_offsets=[64 if i % 2 else 0 for i in range(len(ns))])
     bp = plan_graph(g, {})
     assert _labels(bp) == [f"matmul (gemv nk x{len(ns)})"]
-    outs = emu.run(_emulation_library(bp, str(tmp_path)), bp, ins, {})
+    outs = emu.run(emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path)), bp, ins, {})
     x = ins[0].astype(np.float64)
     tol = 2e-3 if d is dt.float16 else 2e-5
     for i, (o, w) in enumerate(zip(outs, ins[1:])):

@@ -147,6 +147,21 @@ def _gemv_nk_sibling(pl, node):
     return ("gemv_nk", sa, va.key(), node.dtype.name)
 
 
+KN_ROWS = 8  # rows of W a thread of lf_gemv_kn loads at once (8 x 16 bytes in flight)
+KN_BLOCKS_PER_SM = 4  # 256-thread blocks an SM the launch aims at (40 registers: 6 fit)
+KN_MAX_SPLIT = 64  # chunks of K at most: the stripe's last block adds this many partials
+
+
+def kn_launch(N: int, K: int, V: int, sm_count: int) -> tuple:
+    """(column stripes, K split S) of lf_gemv_kn: about KN_BLOCKS_PER_SM blocks an SM in all
+    (enough 16-byte loads in flight for the copy bandwidth), every block over as many chunks of
+    K as the others (a block with one chunk more would be the launch's tail)."""
+    blocks_x = -(-N // (32 * V))
+    chunks = -(-K // (8 * KN_ROWS))
+    S = max(1, min(chunks, KN_MAX_SPLIT, -(-KN_BLOCKS_PER_SM * sm_count // blocks_x)))
+    return blocks_x, -(-chunks // -(-chunks // S))
+
+
 def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
     layout = _gemv_layout(pl, node, va, vb, da, db)
     if layout is None:
@@ -163,33 +178,20 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
     symbolic = [d for d in rows if _static(d) is None]
     guard = [skip_when_empty(' * '.join(f'({r(d)})' for d in symbolic))] if symbolic else []
     if layout == "kn":
-        blocks_x = -(-N // (32 * V))
-        S = max(1, min(K // 64 or 1, -(-4 * pl.sm_count // blocks_x)))
-        KC = -(-K // S)
-        KC = -(-KC // 8) * 8
-        S = -(-K // KC)
-        split = "true" if S > 1 else "false"
+        blocks_x, S = kn_launch(N, K, V, pl.sm_count)
         bufs = [("in0", "b0", node.dtype, True), ("in1", "b1", node.dtype, True)]
         ids = [b_a, b_w]
-        partial = "(float*)0"
-        if S > 1:
-            scratch = pl.scratch(dt.float32, S * N)
-            bufs.append(("scratch", "part", dt.float32, False))
-            ids.append(scratch)
-            partial = "part"
+        if S > 1:  # the blocks' float partials and each column stripe's count of finished blocks
+            bufs += [("scratch", "part", dt.float32, False), ("count", "cnt", dt.int32, False)]
+            ids += [pl.scratch(dt.float32, S * N), pl.zeroed_counters(blocks_x, ("gemv_kn count", node.id))]
         bufs.append(("out", "out", node.dtype, False))
         ids.append(out)
-        body = guard + [f"lf_gemv_kn<{T}, {split}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
-                f"b0 + ({r(va.offset)}), out, {partial}, {N}, {K}, {KC});"]
+        partial, count = ("part", "cnt") if S > 1 else ("(float*)0", "(int*)0")
+        body = guard + [f"lf_gemv_kn<{T}, {KN_ROWS}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
+                        f"b0 + ({r(va.offset)}), out, {partial}, {count}, {N}, {K}, {S});"]
         src = finish(pl.lang, "gemv_kn", body, bufs, 256, 1, 1,
-                     meta={"hand": True, "grid3": (blocks_x, S, 1), "split": S})
+                     meta={"hand": True, "grid3": (blocks_x, S, 1), "split": S, "waits_inside": True})
         pl.add_kernel(src, ids, node.id, "matmul (gemv kn)")
-        if S > 1:
-            body2 = guard + [f"lf_gemv_partials<{T}>(b0, out, {N}, {S});"]
-            src2 = finish(pl.lang, "gemv_part", body2,
-                          [("scratch", "b0", dt.float32, True), ("out", "out", node.dtype, False)],
-                          256, N, 256, meta={"hand": True})
-            pl.add_kernel(src2, [scratch, out], node.id, "matmul (gemv partials)")
         return True
     wpr = _warps_per_row(N, K, V, pl.sm_count)
     rpb = 8 // wpr

@@ -1,0 +1,150 @@
+"""The decode GEMV over a weight stored (K, N) (``x @ W``, luminal_fn.nn.linear's layout):
+lf_gemv_kn in kernels/gemv.cu, planned by backends/cuda/matmul.py as one launch whatever its
+K split (the last block of a column stripe adds the stripe's float partials).
+
+On the CPU: the launch shape, the plan (one step, its scratch and zeroed counters), the kernel run
+on the CPU emulation of CUDA (tests/cuda_model_emulation.py plus kernels/gemv.cu) against float64
+NumPy for float32, float16 and bfloat16, split and unsplit, narrow and ragged shapes and a strided
+weight, with the counters left at zero for the next launch; the module compiled by nvcc where it
+is installed. On the GPU (marked ``gpu``): lf.jit against float64 NumPy, called twice.
+"""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+import luminal_fn as lf
+from luminal_fn.backends.cuda.executable import plan_graph
+from luminal_fn.backends.cuda.matmul import KN_MAX_SPLIT, KN_ROWS, kn_launch
+from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
+from luminal_fn.ir import dtypes as dt
+from luminal_fn.ir.view import View
+
+import cuda_cases as C
+
+
+def _kn_graph(d, k, n, ldw=None, col_offset=0):
+    """LLIR: y = x (1, k) @ W[:, off:off + n], W stored (k, ldw) row-major."""
+    ldw = ldw or n
+    b = C.B("gemv_kn")
+    x = b.input((1, k), d)
+    w = b.input((k, ldw), d)
+    vb = View((k, n), (ldw, 1), col_offset, None)
+    b.output(b.custom("matmul", [b.c(x), (w, vb)], (1, n), d, m=1, n=n, k=k))
+    ins = [C.rand((1, k), d, -1, 1), C.rand((k, ldw), d, -1, 1)]
+    return b.g, ins
+
+
+def test_launch_shape_fills_the_device_and_caps_the_split():
+    # Llama-1B-sized products in bf16 (V = 8: 256 columns a block) on 132 SMs
+    assert kn_launch(8192, 2048, 8, 132) == (32, 16)
+    assert kn_launch(2048, 8192, 8, 132) == (8, KN_MAX_SPLIT)  # narrow: the split reaches its cap
+    assert kn_launch(8192, 64, 8, 132) == (32, 1)  # one chunk of K: no split
+    for n, k, v in ((512, 256, 4), (96, 200, 4), (128256, 2048, 8), (4, 8, 4)):
+        bx, s = kn_launch(n, k, v, 132)
+        assert bx * 32 * v >= n > (bx - 1) * 32 * v
+        assert 1 <= s <= min(KN_MAX_SPLIT, -(-k // (8 * KN_ROWS)))
+
+
+def test_a_split_gemv_is_one_launch_with_its_partials_and_counters():
+    g, _ = _kn_graph(dt.bfloat16, 2048, 1024)
+    bp = plan_graph(g, {})
+    assert [s.label for s in bp.steps] == ["matmul (gemv kn)"]
+    src = bp.steps[0].source
+    assert src.meta["grid3"][:2] == (4, src.meta["split"]) and src.meta["split"] > 1
+    assert "lf_gemv_kn<__nv_bfloat16, 8>" in src.text and src.meta["waits_inside"]
+    kinds = {bp.bufs[b].kind for b in bp.steps[0].bufs}
+    assert {"scratch", "const"} <= kinds
+    counts = [b for b in bp.steps[0].bufs if bp.bufs[b].kind == "const"]
+    assert len(counts) == 1 and bp.bufs[counts[0]].dtype is dt.int32
+    assert not np.asarray(bp.const_values[bp.bufs[counts[0]].index]).any()
+    # no split: neither buffer
+    g1, _ = _kn_graph(dt.float16, 64, 8192)
+    bp1 = plan_graph(g1, {})
+    assert bp1.steps[0].source.meta["split"] == 1
+    assert {bp1.bufs[b].kind for b in bp1.steps[0].bufs} <= {"input", "output", "arena"}
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc is not installed here")
+def test_kn_modules_compile_with_nvcc():
+    kernels = []
+    for d in (dt.float32, dt.float16, dt.bfloat16):
+        for k, n in ((2048, 1024), (64, 8192), (200, 96)):
+            kernels += plan_graph(_kn_graph(d, k, n)[0], {}).kernels()
+    nvcc_check(module_source(kernels))
+
+
+# ---- on the CPU emulation of CUDA -----------------------------------------------------------------
+EMU_CASES = [  # (dtype, K, N, ldw, column offset)
+    (dt.float32, 256, 512, None, 0),  # split, 4 stripes
+    (dt.bfloat16, 2048, 1024, None, 0),  # split, each block over several chunks (4 SMs emulated)
+    (dt.float16, 64, 8192, None, 0),  # one chunk: no split
+    (dt.float32, 200, 96, None, 0),  # K not a whole number of chunks, N not of a stripe
+    (dt.float32, 8192, 8, None, 0),  # the split at its cap, blocks looping over chunks
+    (dt.bfloat16, 520, 64, 128, 32),  # a strided weight read from column 32
+]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
+@pytest.mark.parametrize("d,k,n,ldw,off", EMU_CASES)
+def test_kn_gemv_on_the_cpu_emulation_matches_float64(tmp_path, d, k, n, ldw, off):
+    import cuda_model_emulation as emu
+
+    g, ins = _kn_graph(d, k, n, ldw, off)
+    bp = plan_graph(g, {})
+    assert [s.label for s in bp.steps] == ["matmul (gemv kn)"]
+    lib = emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path))
+    consts: dict = {}
+    out = emu.run(lib, bp, ins, {}, seen=consts)[0]
+    want = ins[0].astype(np.float64) @ ins[1].astype(np.float64)[:, off:off + n]
+    got = out.astype(np.float64)
+    if d is dt.float32:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+    else:  # the float sum rounded once to the storage type
+        eps = 2.0 ** -8 if d is dt.bfloat16 else 2.0 ** -11
+        assert np.all(np.abs(got - want) <= eps * np.abs(want) + 1e-5 * np.sqrt(k)), np.abs(got - want).max()
+    for b in bp.steps[0].bufs:  # the stripes' counters are zero again for the next launch
+        if bp.bufs[b].kind == "const":
+            assert not consts[b].any(), consts[b]
+
+
+# ---- on the GPU ------------------------------------------------------------------------------------
+GPU_SHAPES = [(2048, 8192), (8192, 2048), (200, 96), (64, 8192)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dname", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("k,n", GPU_SHAPES)
+def test_kn_gemv_step_on_gpu_matches_float64(dname, k, n):
+    """The planned LLIR itself (no search), replayed: the same values, so the counters were
+    left at zero."""
+    from luminal_fn.backends import get_backend
+
+    cuda = get_backend("cuda")
+    d = getattr(dt, dname)
+    g, ins = _kn_graph(d, k, n)
+    exe = cuda.compile(g)
+    assert "matmul (gemv kn)" in exe.describe(), exe.describe()
+    args = [cuda.from_numpy(a) for a in ins]
+    first = cuda.to_numpy(exe.run(args, {})[0]).astype(np.float64)
+    want = ins[0].astype(np.float64) @ ins[1].astype(np.float64)
+    tol = 1e-5 if d is dt.float32 else 1e-2
+    np.testing.assert_allclose(first, want, rtol=tol, atol=tol * np.sqrt(k))
+    for _ in range(2):
+        np.testing.assert_array_equal(cuda.to_numpy(exe.run(args, {})[0]).astype(np.float64), first)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dname", ["float32", "bfloat16"])
+def test_kn_gemv_jitted_on_gpu_matches_float64(dname):
+    npd = dt.to_numpy(getattr(dt, dname))
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, (1, 2048)).astype(np.float32).astype(npd)
+    w = rng.uniform(-1, 1, (2048, 8192)).astype(np.float32).astype(npd)
+    f = lf.jit(lambda a, b: a @ b, backend="cuda")
+    want = x.astype(np.float64) @ w.astype(np.float64)
+    tol = 1e-5 if dname == "float32" else 1e-2
+    for _ in range(2):
+        np.testing.assert_allclose(np.asarray(f(x, w)).astype(np.float64), want, rtol=tol, atol=tol * np.sqrt(2048))
