@@ -368,13 +368,15 @@ def main():
         for K, N in shapes[:3]:
             gemv(be, cp, bw, K, N, dt.bfloat16, transposed=True)
         gemv(be, cp, bw, 2048, 8192, dt.float16)
-    if "kn" in only:  # lf_gemv_kn's rows a thread and blocks an SM, swept (bf16, x @ W layout)
+    if "kn" in only:  # lf_gemv_kn's rows a thread, blocks an SM and split merge, swept (bf16, x @ W)
         from luminal_fn.backends.cuda import matmul
 
-        for rows, per_sm in ((4, 4), (8, 4), (16, 4), (8, 6), (8, 8), (16, 2)):
-            matmul.KN_ROWS, matmul.KN_BLOCKS_PER_SM = rows, per_sm
-            for K, N in ((2048, 2048), (2048, 8192), (8192, 2048)):
-                gemv(be, cp, bw, K, N, dt.bfloat16, tag=f" [kn rows {rows}, {per_sm} blocks/SM]")
+        for rows, per_sm, merge in ((4, 4, False), (4, 4, True), (8, 2, True), (8, 4, True),
+                                    (4, 8, True), (16, 1, True), (2, 8, True)):
+            matmul.KN_ROWS, matmul.KN_BLOCKS_PER_SM, matmul.KN_MERGE = rows, per_sm, merge
+            for K, N in ((2048, 2048), (2048, 8192), (8192, 2048), (2048, 128256)):
+                gemv(be, cp, bw, K, N, dt.bfloat16,
+                     tag=f" [kn rows {rows}, {per_sm} blocks/SM, {'merged' if merge else 'partials kernel'}]")
     if "gemm" in only:
         gemm(be, cp, bw, 4096, dt.float16)
         gemm(be, cp, bw, 4096, dt.float32)

@@ -169,15 +169,16 @@ __device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __re
   lf_gemv_nk_to<T, ITERS>(w, ldw, x, N, K, WPR, block, blocks, LfGemvStore<T>{y});
 }
 
-// lf_gemv_kn_to: a block of 256 threads covers 32*V columns of W (K, N); warp ty reads rows
-// c*KC + ty + 8*i (i < ROWS, KC = 8*ROWS) of each chunk c = blockIdx.y, blockIdx.y + S, ... of
-// K, lane tx V columns of each, every load of a chunk issued before its first multiply. Shared
-// memory sums the 8 warps. With S == 1 the block stores its columns. With S > 1 (split-K in one
-// launch) each block writes its float sums to partial[blockIdx.y * N + col], then counts itself in
-// its stripe (count[blockIdx.x], zero between launches); the stripe's last block adds the S
-// partials (read past L1) in a fixed order, so the result does not depend on which block is last,
-// hands each sum to store(col, value) and sets the count back to zero.
-template <typename T, int ROWS, typename Store>
+// lf_gemv_kn_to: a block of 256 threads covers 32*V columns of W (K, N) and an equal share of
+// K's chunks of KC = 8*ROWS rows (blockIdx.y's share: split-K among S blocks); warp ty reads rows
+// ty + 8*i (i < ROWS) of each chunk, lane tx V columns of each, every load of a chunk issued before
+// its first multiply. Shared memory sums the 8 warps. With S == 1 the block stores its columns.
+// With S > 1 each block writes its float sums to partial[blockIdx.y * N + col]; then either a
+// second kernel adds them (lf_gemv_partials; MERGE false) or, in this launch (MERGE), the block
+// counts itself in its stripe (count[blockIdx.x], zero between launches) and the stripe's last
+// block adds the S partials (read past L1) in a fixed order, so the result does not depend on
+// which block is last, hands each sum to store(col, value) and sets the count back to zero.
+template <typename T, int ROWS, bool MERGE, typename Store>
 __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
                               float* __restrict__ partial, int* __restrict__ count, int N, int K, int S,
                               const Store& store) {
@@ -186,34 +187,37 @@ __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* _
   __shared__ int last;
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
   const int col0 = (blockIdx.x * 32 + tx) * V;
-  const bool live = col0 < N;
-  // the first chunk's lines into L2 while the kernel before finishes (a lane per 128-byte line)
-  if (live && (tx & 7) == 0)
-    for (int i = 0; i < ROWS; ++i) {
-      const int k = blockIdx.y * KC + ty + 8 * i;
-      if (k < K) lf_prefetch_l2(w + (long long)k * ldw + col0);
-    }
+  const int share = (K + S * KC - 1) / (S * KC) * KC;  // rows of K this block reads
+  const int k1 = min(K, (int)(blockIdx.y + 1) * share);
   lf_pdl_wait();
   float acc[V];
   #pragma unroll
   for (int j = 0; j < V; ++j) acc[j] = 0.f;
-  if (live) {
-    for (int k0 = blockIdx.y * KC + ty; k0 < K; k0 += S * KC) {
-      float a[ROWS][V];
-      #pragma unroll
-      for (int i = 0; i < ROWS; ++i) {
-        if (k0 + 8 * i < K) {
-          lf_vld<V>(w + (long long)(k0 + 8 * i) * ldw + col0, a[i]);
-        } else {
+  if (col0 < N) {
+    for (int k0 = blockIdx.y * share + ty; k0 < k1; k0 += KC) {
+      float a[ROWS][V], xv[ROWS];
+      const T* wr = w + (long long)k0 * ldw + col0;
+      if (k0 + 8 * (ROWS - 1) < k1) {  // a whole chunk: no conditions between the loads
+        #pragma unroll
+        for (int i = 0; i < ROWS; ++i) lf_vld<V>(wr + 8 * i * ldw, a[i]);
+        #pragma unroll
+        for (int i = 0; i < ROWS; ++i) xv[i] = lf_ld(x[k0 + 8 * i]);
+      } else {
+        #pragma unroll
+        for (int i = 0; i < ROWS; ++i) {
+          xv[i] = 0.f;
           #pragma unroll
           for (int j = 0; j < V; ++j) a[i][j] = 0.f;
+          if (k0 + 8 * i < k1) {
+            lf_vld<V>(wr + 8 * i * ldw, a[i]);
+            xv[i] = lf_ld(x[k0 + 8 * i]);
+          }
         }
       }
       #pragma unroll
       for (int i = 0; i < ROWS; ++i) {
-        const float xv = k0 + 8 * i < K ? lf_ld(x[k0 + 8 * i]) : 0.f;
         #pragma unroll
-        for (int j = 0; j < V; ++j) acc[j] += xv * a[i][j];
+        for (int j = 0; j < V; ++j) acc[j] += xv[i] * a[i][j];
       }
     }
   }
@@ -221,27 +225,24 @@ __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* _
   for (int j = 0; j < V; ++j) red[ty][tx * V + j] = acc[j];
   __syncthreads();
   const int base = blockIdx.x * COLS;
-  if (S == 1) {
-    for (int c = threadIdx.x; c < COLS; c += 256) {
-      float s = 0.f;
-      #pragma unroll
-      for (int g = 0; g < 8; ++g) s += red[g][c];
-      if (base + c < N) store(base + c, s);
-    }
-    return;
-  }
   for (int c = threadIdx.x; c < COLS; c += 256) {
     float s = 0.f;
     #pragma unroll
     for (int g = 0; g < 8; ++g) s += red[g][c];
-    if (base + c < N) partial[(long long)blockIdx.y * N + base + c] = s;
+    if (base + c < N) {
+      if (S == 1) store(base + c, s);
+      else partial[(long long)blockIdx.y * N + base + c] = s;
+    }
   }
-  __threadfence();  // this block's partials before its count
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(count + blockIdx.x, 1) == S - 1;
+  if (S == 1 || !MERGE) return;
+  __syncthreads();  // every partial of the block written (then one fence publishes them all)
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(count + blockIdx.x, 1) == S - 1;
+    if (last) __threadfence();
+  }
   __syncthreads();
   if (!last) return;
-  __threadfence();
   // each thread adds 4 columns (one float4) of every G-th partial; red then sums the G groups
   constexpr int QUADS = COLS / 4, G = 256 / QUADS;
   const int q = threadIdx.x % QUADS, grp = threadIdx.x / QUADS, col = base + 4 * q;
@@ -265,8 +266,18 @@ __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* _
   if (threadIdx.x == 0) count[blockIdx.x] = 0;
 }
 
-template <typename T, int ROWS>
+template <typename T, int ROWS, bool MERGE>
 __device__ void lf_gemv_kn(const T* __restrict__ w, long long ldw, const T* __restrict__ x, T* __restrict__ y,
                            float* __restrict__ partial, int* __restrict__ count, int N, int K, int S) {
-  lf_gemv_kn_to<T, ROWS>(w, ldw, x, partial, count, N, K, S, LfGemvStore<T>{y});
+  lf_gemv_kn_to<T, ROWS, MERGE>(w, ldw, x, partial, count, N, K, S, LfGemvStore<T>{y});
+}
+
+// the second kernel of a split lf_gemv_kn without MERGE: y[n] = the S partials of column n, in order
+template <typename T>
+__device__ void lf_gemv_partials(const float* __restrict__ partial, T* __restrict__ y, int N, int S) {
+  for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += blockDim.x * gridDim.x) {
+    float s = 0.f;
+    for (int p = 0; p < S; ++p) s += partial[(long long)p * N + n];
+    y[n] = lf_st<T>(s);
+  }
 }

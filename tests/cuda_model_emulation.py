@@ -297,6 +297,9 @@ def build(plans: list, workdir: str):
 # what the hand kernel files (kernels/*.cu) use beyond the prelude's helpers
 _HAND_SHIM = r"""
 #include <cstdlib>
+// a shared array's alignment (the shim drops __align__; the vector loads check it)
+#undef __align__
+#define __align__(n) __attribute__((aligned(n)))
 struct float4 { float x, y, z, w; };
 inline float __shfl_xor_sync(unsigned, float v, int o) { return lf_shfl(v, o); }
 // the attr-driven attention kernels of attention.cu need it to compile; they are not run here
@@ -304,16 +307,18 @@ inline float __shfl_sync(unsigned, float, int) { std::abort(); }
 """
 
 
-def build_with_hand(bp, files: tuple, workdir: str) -> ctypes.CDLL:
-    """The stand-in for CUDA, the hand kernel ``files`` (kernels/*.cu) and the plan's kernels in
-    one library, every kernel run on one OS thread per CUDA thread (hand kernels shuffle and
-    synchronise); the same library again for the same text, in this process."""
+def build_with_hand(plans, files: tuple, workdir: str) -> ctypes.CDLL:
+    """The stand-in for CUDA, the hand kernel ``files`` (kernels/*.cu) and every kernel of
+    ``plans`` (one plan or a list) in one library, every kernel on one OS thread per CUDA thread
+    (a kernel calling into those files may shuffle and synchronise there, out of its own text).
+    The same library again for the same text, in this process."""
     import dataclasses
 
     from luminal_fn.backends.render.files import kernel_file
 
     parts = [_SHIM, _HAND_SHIM] + [_shared_static(kernel_file(f)) for f in files]
-    for src in {s.source.name: s.source for s in bp.steps}.values():
+    plans = plans if isinstance(plans, (list, tuple)) else [plans]
+    for src in {s.source.name: s.source for bp in plans for s in bp.steps}.values():
         parts.append(_shared_static(src.text))
         parts.append(_runner(dataclasses.replace(src, text=src.text + "\n// __syncthreads")))
     key = hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]

@@ -111,12 +111,11 @@ def test_epilogue_modules_compile_with_nvcc():
 @pytest.mark.parametrize("n,k,d", [(64, 128, np.float32), (48, 2048, np.float32), (64, 128, np.float16)])
 def test_epilogue_on_the_cpu_emulation_matches_float64(tmp_path, n, k, d):
     import cuda_model_emulation as emu
-    from test_cuda_gemv_merge import _emulation_library
 
     ins = _inputs(n, k, d, seed=1)
     bp = plan_graph(_extract(residual, ins), {})
     assert _labels(bp) == ["matmul (gemv nk) + epilogue"]
-    (got,) = emu.run(_emulation_library(bp, str(tmp_path)), bp, list(ins), {})
+    (got,) = emu.run(emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path)), bp, list(ins), {})
     tol = 2e-3 if d is np.float16 else 2e-5
     np.testing.assert_allclose(got.astype(np.float64), _want(*ins, d), rtol=tol, atol=tol * 4)
 
@@ -159,7 +158,6 @@ def test_siblings_of_different_lengths_are_not_a_pair():
 def test_pair_epilogue_on_the_cpu_emulation_matches_float64(tmp_path, n, k, unroll, monkeypatch):
     import cuda_model_emulation as emu
     from luminal_fn.backends.cuda.epilogue import PAIR_UNROLL_SWITCH
-    from test_cuda_gemv_merge import _emulation_library
 
     monkeypatch.setenv(PAIR_UNROLL_SWITCH, unroll)
     ins = _gated_inputs(n, k, np.float32, seed=3)
@@ -170,7 +168,7 @@ def test_pair_epilogue_on_the_cpu_emulation_matches_float64(tmp_path, n, k, unro
     assert iters == (seg.iters if unroll == "1" else 0)
     # (k = 64 is less than one 16-byte load a lane of a warp: no unrolled form)
     assert (iters > 0) == (unroll == "1" and k > 64)
-    (got,) = emu.run(_emulation_library(bp, str(tmp_path)), bp, list(ins), {})
+    (got,) = emu.run(emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path)), bp, list(ins), {})
     np.testing.assert_allclose(got.astype(np.float64), _gated_want(*ins, np.float32), rtol=2e-5, atol=1e-4)
 
 

@@ -41,7 +41,7 @@ def test_launch_shape_fills_the_device_and_caps_the_split():
     # Llama-1B-sized products in bf16 (V = 8: 256 columns a block) on 132 SMs
     assert kn_launch(8192, 2048, 8, 132) == (32, 16)
     assert kn_launch(2048, 8192, 8, 132) == (8, KN_MAX_SPLIT)  # narrow: the split reaches its cap
-    assert kn_launch(8192, 64, 8, 132) == (32, 1)  # one chunk of K: no split
+    assert kn_launch(8192, 8 * KN_ROWS, 8, 132) == (32, 1)  # one chunk of K: no split
     for n, k, v in ((512, 256, 4), (96, 200, 4), (128256, 2048, 8), (4, 8, 4)):
         bx, s = kn_launch(n, k, v, 132)
         assert bx * 32 * v >= n > (bx - 1) * 32 * v
@@ -54,14 +54,14 @@ def test_a_split_gemv_is_one_launch_with_its_partials_and_counters():
     assert [s.label for s in bp.steps] == ["matmul (gemv kn)"]
     src = bp.steps[0].source
     assert src.meta["grid3"][:2] == (4, src.meta["split"]) and src.meta["split"] > 1
-    assert "lf_gemv_kn<__nv_bfloat16, 8>" in src.text and src.meta["waits_inside"]
+    assert f"lf_gemv_kn<__nv_bfloat16, {KN_ROWS}, true>" in src.text and src.meta["waits_inside"]
     kinds = {bp.bufs[b].kind for b in bp.steps[0].bufs}
     assert {"scratch", "const"} <= kinds
     counts = [b for b in bp.steps[0].bufs if bp.bufs[b].kind == "const"]
     assert len(counts) == 1 and bp.bufs[counts[0]].dtype is dt.int32
     assert not np.asarray(bp.const_values[bp.bufs[counts[0]].index]).any()
     # no split: neither buffer
-    g1, _ = _kn_graph(dt.float16, 64, 8192)
+    g1, _ = _kn_graph(dt.float16, 8 * KN_ROWS, 8192)
     bp1 = plan_graph(g1, {})
     assert bp1.steps[0].source.meta["split"] == 1
     assert {bp1.bufs[b].kind for b in bp1.steps[0].bufs} <= {"input", "output", "arena"}
@@ -80,7 +80,7 @@ def test_kn_modules_compile_with_nvcc():
 EMU_CASES = [  # (dtype, K, N, ldw, column offset)
     (dt.float32, 256, 512, None, 0),  # split, 4 stripes
     (dt.bfloat16, 2048, 1024, None, 0),  # split, each block over several chunks (4 SMs emulated)
-    (dt.float16, 64, 8192, None, 0),  # one chunk: no split
+    (dt.float16, 8 * KN_ROWS, 8192, None, 0),  # one chunk: no split
     (dt.float32, 200, 96, None, 0),  # K not a whole number of chunks, N not of a stripe
     (dt.float32, 8192, 8, None, 0),  # the split at its cap, blocks looping over chunks
     (dt.bfloat16, 520, 64, 128, 32),  # a strided weight read from column 32
@@ -88,13 +88,17 @@ EMU_CASES = [  # (dtype, K, N, ldw, column offset)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
+@pytest.mark.parametrize("merge", [True, False], ids=["one-launch", "partials-kernel"])
 @pytest.mark.parametrize("d,k,n,ldw,off", EMU_CASES)
-def test_kn_gemv_on_the_cpu_emulation_matches_float64(tmp_path, d, k, n, ldw, off):
+def test_kn_gemv_on_the_cpu_emulation_matches_float64(tmp_path, monkeypatch, d, k, n, ldw, off, merge):
     import cuda_model_emulation as emu
+    from luminal_fn.backends.cuda import matmul
 
+    monkeypatch.setattr(matmul, "KN_MERGE", merge)
     g, ins = _kn_graph(d, k, n, ldw, off)
     bp = plan_graph(g, {})
-    assert [s.label for s in bp.steps] == ["matmul (gemv kn)"]
+    split = bp.steps[0].source.meta["split"] > 1
+    assert [s.label for s in bp.steps] == ["matmul (gemv kn)"] + (["matmul (gemv partials)"] if split and not merge else [])
     lib = emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path))
     consts: dict = {}
     out = emu.run(lib, bp, ins, {}, seen=consts)[0]
@@ -105,9 +109,10 @@ def test_kn_gemv_on_the_cpu_emulation_matches_float64(tmp_path, d, k, n, ldw, of
     else:  # the float sum rounded once to the storage type
         eps = 2.0 ** -8 if d is dt.bfloat16 else 2.0 ** -11
         assert np.all(np.abs(got - want) <= eps * np.abs(want) + 1e-5 * np.sqrt(k)), np.abs(got - want).max()
-    for b in bp.steps[0].bufs:  # the stripes' counters are zero again for the next launch
-        if bp.bufs[b].kind == "const":
-            assert not consts[b].any(), consts[b]
+    counters = [b for b in bp.steps[0].bufs if bp.bufs[b].kind == "const"]
+    assert len(counters) == (split and merge)
+    for b in counters:  # the stripes' counters are zero again for the next launch
+        assert not consts[b].any(), consts[b]
 
 
 # ---- on the GPU ------------------------------------------------------------------------------------
@@ -126,9 +131,9 @@ def test_kn_gemv_step_on_gpu_matches_float64(dname, k, n):
     d = getattr(dt, dname)
     g, ins = _kn_graph(d, k, n)
     exe = cuda.compile(g)
-    assert "matmul (gemv kn)" in exe.describe(), exe.describe()
     args = [cuda.from_numpy(a) for a in ins]
     first = cuda.to_numpy(exe.run(args, {})[0]).astype(np.float64)
+    assert "matmul (gemv kn)" in exe.describe(), exe.describe()
     want = ins[0].astype(np.float64) @ ins[1].astype(np.float64)
     tol = 1e-5 if d is dt.float32 else 1e-2
     np.testing.assert_allclose(first, want, rtol=tol, atol=tol * np.sqrt(k))

@@ -11,12 +11,9 @@ GPU (marked ``gpu``, skipped without one): the same at the 1B model's sizes in b
 """
 from __future__ import annotations
 
-import ctypes
 import dataclasses
-import hashlib
 import os
 import shutil
-import subprocess
 import sys
 
 import ml_dtypes
@@ -231,38 +228,11 @@ def test_folded_modules_compile_with_nvcc():
 
 
 # ---- the CPU emulation of CUDA -----------------------------------------------------------------
-_EXTRA = r"""
-// a shared array's alignment (the shim drops __align__; the vector loads check it)
-#undef __align__
-#define __align__(n) __attribute__((aligned(n)))
-inline float __shfl_xor_sync(unsigned, float v, int o) { return lf_shfl(v, o); }
-"""
-_LIBS: dict = {}
-
-
 def _library(plans, workdir):
-    """The stand-in for CUDA, kernels/rms_norm.cu and gemv.cu, and every kernel of ``plans``
-    (the hand kernels on one OS thread per CUDA thread: they shuffle and synchronise)."""
+    """The stand-in for CUDA, kernels/rms_norm.cu and gemv.cu, and every kernel of ``plans``."""
     import cuda_model_emulation as emu
-    from luminal_fn.backends.render.files import kernel_file
 
-    parts = [emu._SHIM, _EXTRA] + [emu._shared_static(kernel_file(f)) for f in ("rms_norm.cu", "gemv.cu")]
-    seen = {s.source.name: s.source for bp in plans for s in bp.steps}
-    for src in seen.values():
-        parts.append(emu._shared_static(src.text))
-        threaded = src.meta.get("hand")
-        parts.append(emu._runner(dataclasses.replace(src, text=src.text + "\n// __syncthreads") if threaded else src))
-    text = "\n".join(parts)
-    key = hashlib.sha1(text.encode()).hexdigest()[:16]
-    if key not in _LIBS:
-        cpp, so = os.path.join(workdir, f"prologue_{key}.cpp"), os.path.join(workdir, f"prologue_{key}.so")
-        with open(cpp, "w") as f:
-            f.write(text)
-        res = subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
-                              "-Wno-unknown-pragmas", "-o", so, cpp], capture_output=True, text=True)
-        assert res.returncode == 0, res.stderr[:4000]
-        _LIBS[key] = ctypes.CDLL(so)
-    return _LIBS[key]
+    return emu.build_with_hand(plans, ("rms_norm.cu", "gemv.cu"), workdir)
 
 
 EMULATED = [("head", 64, np.float32), ("qkv", 64, np.float16), ("mlp", 64, np.float32),

@@ -34,7 +34,7 @@ from luminal_fn.backends.numpy import NumpyBackend
 from luminal_fn.backends.render import CUDA
 from luminal_fn.optimize.egraph import build_egraph
 from luminal_fn.optimize.extract import Extractor
-from test_cuda_gemv_merge import _emulation_library, _extract
+from test_cuda_gemv_merge import _extract
 from test_cuda_gemv_prologue import _library, _plan, _tiny_llama
 
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
@@ -317,7 +317,7 @@ def test_a_gemv_chain_on_the_cpu_emulation(tmp_path, monkeypatch, limit, d):
     assert _calls(first) == [(second.bufs[1], 64, n)] and first.source.meta["prefetches_next"] == n
     assert "lf_l2_prefetch_share" not in mid.source.text + second.source.text
     emu, placed = _recording(monkeypatch)
-    lib = _emulation_library(bp, str(tmp_path))
+    lib = emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path))
     _logged(lib)
     (got,) = emu.run(lib, bp, ins, {})
     assert _logged(lib) == _expected_log(emu, bp, ins, placed)

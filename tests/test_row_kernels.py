@@ -313,24 +313,11 @@ def test_cuda_attention_in_bfloat16_with_a_dynamic_context():
 
 
 # ---- the CUDA kernels on the CPU emulation of CUDA (g++ stand-in, tests/cuda_model_emulation.py) --
-_SHFL = """
-inline float __shfl_xor_sync(unsigned, float v, int o) { return lf_shfl(v, o); }
-"""
-
-
 def _emulation_library(bp, workdir):
-    """The stand-in for CUDA, kernels/rms_norm.cu and softmax.cu, and the plan's kernels (one OS
-    thread per CUDA thread: the row kernels shuffle and synchronise)."""
-    import dataclasses
-
+    """The stand-in for CUDA, kernels/rms_norm.cu and softmax.cu, and the plan's kernels."""
     import cuda_model_emulation as emu
-    from luminal_fn.backends.render.files import kernel_file
 
-    parts = [emu._SHIM, _SHFL] + [emu._shared_static(kernel_file(f)) for f in ("rms_norm.cu", "softmax.cu")]
-    for src in {s.source.name: s.source for s in bp.steps}.values():
-        parts.append(emu._shared_static(src.text))
-        parts.append(emu._runner(dataclasses.replace(src, text=src.text + "\n// __syncthreads")))
-    return emu.compile_parts(parts, f"{workdir}/rows")
+    return emu.build_with_hand(bp, ("rms_norm.cu", "softmax.cu"), workdir)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")

@@ -147,9 +147,10 @@ def _gemv_nk_sibling(pl, node):
     return ("gemv_nk", sa, va.key(), node.dtype.name)
 
 
-KN_ROWS = 8  # rows of W a thread of lf_gemv_kn loads at once (8 x 16 bytes in flight)
-KN_BLOCKS_PER_SM = 4  # 256-thread blocks an SM the launch aims at (40 registers: 6 fit)
+KN_ROWS = 4  # rows of W a thread of lf_gemv_kn loads at once (4 x 16 bytes in flight: 64 registers)
+KN_BLOCKS_PER_SM = 4  # 256-thread blocks an SM the launch aims at (as many as 64 registers let in)
 KN_MAX_SPLIT = 64  # chunks of K at most: the stripe's last block adds this many partials
+KN_MERGE = True  # a split's partials added by the last block of each stripe (else a second kernel)
 
 
 def kn_launch(N: int, K: int, V: int, sm_count: int) -> tuple:
@@ -179,19 +180,32 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
     guard = [skip_when_empty(' * '.join(f'({r(d)})' for d in symbolic))] if symbolic else []
     if layout == "kn":
         blocks_x, S = kn_launch(N, K, V, pl.sm_count)
+        merge = S > 1 and KN_MERGE
         bufs = [("in0", "b0", node.dtype, True), ("in1", "b1", node.dtype, True)]
         ids = [b_a, b_w]
-        if S > 1:  # the blocks' float partials and each column stripe's count of finished blocks
-            bufs += [("scratch", "part", dt.float32, False), ("count", "cnt", dt.int32, False)]
-            ids += [pl.scratch(dt.float32, S * N), pl.zeroed_counters(blocks_x, ("gemv_kn count", node.id))]
+        partial, count = "(float*)0", "(int*)0"
+        if S > 1:  # the blocks' float partials (and each column stripe's count of finished blocks)
+            scratch = pl.scratch(dt.float32, S * N)
+            bufs.append(("scratch", "part", dt.float32, False))
+            ids.append(scratch)
+            partial = "part"
+        if merge:
+            bufs.append(("count", "cnt", dt.int32, False))
+            ids.append(pl.zeroed_counters(blocks_x, ("gemv_kn count", node.id)))
+            count = "cnt"
         bufs.append(("out", "out", node.dtype, False))
         ids.append(out)
-        partial, count = ("part", "cnt") if S > 1 else ("(float*)0", "(int*)0")
-        body = guard + [f"lf_gemv_kn<{T}, {KN_ROWS}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
-                        f"b0 + ({r(va.offset)}), out, {partial}, {count}, {N}, {K}, {S});"]
+        body = guard + [f"lf_gemv_kn<{T}, {KN_ROWS}, {'true' if merge else 'false'}>(b1 + ({r(vb.offset)}), "
+                        f"(long long)({r(s_k)}), b0 + ({r(va.offset)}), out, {partial}, {count}, {N}, {K}, {S});"]
         src = finish(pl.lang, "gemv_kn", body, bufs, 256, 1, 1,
                      meta={"hand": True, "grid3": (blocks_x, S, 1), "split": S, "waits_inside": True})
         pl.add_kernel(src, ids, node.id, "matmul (gemv kn)")
+        if S > 1 and not merge:
+            body2 = guard + [f"lf_gemv_partials<{T}>(b0, out, {N}, {S});"]
+            src2 = finish(pl.lang, "gemv_part", body2,
+                          [("scratch", "b0", dt.float32, True), ("out", "out", node.dtype, False)],
+                          256, N, 256, meta={"hand": True})
+            pl.add_kernel(src2, [scratch, out], node.id, "matmul (gemv partials)")
         return True
     wpr = _warps_per_row(N, K, V, pl.sm_count)
     rpb = 8 // wpr
