@@ -37,15 +37,24 @@ def _kn_graph(d, k, n, ldw=None, col_offset=0):
     return b.g, ins
 
 
-def test_launch_shape_fills_the_device_and_caps_the_split():
-    # Llama-1B-sized products in bf16 (V = 8: 256 columns a block) on 132 SMs
-    assert kn_launch(8192, 2048, 8, 132) == (32, 16)
-    assert kn_launch(2048, 8192, 8, 132) == (8, KN_MAX_SPLIT)  # narrow: the split reaches its cap
-    assert kn_launch(8192, 8 * KN_ROWS, 8, 132) == (32, 1)  # one chunk of K: no split
-    for n, k, v in ((512, 256, 4), (96, 200, 4), (128256, 2048, 8), (4, 8, 4)):
+def test_launch_shape_fills_the_device_and_caps_the_split(monkeypatch):
+    from luminal_fn.backends.cuda import matmul
+
+    monkeypatch.setattr(matmul, "KN_ROWS", 8)  # chunks of 64 rows
+    monkeypatch.setattr(matmul, "KN_BLOCKS_PER_SM", 2)  # 264 blocks on 132 SMs
+    # Llama-1B-sized products in bf16 (V = 8: 256 columns a block)
+    assert kn_launch(8192, 2048, 8, 132) == (32, 8)  # 9 wanted; 32 chunks shared evenly: 4 each
+    assert kn_launch(2048, 8192, 8, 132) == (8, 32)  # narrow: 33 wanted, 128 chunks, 4 each
+    assert kn_launch(8192, 64, 8, 132) == (32, 1)  # one chunk of K: no split
+    assert kn_launch(128256, 2048, 8, 132) == (501, 1)  # the LM head fills the device unsplit
+    monkeypatch.setattr(matmul, "KN_BLOCKS_PER_SM", 32)
+    assert kn_launch(256, 65536, 8, 132) == (1, KN_MAX_SPLIT)  # the cap
+    for n, k, v in ((512, 256, 4), (96, 200, 4), (4, 8, 4), (2048, 8192, 8)):
         bx, s = kn_launch(n, k, v, 132)
+        chunks = -(-k // 64)
         assert bx * 32 * v >= n > (bx - 1) * 32 * v
-        assert 1 <= s <= min(KN_MAX_SPLIT, -(-k // (8 * KN_ROWS)))
+        assert 1 <= s <= min(KN_MAX_SPLIT, chunks)
+        assert -(-chunks // s) * (s - 1) < chunks  # every block has rows to read
 
 
 def test_a_split_gemv_is_one_launch_with_its_partials_and_counters():

@@ -147,8 +147,8 @@ def _gemv_nk_sibling(pl, node):
     return ("gemv_nk", sa, va.key(), node.dtype.name)
 
 
-KN_ROWS = 4  # rows of W a thread of lf_gemv_kn loads at once (4 x 16 bytes in flight: 64 registers)
-KN_BLOCKS_PER_SM = 4  # 256-thread blocks an SM the launch aims at (as many as 64 registers let in)
+KN_ROWS = 8  # rows of W a thread of lf_gemv_kn loads at once (8 x 16 bytes in flight; ~118 registers)
+KN_BLOCKS_PER_SM = 2  # 256-thread blocks an SM the launch aims at (as many as those registers let in)
 KN_MAX_SPLIT = 64  # chunks of K at most: the stripe's last block adds this many partials
 KN_MERGE = True  # a split's partials added by the last block of each stripe (else a second kernel)
 
