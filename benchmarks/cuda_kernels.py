@@ -368,16 +368,14 @@ def main():
         for K, N in shapes[:3]:
             gemv(be, cp, bw, K, N, dt.bfloat16, transposed=True)
         gemv(be, cp, bw, 2048, 8192, dt.float16)
-    if "kn" in only:  # lf_gemv_kn's rows a thread, blocks an SM and split merge, swept (x @ W)
+    if "kn" in only:  # lf_gemv_kn's rows a thread and blocks an SM, swept (x @ W)
         from luminal_fn.backends.cuda import matmul
 
-        sweep = [(dt.bfloat16, 8, 2, False), (dt.bfloat16, 16, 1, False), (dt.float32, 8, 2, False),
-                 (dt.float32, 4, 4, False), (dt.float32, 16, 1, True), (dt.float32, 4, 4, True)]
-        for d, rows, per_sm, merge in sweep:
-            matmul.KN_ROWS, matmul.KN_BLOCKS_PER_SM, matmul.KN_MERGE = rows, per_sm, merge
-            for K, N in ((2048, 2048), (2048, 8192), (8192, 2048)):
-                gemv(be, cp, bw, K, N, d,
-                     tag=f" [kn rows {rows}, {per_sm} blocks/SM, {'merged' if merge else 'partials kernel'}]")
+        for d in (dt.bfloat16, dt.float32):
+            for rows, per_sm in ((8, 2), (4, 4), (16, 1), (8, 3)):
+                matmul.KN_ROWS, matmul.KN_BLOCKS_PER_SM = rows, per_sm
+                for K, N in ((2048, 2048), (2048, 8192), (8192, 2048)):
+                    gemv(be, cp, bw, K, N, d, tag=f" [kn rows {rows}, {per_sm} blocks/SM]")
     if "gemm" in only:
         gemm(be, cp, bw, 4096, dt.float16)
         gemm(be, cp, bw, 4096, dt.float32)

@@ -7,8 +7,8 @@
 //   sums them.
 // lf_gemv_kn: W stored with n contiguous (W[k, n] at w + k*ldw + n, the x @ W layout of
 //   luminal_fn.nn.linear). A block of 256 threads covers 32*V columns and chunks of 8*ROWS rows
-//   (split-K over blockIdx.y); 8 warps stride a chunk, shared memory sums them; with several
-//   chunk columns the stripe's last block adds the float partials, all in one launch.
+//   (split-K over blockIdx.y); 8 warps stride a chunk, shared memory sums them; with a split,
+//   lf_gemv_partials adds the float partials in a second kernel.
 // Both need K (nk) or N (kn) and the leading dim to be multiples of V = 16 / sizeof(T), and
 // 16-byte aligned bases; the host checks and otherwise falls back to cuBLAS.
 //   ITERS > 0: K == ITERS * WPR * 32 * V, known when the kernel is rendered, so every load of a
@@ -169,27 +169,22 @@ __device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __re
   lf_gemv_nk_to<T, ITERS>(w, ldw, x, N, K, WPR, block, blocks, LfGemvStore<T>{y});
 }
 
-// lf_gemv_kn_to: a block of 256 threads covers 32*V columns of W (K, N) and an equal share of
-// K's chunks of KC = 8*ROWS rows (blockIdx.y's share: split-K among S blocks); warp ty reads rows
-// ty + 8*i (i < ROWS) of each chunk, lane tx V columns of each, every load of a chunk issued before
-// its first multiply. Shared memory sums the 8 warps. With S == 1 the block stores its columns.
-// With S > 1 each block writes its float sums to partial[blockIdx.y * N + col]; then either a
-// second kernel adds them (lf_gemv_partials; MERGE false) or, in this launch (MERGE), the block
-// counts itself in its stripe (count[blockIdx.x], zero between launches) and the stripe's last
-// block adds the S partials (read past L1) in a fixed order, so the result does not depend on
-// which block is last, hands each sum to store(col, value) and sets the count back to zero.
-template <typename T, int ROWS, bool MERGE, typename Store>
-__device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
-                              float* __restrict__ partial, int* __restrict__ count, int N, int K, int S,
-                              const Store& store) {
+// lf_gemv_kn: a block of 256 threads covers 32*V columns of W (K, N) and an equal share of K's
+// chunks of KC = 8*ROWS rows (blockIdx.y's share: split-K among S blocks); warp ty reads rows
+// ty + 8*i (i < ROWS) of each chunk, lane tx V columns of each, every load of a chunk issued
+// before its first multiply. Shared memory sums the 8 warps. With S == 1 the block stores its
+// columns; with S > 1 it writes its float sums to partial[blockIdx.y * N + col] and
+// lf_gemv_partials adds them up. (H200: a second kernel beat the stripe's last block adding
+// them in the same launch, 10.2 against 10.8 us at 2048x8192 bf16; docs/benchmarks.md.)
+template <typename T, int ROWS>
+__device__ void lf_gemv_kn(const T* __restrict__ w, long long ldw, const T* __restrict__ x, T* __restrict__ y,
+                           float* __restrict__ partial, int N, int K, int S) {
   constexpr int V = 16 / sizeof(T), KC = 8 * ROWS, COLS = 32 * V;
   __shared__ float red[8][COLS + 1];
-  __shared__ int last;
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
   const int col0 = (blockIdx.x * 32 + tx) * V;
   const int share = (K + S * KC - 1) / (S * KC) * KC;  // rows of K this block reads
   const int k1 = min(K, (int)(blockIdx.y + 1) * share);
-  lf_pdl_wait();
   float acc[V];
   #pragma unroll
   for (int j = 0; j < V; ++j) acc[j] = 0.f;
@@ -230,49 +225,13 @@ __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* _
     #pragma unroll
     for (int g = 0; g < 8; ++g) s += red[g][c];
     if (base + c < N) {
-      if (S == 1) store(base + c, s);
+      if (S == 1) y[base + c] = lf_st<T>(s);
       else partial[(long long)blockIdx.y * N + base + c] = s;
     }
   }
-  if (S == 1 || !MERGE) return;
-  __syncthreads();  // every partial of the block written (then one fence publishes them all)
-  if (threadIdx.x == 0) {
-    __threadfence();
-    last = atomicAdd(count + blockIdx.x, 1) == S - 1;
-    if (last) __threadfence();
-  }
-  __syncthreads();
-  if (!last) return;
-  // each thread adds 4 columns (one float4) of every G-th partial; red then sums the G groups
-  constexpr int QUADS = COLS / 4, G = 256 / QUADS;
-  const int q = threadIdx.x % QUADS, grp = threadIdx.x / QUADS, col = base + 4 * q;
-  float t[4] = {0.f, 0.f, 0.f, 0.f};
-  if (col < N) {
-    #pragma unroll 8
-    for (int p = grp; p < S; p += G) {
-      const float4 v = __ldcg((const float4*)(partial + (long long)p * N + col));
-      t[0] += v.x; t[1] += v.y; t[2] += v.z; t[3] += v.w;
-    }
-  }
-  #pragma unroll
-  for (int j = 0; j < 4; ++j) red[grp][4 * q + j] = t[j];
-  __syncthreads();
-  for (int c = threadIdx.x; c < COLS; c += 256) {
-    float s = 0.f;
-    #pragma unroll
-    for (int g = 0; g < G; ++g) s += red[g][c];
-    if (base + c < N) store(base + c, s);
-  }
-  if (threadIdx.x == 0) count[blockIdx.x] = 0;
 }
 
-template <typename T, int ROWS, bool MERGE>
-__device__ void lf_gemv_kn(const T* __restrict__ w, long long ldw, const T* __restrict__ x, T* __restrict__ y,
-                           float* __restrict__ partial, int* __restrict__ count, int N, int K, int S) {
-  lf_gemv_kn_to<T, ROWS, MERGE>(w, ldw, x, partial, count, N, K, S, LfGemvStore<T>{y});
-}
-
-// the second kernel of a split lf_gemv_kn without MERGE: y[n] = the S partials of column n, in order
+// the second kernel of a split lf_gemv_kn: y[n] = the S partials of column n, in order
 template <typename T>
 __device__ void lf_gemv_partials(const float* __restrict__ partial, T* __restrict__ y, int N, int S) {
   for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += blockDim.x * gridDim.x) {

@@ -300,7 +300,6 @@ _HAND_SHIM = r"""
 // a shared array's alignment (the shim drops __align__; the vector loads check it)
 #undef __align__
 #define __align__(n) __attribute__((aligned(n)))
-struct float4 { float x, y, z, w; };
 inline float __shfl_xor_sync(unsigned, float v, int o) { return lf_shfl(v, o); }
 // the attr-driven attention kernels of attention.cu need it to compile; they are not run here
 inline float __shfl_sync(unsigned, float, int) { std::abort(); }
@@ -356,11 +355,10 @@ def _place(arr: np.ndarray, keep: list, fill=None) -> np.ndarray:
     return out
 
 
-def run(lib, bp, inputs: list, dims: dict, seen: dict | None = None) -> list:
+def run(lib, bp, inputs: list, dims: dict) -> list:
     """Run a plan's steps on the emulation: copies of the caller's arrays as inputs (a donated
     one updated in place is returned as the output it becomes), outputs allocated at the call's
-    dims; returns the outputs in the graph's order. ``seen`` (a dict) gets every input, const
-    and output array by buffer id, as the steps left them (a kernel's counters, for example)."""
+    dims; returns the outputs in the graph's order."""
     keep: list = []
     nsym = len(bp.symbols)
     ptrs = np.zeros(nsym + len(bp.bufs), np.int64)
@@ -406,8 +404,6 @@ def run(lib, bp, inputs: list, dims: dict, seen: dict | None = None) -> list:
             if not (tail == 0xA5).all():
                 raise AssertionError(f"emulated CUDA: a kernel wrote past the end of buffer {bid} "
                                      f"({b.kind}, {arr.shape} {arr.dtype})")
-    if seen is not None:
-        seen.update(arrays)
     return [arrays[bid] for bid in bp.outputs]
 
 

@@ -1,12 +1,12 @@
 """The decode GEMV over a weight stored (K, N) (``x @ W``, luminal_fn.nn.linear's layout):
-lf_gemv_kn in kernels/gemv.cu, planned by backends/cuda/matmul.py as one launch whatever its
-K split (the last block of a column stripe adds the stripe's float partials).
+lf_gemv_kn in kernels/gemv.cu, planned by backends/cuda/matmul.py, with lf_gemv_partials adding
+the float partials of a K split.
 
-On the CPU: the launch shape, the plan (one step, its scratch and zeroed counters), the kernel run
-on the CPU emulation of CUDA (tests/cuda_model_emulation.py plus kernels/gemv.cu) against float64
-NumPy for float32, float16 and bfloat16, split and unsplit, narrow and ragged shapes and a strided
-weight, with the counters left at zero for the next launch; the module compiled by nvcc where it
-is installed. On the GPU (marked ``gpu``): lf.jit against float64 NumPy, called twice.
+On the CPU: the launch shape, the plan (its steps and scratch), the kernels run on the CPU
+emulation of CUDA (tests/cuda_model_emulation.py plus kernels/gemv.cu) against float64 NumPy for
+float32, float16 and bfloat16, split and unsplit, narrow and ragged shapes and a strided weight;
+the module compiled by nvcc where it is installed. On the GPU (marked ``gpu``): the planned LLIR
+and lf.jit against float64 NumPy, replayed.
 """
 from __future__ import annotations
 
@@ -43,8 +43,8 @@ def test_launch_shape_fills_the_device_and_caps_the_split(monkeypatch):
     monkeypatch.setattr(matmul, "KN_ROWS", 8)  # chunks of 64 rows
     monkeypatch.setattr(matmul, "KN_BLOCKS_PER_SM", 2)  # 264 blocks on 132 SMs
     # Llama-1B-sized products in bf16 (V = 8: 256 columns a block)
-    assert kn_launch(8192, 2048, 8, 132) == (32, 8)  # 9 wanted; 32 chunks shared evenly: 4 each
-    assert kn_launch(2048, 8192, 8, 132) == (8, 32)  # narrow: 33 wanted, 128 chunks, 4 each
+    assert kn_launch(8192, 2048, 8, 132) == (32, 8)  # 264 blocks at most: 8 of 32 chunks, 4 each
+    assert kn_launch(2048, 8192, 8, 132) == (8, 32)  # narrow: 33 fit, 128 chunks shared 4 each
     assert kn_launch(8192, 64, 8, 132) == (32, 1)  # one chunk of K: no split
     assert kn_launch(128256, 2048, 8, 132) == (501, 1)  # the LM head fills the device unsplit
     monkeypatch.setattr(matmul, "KN_BLOCKS_PER_SM", 32)
@@ -57,22 +57,20 @@ def test_launch_shape_fills_the_device_and_caps_the_split(monkeypatch):
         assert -(-chunks // s) * (s - 1) < chunks  # every block has rows to read
 
 
-def test_a_split_gemv_is_one_launch_with_its_partials_and_counters():
+def test_a_split_gemv_plans_its_partials_and_their_sum():
     g, _ = _kn_graph(dt.bfloat16, 2048, 1024)
     bp = plan_graph(g, {})
-    assert [s.label for s in bp.steps] == ["matmul (gemv kn)"]
+    assert [s.label for s in bp.steps] == ["matmul (gemv kn)", "matmul (gemv partials)"]
     src = bp.steps[0].source
-    assert src.meta["grid3"][:2] == (4, src.meta["split"]) and src.meta["split"] > 1
-    assert f"lf_gemv_kn<__nv_bfloat16, {KN_ROWS}, true>" in src.text and src.meta["waits_inside"]
-    kinds = {bp.bufs[b].kind for b in bp.steps[0].bufs}
-    assert {"scratch", "const"} <= kinds
-    counts = [b for b in bp.steps[0].bufs if bp.bufs[b].kind == "const"]
-    assert len(counts) == 1 and bp.bufs[counts[0]].dtype is dt.int32
-    assert not np.asarray(bp.const_values[bp.bufs[counts[0]].index]).any()
-    # no split: neither buffer
+    S = src.meta["split"]
+    assert src.meta["grid3"][:2] == (4, S) and S > 1
+    assert f"lf_gemv_kn<__nv_bfloat16, {KN_ROWS}>" in src.text and f"1024, 2048, {S});" in src.text
+    (scratch,) = [b for b in bp.steps[0].bufs if bp.bufs[b].kind == "scratch"]
+    assert bp.bufs[scratch].dtype is dt.float32 and scratch in bp.steps[1].bufs
+    # one chunk of K: no split, no scratch, one step
     g1, _ = _kn_graph(dt.float16, 8 * KN_ROWS, 8192)
     bp1 = plan_graph(g1, {})
-    assert bp1.steps[0].source.meta["split"] == 1
+    assert [s.label for s in bp1.steps] == ["matmul (gemv kn)"] and bp1.steps[0].source.meta["split"] == 1
     assert {bp1.bufs[b].kind for b in bp1.steps[0].bufs} <= {"input", "output", "arena"}
 
 
@@ -97,20 +95,14 @@ EMU_CASES = [  # (dtype, K, N, ldw, column offset)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
-@pytest.mark.parametrize("merge", [True, False], ids=["one-launch", "partials-kernel"])
 @pytest.mark.parametrize("d,k,n,ldw,off", EMU_CASES)
-def test_kn_gemv_on_the_cpu_emulation_matches_float64(tmp_path, monkeypatch, d, k, n, ldw, off, merge):
+def test_kn_gemv_on_the_cpu_emulation_matches_float64(tmp_path, d, k, n, ldw, off):
     import cuda_model_emulation as emu
-    from luminal_fn.backends.cuda import matmul
 
-    monkeypatch.setattr(matmul, "KN_MERGE", merge)
     g, ins = _kn_graph(d, k, n, ldw, off)
     bp = plan_graph(g, {})
-    split = bp.steps[0].source.meta["split"] > 1
-    assert [s.label for s in bp.steps] == ["matmul (gemv kn)"] + (["matmul (gemv partials)"] if split and not merge else [])
-    lib = emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path))
-    consts: dict = {}
-    out = emu.run(lib, bp, ins, {}, seen=consts)[0]
+    assert bp.steps[0].label == "matmul (gemv kn)"
+    out = emu.run(emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path)), bp, ins, {})[0]
     want = ins[0].astype(np.float64) @ ins[1].astype(np.float64)[:, off:off + n]
     got = out.astype(np.float64)
     if d is dt.float32:
@@ -118,10 +110,6 @@ def test_kn_gemv_on_the_cpu_emulation_matches_float64(tmp_path, monkeypatch, d, 
     else:  # the float sum rounded once to the storage type
         eps = 2.0 ** -8 if d is dt.bfloat16 else 2.0 ** -11
         assert np.all(np.abs(got - want) <= eps * np.abs(want) + 1e-5 * np.sqrt(k)), np.abs(got - want).max()
-    counters = [b for b in bp.steps[0].bufs if bp.bufs[b].kind == "const"]
-    assert len(counters) == (split and merge)
-    for b in counters:  # the stripes' counters are zero again for the next launch
-        assert not consts[b].any(), consts[b]
 
 
 # ---- on the GPU ------------------------------------------------------------------------------------
@@ -132,8 +120,7 @@ GPU_SHAPES = [(2048, 8192), (8192, 2048), (200, 96), (64, 8192)]
 @pytest.mark.parametrize("dname", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("k,n", GPU_SHAPES)
 def test_kn_gemv_step_on_gpu_matches_float64(dname, k, n):
-    """The planned LLIR itself (no search), replayed: the same values, so the counters were
-    left at zero."""
+    """The planned LLIR itself (no search), then replayed: the same values."""
     from luminal_fn.backends import get_backend
 
     cuda = get_backend("cuda")

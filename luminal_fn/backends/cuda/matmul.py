@@ -148,18 +148,18 @@ def _gemv_nk_sibling(pl, node):
 
 
 KN_ROWS = 8  # rows of W a thread of lf_gemv_kn loads at once (8 x 16 bytes in flight; ~118 registers)
-KN_BLOCKS_PER_SM = 2  # 256-thread blocks an SM the launch aims at (as many as those registers let in)
-KN_MAX_SPLIT = 64  # chunks of K at most: the stripe's last block adds this many partials
-KN_MERGE = True  # a split's partials added by the last block of each stripe (else a second kernel)
+KN_BLOCKS_PER_SM = 2  # 256-thread blocks an SM the launch fills (as many as those registers let in)
+KN_MAX_SPLIT = 64  # chunks of K at most: lf_gemv_partials adds this many partials a column
 
 
 def kn_launch(N: int, K: int, V: int, sm_count: int) -> tuple:
-    """(column stripes, K split S) of lf_gemv_kn: about KN_BLOCKS_PER_SM blocks an SM in all
-    (enough 16-byte loads in flight for the copy bandwidth), every block over as many chunks of
-    K as the others (a block with one chunk more would be the launch's tail)."""
+    """(column stripes, K split S) of lf_gemv_kn: at most KN_BLOCKS_PER_SM blocks an SM in all,
+    so the blocks run as one wave (H200 sweep in docs/benchmarks.md: 8 rows a thread, 2 blocks an
+    SM), every block over as many chunks of K as the others (one with a chunk more would be the
+    launch's tail)."""
     blocks_x = -(-N // (32 * V))
     chunks = -(-K // (8 * KN_ROWS))
-    S = max(1, min(chunks, KN_MAX_SPLIT, -(-KN_BLOCKS_PER_SM * sm_count // blocks_x)))
+    S = max(1, min(chunks, KN_MAX_SPLIT, KN_BLOCKS_PER_SM * sm_count // blocks_x))
     return blocks_x, -(-chunks // -(-chunks // S))
 
 
@@ -180,27 +180,22 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
     guard = [skip_when_empty(' * '.join(f'({r(d)})' for d in symbolic))] if symbolic else []
     if layout == "kn":
         blocks_x, S = kn_launch(N, K, V, pl.sm_count)
-        merge = S > 1 and KN_MERGE
         bufs = [("in0", "b0", node.dtype, True), ("in1", "b1", node.dtype, True)]
         ids = [b_a, b_w]
-        partial, count = "(float*)0", "(int*)0"
-        if S > 1:  # the blocks' float partials (and each column stripe's count of finished blocks)
+        partial = "(float*)0"
+        if S > 1:  # the blocks' float partials, added up by a second kernel
             scratch = pl.scratch(dt.float32, S * N)
             bufs.append(("scratch", "part", dt.float32, False))
             ids.append(scratch)
             partial = "part"
-        if merge:
-            bufs.append(("count", "cnt", dt.int32, False))
-            ids.append(pl.zeroed_counters(blocks_x, ("gemv_kn count", node.id)))
-            count = "cnt"
         bufs.append(("out", "out", node.dtype, False))
         ids.append(out)
-        body = guard + [f"lf_gemv_kn<{T}, {KN_ROWS}, {'true' if merge else 'false'}>(b1 + ({r(vb.offset)}), "
-                        f"(long long)({r(s_k)}), b0 + ({r(va.offset)}), out, {partial}, {count}, {N}, {K}, {S});"]
+        body = guard + [f"lf_gemv_kn<{T}, {KN_ROWS}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
+                        f"b0 + ({r(va.offset)}), out, {partial}, {N}, {K}, {S});"]
         src = finish(pl.lang, "gemv_kn", body, bufs, 256, 1, 1,
-                     meta={"hand": True, "grid3": (blocks_x, S, 1), "split": S, "waits_inside": True})
+                     meta={"hand": True, "grid3": (blocks_x, S, 1), "split": S})
         pl.add_kernel(src, ids, node.id, "matmul (gemv kn)")
-        if S > 1 and not merge:
+        if S > 1:
             body2 = guard + [f"lf_gemv_partials<{T}>(b0, out, {N}, {S});"]
             src2 = finish(pl.lang, "gemv_part", body2,
                           [("scratch", "b0", dt.float32, True), ("out", "out", node.dtype, False)],
