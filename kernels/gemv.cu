@@ -169,16 +169,16 @@ __device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __re
   lf_gemv_nk_to<T, ITERS>(w, ldw, x, N, K, WPR, block, blocks, LfGemvStore<T>{y});
 }
 
-// lf_gemv_kn: a block of 256 threads covers 32*V columns of W (K, N) and an equal share of K's
+// lf_gemv_kn_to: a block of 256 threads covers 32*V columns of W (K, N) and an equal share of K's
 // chunks of KC = 8*ROWS rows (blockIdx.y's share: split-K among S blocks); warp ty reads rows
 // ty + 8*i (i < ROWS) of each chunk, lane tx V columns of each, every load of a chunk issued
-// before its first multiply. Shared memory sums the 8 warps. With S == 1 the block stores its
-// columns; with S > 1 it writes its float sums to partial[blockIdx.y * N + col] and
-// lf_gemv_partials adds them up. (H200: a second kernel beat the stripe's last block adding
+// before its first multiply. Shared memory sums the 8 warps. With S == 1 the block hands each
+// column's sum to store(col, value); with S > 1 it writes its float sums to
+// partial[blockIdx.y * N + col] and lf_gemv_partials_to adds them up (and calls store). (H200: a second kernel beat the stripe's last block adding
 // them in the same launch, 10.2 against 10.8 us at 2048x8192 bf16; docs/benchmarks.md.)
-template <typename T, int ROWS>
-__device__ void lf_gemv_kn(const T* __restrict__ w, long long ldw, const T* __restrict__ x, T* __restrict__ y,
-                           float* __restrict__ partial, int N, int K, int S) {
+template <typename T, int ROWS, typename Store>
+__device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
+                              float* __restrict__ partial, int N, int K, int S, const Store& store) {
   constexpr int V = 16 / sizeof(T), KC = 8 * ROWS, COLS = 32 * V;
   __shared__ float red[8][COLS + 1];
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
@@ -225,18 +225,29 @@ __device__ void lf_gemv_kn(const T* __restrict__ w, long long ldw, const T* __re
     #pragma unroll
     for (int g = 0; g < 8; ++g) s += red[g][c];
     if (base + c < N) {
-      if (S == 1) y[base + c] = lf_st<T>(s);
+      if (S == 1) store(base + c, s);
       else partial[(long long)blockIdx.y * N + base + c] = s;
     }
   }
 }
 
-// the second kernel of a split lf_gemv_kn: y[n] = the S partials of column n, in order
-template <typename T>
-__device__ void lf_gemv_partials(const float* __restrict__ partial, T* __restrict__ y, int N, int S) {
+template <typename T, int ROWS>
+__device__ void lf_gemv_kn(const T* __restrict__ w, long long ldw, const T* __restrict__ x, T* __restrict__ y,
+                           float* __restrict__ partial, int N, int K, int S) {
+  lf_gemv_kn_to<T, ROWS>(w, ldw, x, partial, N, K, S, LfGemvStore<T>{y});
+}
+
+// the second kernel of a split lf_gemv_kn_to: store(n, the S partials of column n added in order)
+template <typename Store>
+__device__ void lf_gemv_partials_to(const float* __restrict__ partial, int N, int S, const Store& store) {
   for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += blockDim.x * gridDim.x) {
     float s = 0.f;
     for (int p = 0; p < S; ++p) s += partial[(long long)p * N + n];
-    y[n] = lf_st<T>(s);
+    store(n, s);
   }
+}
+
+template <typename T>
+__device__ void lf_gemv_partials(const float* __restrict__ partial, T* __restrict__ y, int N, int S) {
+  lf_gemv_partials_to(partial, N, S, LfGemvStore<T>{y});
 }

@@ -64,7 +64,7 @@ def test_a_split_gemv_plans_its_partials_and_their_sum():
     src = bp.steps[0].source
     S = src.meta["split"]
     assert src.meta["grid3"][:2] == (4, S) and S > 1
-    assert f"lf_gemv_kn<__nv_bfloat16, {KN_ROWS}>" in src.text and f"1024, 2048, {S});" in src.text
+    assert f"lf_gemv_kn_to<__nv_bfloat16, {KN_ROWS}>" in src.text and f"part, 1024, 2048, {S}, " in src.text
     (scratch,) = [b for b in bp.steps[0].bufs if bp.bufs[b].kind == "scratch"]
     assert bp.bufs[scratch].dtype is dt.float32 and scratch in bp.steps[1].bufs
     # one chunk of K: no split, no scratch, one step
@@ -80,6 +80,8 @@ def test_kn_modules_compile_with_nvcc():
     for d in (dt.float32, dt.float16, dt.bfloat16):
         for k, n in ((2048, 1024), (64, 8192), (200, 96)):
             kernels += plan_graph(_kn_graph(d, k, n)[0], {}).kernels()
+        for k in (2048, 8 * KN_ROWS):  # with the bias-and-relu epilogue, split and unsplit
+            kernels += plan_graph(_cheapest(dense_relu, _dense_inputs(k, 1024, d)), {}).kernels()
     nvcc_check(module_source(kernels))
 
 
@@ -112,6 +114,68 @@ def test_kn_gemv_on_the_cpu_emulation_matches_float64(tmp_path, d, k, n, ldw, of
         assert np.all(np.abs(got - want) <= eps * np.abs(want) + 1e-5 * np.sqrt(k)), np.abs(got - want).max()
 
 
+# ---- an elementwise epilogue (backends/cuda/epilogue.py) -----------------------------------------
+def dense_relu(h, w, b):
+    """A layer as a user writes it with luminal_fn.nn.linear: relu(h @ W + b), W stored (K, N)."""
+    return lf.nn.relu(lf.nn.linear(h, w, b))
+
+
+def _dense_inputs(k, n, d, seed=5):
+    rng = np.random.default_rng(seed)
+    npd = dt.to_numpy(d)
+    return (rng.uniform(-1, 1, (1, k)).astype(np.float32).astype(npd),
+            (rng.uniform(-1, 1, (k, n)) / np.sqrt(k)).astype(np.float32).astype(npd),
+            rng.uniform(-0.5, 0.5, (n,)).astype(np.float32).astype(npd))
+
+
+def _dense_want(h, w, b):
+    npd = h.dtype
+    p = (h.astype(np.float64) @ w.astype(np.float64)).astype(npd).astype(np.float64)  # stored as y
+    return np.maximum(p + b.astype(np.float64), 0.0)
+
+
+def _cheapest(fn, args):
+    from luminal_fn.backends.cuda import KERNEL_KINDS
+    from luminal_fn.optimize.egraph import build_egraph
+    from luminal_fn.optimize.extract import Extractor
+
+    g = lf.jit(fn).trace(*args).hlir
+    return Extractor(build_egraph(g), g, kernel_kinds=KERNEL_KINDS).extract(None)
+
+
+@pytest.mark.parametrize("k,labels", [
+    (2048, ["matmul (gemv kn)", "matmul (gemv partials) + epilogue"]),
+    (8 * KN_ROWS, ["matmul (gemv kn) + epilogue"])])
+def test_bias_and_relu_are_computed_where_the_product_is_stored(k, labels):
+    bp = plan_graph(_cheapest(dense_relu, _dense_inputs(k, 1024, dt.bfloat16)), {})
+    assert [s.label for s in bp.steps] == labels
+    last = bp.steps[-1].source
+    assert "auto epilogue = [&](int n, float acc0)" in last.text and ", epilogue);" in last.text
+    assert "lf_ld(lf_st<__nv_bfloat16>(acc0))" in last.text  # the product rounded as y is stored
+    assert last.buffers[-2:] == ["e1", "out"]  # the bias (the fused node's input 1), then y
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
+@pytest.mark.parametrize("d,k,n", [(dt.float32, 2048, 1024), (dt.bfloat16, 2048, 512), (dt.float16, 32, 4096),
+                                   (dt.float32, 200, 96)])
+def test_bias_and_relu_epilogue_on_the_cpu_emulation_matches_float64(tmp_path, d, k, n):
+    import cuda_model_emulation as emu
+
+    args = _dense_inputs(k, n, d)
+    bp = plan_graph(_cheapest(dense_relu, args), {})
+    assert bp.steps[-1].label.endswith("+ epilogue")
+    got = emu.run(emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path)), bp, list(args), {})[0]
+    want = _dense_want(*args)
+    assert got.shape == want.shape == (1, n)
+    got = got.astype(np.float64)
+    if d is dt.float32:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    else:  # the product and the sum each rounded once to the storage type
+        eps = 2.0 ** -8 if d is dt.bfloat16 else 2.0 ** -11
+        assert np.all(np.abs(got - want) <= 2 * eps * (np.abs(want) + 0.5) + 1e-6), np.abs(got - want).max()
+    assert (got >= 0).all() and (want == 0).any()  # the relu cut something
+
+
 # ---- on the GPU ------------------------------------------------------------------------------------
 GPU_SHAPES = [(2048, 8192), (8192, 2048), (200, 96), (64, 8192)]
 
@@ -135,6 +199,18 @@ def test_kn_gemv_step_on_gpu_matches_float64(dname, k, n):
     np.testing.assert_allclose(first, want, rtol=tol, atol=tol * np.sqrt(k))
     for _ in range(2):
         np.testing.assert_array_equal(cuda.to_numpy(exe.run(args, {})[0]).astype(np.float64), first)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dname", ["float32", "bfloat16"])
+@pytest.mark.parametrize("k", [2048, 32])
+def test_dense_relu_jitted_on_gpu_matches_float64(dname, k):
+    args = _dense_inputs(k, 4096, getattr(dt, dname))
+    f = lf.jit(dense_relu, backend="cuda")
+    want = _dense_want(*args)
+    tol = 1e-5 if dname == "float32" else 2e-2
+    for _ in range(2):
+        np.testing.assert_allclose(np.asarray(f(*args)).astype(np.float64), want, rtol=tol, atol=tol)
 
 
 @pytest.mark.gpu

@@ -5,7 +5,9 @@ dtype as its own store would round it, then the elementwise tree computes the co
 at the same index and only that is written; the GEMV's own output is never stored.
 
 Applied after planning to a single ``lf_gemv_nk`` step (or two merged siblings of one shape: a
-gated MLP's gate and up, then computed row by row together by ``lf_gemv_nk_pair_to``) and the
+gated MLP's gate and up, then computed row by row together by ``lf_gemv_nk_pair_to``), or to a
+kernel that hands each value it writes to a store functor (meta ``_store_call``: the x @ W GEMV,
+or the kernel adding its K split's partials: a dense layer's bias and activation), and the
 fused step right after it when: the fused node reads each GEMV's buffer once, exactly as laid out
 (contiguous, from offset 0), its output has the GEMV's length, nothing else reads those buffers,
 and its tree has no gathers. Every
@@ -50,13 +52,14 @@ def _epilogue_of(pl, s1, s2):
     if getattr(s1, "source", None) is None or getattr(s2, "source", None) is None:
         return None  # (host steps: cuBLAS)
     segs = _gemv_segments(s1)
-    if segs is None or s2.label != "fused":
+    store_call = s1.source.meta.get("_store_call")  # a kernel handing each value to a store functor
+    if (segs is None and store_call is None) or s2.label != "fused":
         return None
     g = pl.graph
     node = g.nodes[s2.node]
     if node.op != "CustomOp" or node.attrs.get("name") != "fused":
         return None
-    gemv_bufs = s1.bufs[-len(segs):]
+    gemv_bufs = s1.bufs[-len(segs):] if segs is not None else s1.bufs[-1:]
     reads = []  # per GEMV output: the fused node's input index reading it
     for b in gemv_bufs:
         ks = [k for k, (src, _) in enumerate(node.inputs) if pl.node_buf.get(src) == b]
@@ -67,6 +70,8 @@ def _epilogue_of(pl, s1, s2):
     tree = inline_scalars(node.attrs["expr"], inputs)
     if tree_has(tree, {"Gather"}):
         return None
+    if segs is None:
+        return _render_store_call(pl, s1, s2, node, reads, inputs, tree)
     return _render(pl, s1, s2, node, segs, reads, inputs, tree)
 
 
@@ -112,25 +117,19 @@ def _only_between(pl, buf, s1, s2) -> bool:
                                                     if st is not s1 and st is not s2)
 
 
-def _render(pl, s1, s2, node, segs, reads, inputs, tree):
+def _epilogue_lambda(pl, node, reads, inputs, tree, T) -> tuple:
+    """(the lines defining ``epilogue``, a lambda (n, acc0[, acc1]) that computes the fused node's
+    element n from the GEMV values, each rounded to T as its store would, and writes out[n]; the
+    other inputs' (role, C name, dtype, const) bindings; their buffer ids)."""
     names = ix.dim_names(pl.symbols)
-    seg = segs[0]
-    T = seg.T
-    pair = len(segs) == 2
-    pro = s1.source.meta.get("_prologue")  # x computed in the kernel (prologue.py), or read from b0
-    xbufs, x = (list(pro.bufs), pro.x) if pro is not None else ([("in0", "b0", seg.dtype, True)], "b0")
-    bufs = xbufs + [(f"in{i + 1}", f"w{i}", seg.dtype, True) for i in range(len(segs))]
-    ids = list(s1.bufs[:len(xbufs) + len(segs)])
     acc_of = {k: f"acc{i}" for i, k in enumerate(reads)}
-    cname = {}
+    cname, bufs, ids = {}, [], []
     for k in sorted(leaf_inputs(tree)):
         if k in acc_of:
             continue
         cname[k] = f"e{k}"
         bufs.append((f"e{k}", f"e{k}", inputs[k].dtype, True))
         ids.append(pl.input_buf(node, k))
-    bufs.append(("out", "out", node.dtype, False))
-    ids.append(pl.node_buf[node.id])
     cl, cs = ix.coords(node.shape, "n", names, "c", "int")
 
     def leaf(k):
@@ -142,9 +141,38 @@ def _render(pl, s1, s2, node, segs, reads, inputs, tree):
     val, vt = tr.render(tree)
     ct_out = compute_type(node.dtype)
     store = store_expr(pl.lang, node.dtype, convert(pl.lang, val, vt, ct_out), ct_out)
-    accs = ", ".join(f"float acc{i}" for i in range(len(segs)))
-    epi = ([f"auto epilogue = [&](int n, {accs}) {{"] + ["  " + ln for ln in cl + tr.lines]
-           + [f"  out[n] = {store};", "};"])
+    accs = ", ".join(f"float acc{i}" for i in range(len(reads)))
+    lines = ([f"auto epilogue = [&](int n, {accs}) {{"] + ["  " + ln for ln in cl + tr.lines]
+             + [f"  out[n] = {store};", "};"])
+    return lines, bufs, ids
+
+
+def _render_store_call(pl, s1, s2, node, reads, inputs, tree):
+    """The kernel of s1 (which hands each value of y to a store functor: the x @ W GEMV, or the
+    kernel adding its split's partials) with the epilogue as that functor."""
+    src = s1.source
+    meta = src.meta
+    epi, ebufs, eids = _epilogue_lambda(pl, node, reads, inputs, tree, meta["_store_T"])
+    bufs = [b for b in meta["_bufs"] if b[0] != "out"] + ebufs + [("out", "out", node.dtype, False)]
+    ids = list(s1.bufs[:-1]) + eids + [pl.node_buf[node.id]]
+    body = list(meta["_guard"]) + epi + [meta["_store_call"].replace("@STORE@", "epilogue")]
+    keep = {k: v for k, v in meta.items() if not k.startswith("_")}
+    new = finish(pl.lang, f"{src.kind}_epi", body, bufs, src.block, src.work, src.per_block, src.grid_cap,
+                 meta={**keep, "nodes": (s1.node, s2.node)}, shared_bytes=src.shared_bytes)
+    return replace(s2, source=new, bufs=ids, label=f"{s1.label} + epilogue")
+
+
+def _render(pl, s1, s2, node, segs, reads, inputs, tree):
+    seg = segs[0]
+    T = seg.T
+    pair = len(segs) == 2
+    pro = s1.source.meta.get("_prologue")  # x computed in the kernel (prologue.py), or read from b0
+    xbufs, x = (list(pro.bufs), pro.x) if pro is not None else ([("in0", "b0", seg.dtype, True)], "b0")
+    bufs = xbufs + [(f"in{i + 1}", f"w{i}", seg.dtype, True) for i in range(len(segs))]
+    ids = list(s1.bufs[:len(xbufs) + len(segs)])
+    epi, ebufs, eids = _epilogue_lambda(pl, node, reads, inputs, tree, T)
+    bufs += ebufs + [("out", "out", node.dtype, False)]
+    ids += eids + [pl.node_buf[node.id]]
     weights = ", ".join(f"w{i} + ({s.w_offset}), (long long)({s.ldw})" for i, s in enumerate(segs))
     if pair:
         call = (f"lf_gemv_nk_pair_to<{T}, {pair_unroll(seg)}>({weights}, {x} + ({seg.x_offset}), {seg.n}, {seg.k}, "

@@ -188,18 +188,23 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
             bufs.append(("scratch", "part", dt.float32, False))
             ids.append(scratch)
             partial = "part"
-        bufs.append(("out", "out", node.dtype, False))
-        ids.append(out)
-        body = guard + [f"lf_gemv_kn<{T}, {KN_ROWS}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
-                        f"b0 + ({r(va.offset)}), out, {partial}, {N}, {K}, {S});"]
-        src = finish(pl.lang, "gemv_kn", body, bufs, 256, 1, 1,
-                     meta={"hand": True, "grid3": (blocks_x, S, 1), "split": S})
+        else:
+            bufs.append(("out", "out", node.dtype, False))
+            ids.append(out)
+        # (the kernel writing y calls store(n, value): epilogue.py may pass its own, "_store_call")
+        call = (f"lf_gemv_kn_to<{T}, {KN_ROWS}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
+                f"b0 + ({r(va.offset)}), {partial}, {N}, {K}, {S}, @STORE@);")
+        plain = f"LfGemvStore<{T}>{{out}}"
+        store = {"_store_call": call, "_store_T": T, "_guard": tuple(guard)} if S == 1 else {}
+        first = call.replace("@STORE@", plain if S == 1 else f"LfGemvStore<{T}>{{nullptr}}")  # (unused)
+        src = finish(pl.lang, "gemv_kn", guard + [first], bufs, 256, 1, 1,
+                     meta={"hand": True, "grid3": (blocks_x, S, 1), "split": S, **store})
         pl.add_kernel(src, ids, node.id, "matmul (gemv kn)")
         if S > 1:
-            body2 = guard + [f"lf_gemv_partials<{T}>(b0, out, {N}, {S});"]
-            src2 = finish(pl.lang, "gemv_part", body2,
-                          [("scratch", "b0", dt.float32, True), ("out", "out", node.dtype, False)],
-                          256, N, 256, meta={"hand": True})
+            call2 = f"lf_gemv_partials_to(b0, {N}, {S}, @STORE@);"
+            src2 = finish(pl.lang, "gemv_part", guard + [call2.replace("@STORE@", plain)],
+                          [("scratch", "b0", dt.float32, True), ("out", "out", node.dtype, False)], 256, N, 256,
+                          meta={"hand": True, "_store_call": call2, "_store_T": T, "_guard": tuple(guard)})
             pl.add_kernel(src2, [scratch, out], node.id, "matmul (gemv partials)")
         return True
     wpr = _warps_per_row(N, K, V, pl.sm_count)
