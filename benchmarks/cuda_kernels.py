@@ -280,6 +280,83 @@ def same_bytes_copy(cp, nbytes, R):
 
 
 @guarded
+def dense_mlp(be, cp, bw, width=4096, layers=12, d=dt.bfloat16):
+    """A batch-1 MLP as a user writes it with luminal_fn.nn.linear: ``layers`` of relu(h @ W + b),
+    W stored (K, N) (the x @ W GEMV, its bias and relu as the epilogue), the cheapest plan the
+    CUDA backend extracts; beside the same chain in torch, eager and replayed from a CUDA graph
+    (when torch is installed), and the weights' bytes at the copy bandwidth."""
+    import luminal_fn as lf
+    from luminal_fn.backends.cuda import KERNEL_KINDS
+    from luminal_fn.frontend.pytree import flatten
+    from luminal_fn.optimize.egraph import build_egraph
+    from luminal_fn.optimize.extract import Extractor
+
+    def mlp(h, ws, bs):
+        for w, b in zip(ws, bs):
+            h = lf.nn.relu(lf.nn.linear(h, w, b))
+        return h
+
+    rng = np.random.default_rng(0)
+    npd = dt.to_numpy(d)
+    h = rng.uniform(-1, 1, (1, width)).astype(np.float32).astype(npd)
+    ws = [(rng.standard_normal((width, width), np.float32) * (2 / width) ** 0.5).astype(npd) for _ in range(layers)]
+    bs = [rng.uniform(-0.1, 0.1, width).astype(np.float32).astype(npd) for _ in range(layers)]
+    g = lf.jit(mlp).trace(h, ws, bs).hlir
+    exe = be.compile(Extractor(build_egraph(g), g, kernel_kinds=KERNEL_KINDS).extract(None))
+    leaves, _ = flatten((h, ws, bs))
+    bufs = [be.from_numpy(a) for a in leaves]
+    got = be.to_numpy(exe.run(bufs, {})[0]).astype(np.float64)
+    want = h.astype(np.float64)
+    for w, b in zip(ws, bs):  # each layer's product and output rounded to d, as stored
+        p = (want @ w.astype(np.float64)).astype(npd).astype(np.float64)
+        want = np.maximum(p + b.astype(np.float64), 0).astype(npd).astype(np.float64)
+    err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-9)
+    t = timed(lambda: exe.run(bufs, {}), iters=10, warm=2)
+    wbytes = layers * width * width * d.itemsize
+    note = f"{t * bw * 1e9 / wbytes:.2f} x the time of the weights' bytes at copy bandwidth"
+    try:
+        import torch
+
+        td = {dt.bfloat16: torch.bfloat16, dt.float16: torch.float16, dt.float32: torch.float32}[d]
+        th = torch.tensor(h.astype(np.float32), device="cuda").to(td)
+        tws = [torch.tensor(w.astype(np.float32), device="cuda").to(td) for w in ws]
+        tbs = [torch.tensor(b.astype(np.float32), device="cuda").to(td) for b in bs]
+
+        def chain():
+            x = th
+            for w, b in zip(tws, tbs):
+                x = torch.relu(x @ w + b)
+            return x
+
+        def torch_time(fn):
+            for _ in range(3):
+                fn()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(10):
+                fn()
+            b.record()
+            b.synchronize()
+            return a.elapsed_time(b) / 10 / 1e3
+
+        eager = torch_time(chain)
+        graph = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            chain()
+        torch.cuda.current_stream().wait_stream(s)
+        with torch.cuda.graph(graph):
+            chain()
+        ref = torch_time(graph.replay)
+        note += f"; torch eager {eager * 1e3:.3f} ms, torch CUDA graph {ref * 1e3:.3f} ms ({ref / t:.2f}x ours)"
+    except ImportError:
+        note += "; torch not installed"
+    row(f"dense relu MLP {layers}x{width}^2 {d.name}, batch 1 (lf.nn.linear)", t, wbytes, err=err,
+        note=note)
+
+
+@guarded
 def gemm(be, cp, bw, n, d):
     g, ins, _ = C.matmul_case(n, n, n, d)
     exe, bufs, outs = run_exe(be, g, ins, {})
@@ -340,10 +417,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="elementwise,rows,gemv,gemm,step",
+    ap.add_argument("--only", default="elementwise,rows,gemv,mlp,gemm,step",
                     help="comma-separated parts to run (the copy ceiling always runs): "
                          "elementwise, rows (softmax / rms norm), gemv, kn (a launch-shape sweep of "
-                         "the x @ W GEMV), gemm, step (100 kernels)")
+                         "the x @ W GEMV), mlp (a batch-1 dense relu MLP beside torch), gemm, step (100 kernels)")
     args = ap.parse_args()
     only = set(args.only.split(","))
     import cupy as cp
@@ -376,6 +453,8 @@ def main():
                 matmul.KN_ROWS, matmul.KN_BLOCKS_PER_SM = rows, per_sm
                 for K, N in ((2048, 2048), (2048, 8192), (8192, 2048)):
                     gemv(be, cp, bw, K, N, d, tag=f" [kn rows {rows}, {per_sm} blocks/SM]")
+    if "mlp" in only:
+        dense_mlp(be, cp, bw)
     if "gemm" in only:
         gemm(be, cp, bw, 4096, dt.float16)
         gemm(be, cp, bw, 4096, dt.float32)
