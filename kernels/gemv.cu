@@ -5,10 +5,10 @@
 //   block of 256 threads handles 8/WPR rows; lanes load
 //   16 bytes of a row at a time and a warp shuffle (plus shared memory across the WPR warps)
 //   sums them.
-// lf_gemv_kn: W stored with n contiguous (W[k, n] at w + k*ldw + n, the x @ W layout of
+// lf_gemv_kn_to: W stored with n contiguous (W[k, n] at w + k*ldw + n, the x @ W layout of
 //   luminal_fn.nn.linear). A block of 256 threads covers 32*V columns and chunks of 8*ROWS rows
 //   (split-K over blockIdx.y); 8 warps stride a chunk, shared memory sums them; with a split,
-//   lf_gemv_partials adds the float partials in a second kernel.
+//   lf_gemv_partials_to adds the float partials in a second kernel.
 // Both need K (nk) or N (kn) and the leading dim to be multiples of V = 16 / sizeof(T), and
 // 16-byte aligned bases; the host checks and otherwise falls back to cuBLAS.
 //   ITERS > 0: K == ITERS * WPR * 32 * V, known when the kernel is rendered, so every load of a
@@ -231,12 +231,6 @@ __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* _
   }
 }
 
-template <typename T, int ROWS>
-__device__ void lf_gemv_kn(const T* __restrict__ w, long long ldw, const T* __restrict__ x, T* __restrict__ y,
-                           float* __restrict__ partial, int N, int K, int S) {
-  lf_gemv_kn_to<T, ROWS>(w, ldw, x, partial, N, K, S, LfGemvStore<T>{y});
-}
-
 // the second kernel of a split lf_gemv_kn_to: store(n, the S partials of column n added in order)
 template <typename Store>
 __device__ void lf_gemv_partials_to(const float* __restrict__ partial, int N, int S, const Store& store) {
@@ -245,9 +239,4 @@ __device__ void lf_gemv_partials_to(const float* __restrict__ partial, int N, in
     for (int p = 0; p < S; ++p) s += partial[(long long)p * N + n];
     store(n, s);
   }
-}
-
-template <typename T>
-__device__ void lf_gemv_partials(const float* __restrict__ partial, T* __restrict__ y, int N, int S) {
-  lf_gemv_partials_to(partial, N, S, LfGemvStore<T>{y});
 }

@@ -1,5 +1,5 @@
 """The decode GEMV over a weight stored (K, N) (``x @ W``, luminal_fn.nn.linear's layout):
-lf_gemv_kn in kernels/gemv.cu, planned by backends/cuda/matmul.py, with lf_gemv_partials adding
+lf_gemv_kn_to in kernels/gemv.cu, planned by backends/cuda/matmul.py, with lf_gemv_partials_to adding
 the float partials of a K split.
 
 On the CPU: the launch shape, the plan (its steps and scratch), the kernels run on the CPU

@@ -147,13 +147,13 @@ def _gemv_nk_sibling(pl, node):
     return ("gemv_nk", sa, va.key(), node.dtype.name)
 
 
-KN_ROWS = 8  # rows of W a thread of lf_gemv_kn loads at once (8 x 16 bytes in flight; ~118 registers)
+KN_ROWS = 8  # rows of W a thread of lf_gemv_kn_to loads at once (8 x 16 bytes in flight; ~118 registers)
 KN_BLOCKS_PER_SM = 2  # 256-thread blocks an SM the launch fills (as many as those registers let in)
-KN_MAX_SPLIT = 64  # chunks of K at most: lf_gemv_partials adds this many partials a column
+KN_MAX_SPLIT = 64  # chunks of K at most: lf_gemv_partials_to adds this many partials a column
 
 
 def kn_launch(N: int, K: int, V: int, sm_count: int) -> tuple:
-    """(column stripes, K split S) of lf_gemv_kn: at most KN_BLOCKS_PER_SM blocks an SM in all,
+    """(column stripes, K split S) of lf_gemv_kn_to: at most KN_BLOCKS_PER_SM blocks an SM in all,
     so the blocks run as one wave (H200 sweep in docs/benchmarks.md: 8 rows a thread, 2 blocks an
     SM), every block over as many chunks of K as the others (one with a chunk more would be the
     launch's tail)."""
