@@ -308,18 +308,22 @@ inline float __shfl_sync(unsigned, float, int) { std::abort(); }
 
 def build_with_hand(plans, files: tuple, workdir: str) -> ctypes.CDLL:
     """The stand-in for CUDA, the hand kernel ``files`` (kernels/*.cu) and every kernel of
-    ``plans`` (one plan or a list) in one library, every kernel on one OS thread per CUDA thread
-    (a kernel calling into those files may shuffle and synchronise there, out of its own text).
-    The same library again for the same text, in this process."""
+    ``plans`` (one plan or a list) in one library. A kernel that calls a function of those files
+    runs on one OS thread per CUDA thread (the files' functions shuffle and synchronise out of the
+    kernel's own text); any other as ``build`` runs it. The same library again for the same text,
+    in this process."""
     import dataclasses
 
     from luminal_fn.backends.render.files import kernel_file
 
-    parts = [_SHIM, _HAND_SHIM] + [_shared_static(kernel_file(f)) for f in files]
+    texts = [kernel_file(f) for f in files]
+    defined = {m for t in texts for m in re.findall(r"^__device__[^\n(]*?\b(lf_\w+)\s*\(", t, re.M)}
+    parts = [_SHIM, _HAND_SHIM] + [_shared_static(t) for t in texts]
     plans = plans if isinstance(plans, (list, tuple)) else [plans]
     for src in {s.source.name: s.source for bp in plans for s in bp.steps}.values():
         parts.append(_shared_static(src.text))
-        parts.append(_runner(dataclasses.replace(src, text=src.text + "\n// __syncthreads")))
+        calls = any(re.search(rf"\b{name}\b", src.text) for name in defined)
+        parts.append(_runner(dataclasses.replace(src, text=src.text + "\n// __syncthreads") if calls else src))
     key = hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
     if key not in _LIBS:
         _LIBS[key] = compile_parts(parts, os.path.join(workdir, f"hand_{key}"))
