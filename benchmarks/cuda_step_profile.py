@@ -2,6 +2,7 @@
 time, whether it replays as one CUDA graph, and every step timed alone inside a CUDA graph (host cuBLAS steps included).
 
     python benchmarks/cuda_step_profile.py [--dtype bfloat16] [--context 40] [--context-bucket 2048] [--top 12]
+    python benchmarks/cuda_step_profile.py --prefill 32      # the prompt's step instead (s = 32)
     python benchmarks/cuda_step_profile.py --model dlrm --num-cat 8
 """
 from __future__ import annotations
@@ -33,7 +34,8 @@ def _median_ms(call, cp, n=20) -> float:
 
 
 def llama_bucket(args, cp):
-    """The decode bucket's executable after a prefill and a few decode steps."""
+    """The decode bucket's executable after a prefill and a few decode steps (with --prefill N,
+    the prefill bucket's after a few prompts of N tokens)."""
     cfg = llama_3_2_1b_config()
     w = random_weights(cfg, args.dtype, backend="cuda")
     # llama_bench's buckets for its default run (prompt 32, 64 new tokens, cache 512): with the
@@ -47,14 +49,17 @@ def llama_bucket(args, cp):
     step = make_step(cfg, backend="cuda", buckets=buckets, search=lf.SearchOptions(limit=args.search))
     state = {"cache": new_cache(cfg, max(512, top), backend="cuda")}
     _, state["cache"] = step(w, *step_inputs(list(range(32)), 0), state["cache"])
-    decode = step_inputs([5], args.context - 1)
+    if args.prefill:
+        decode, what = step_inputs(list(range(args.prefill)), 0), f"prefill step (s={args.prefill})"
+    else:
+        decode, what = step_inputs([5], args.context - 1), f"decode step (s=1, c={args.context})"
 
     def one():
         _, state["cache"] = step(w, *decode, state["cache"])
 
     for _ in range(3):
         one()
-    print(f"decode step (s=1, c={args.context}) median {_median_ms(one, cp):.3f} ms over 20")
+    print(f"{what} median {_median_ms(one, cp):.3f} ms over 20")
     cp.cuda.runtime.deviceSynchronize()
     t0 = time.perf_counter()
     for _ in range(20):
@@ -71,7 +76,8 @@ def llama_bucket(args, cp):
         np.asarray(logits)[-1]
     print(f"reading the logits row to the host: {1e3 * (time.perf_counter() - t0) / 20:.3f} ms")
     (compiled,) = step.compiled()
-    plan = next(p for p in compiled.runner.plans.values() if p.dims.get("s") == 1 and p.dims.get("c") != 1)
+    plan = next(p for p in compiled.runner.plans.values()
+                if (p.dims.get("s") == 1) != bool(args.prefill) and p.dims.get("c") != 1)
     for bucket, cost in compiled.cost().items():  # which candidates ran, and why others were dropped
         timed = [f"{t * 1e3:.3f} ms" if isinstance(t, float) else str(t)[:600] for t in cost["timed"]]
         print(f"search [{bucket}]: {cost['kernels']} kernels kept; candidates: {timed}")
@@ -177,6 +183,7 @@ def main():
     ap.add_argument("--model", default="llama", choices=("llama", "dlrm"))
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--context", type=int, default=40)
+    ap.add_argument("--prefill", type=int, default=0, help="profile the step of a prompt of this many tokens")
     ap.add_argument("--context-bucket", type=int, default=0,
                     help="top of the decode bucket's contexts (default: llama_bench's, 128)")
     ap.add_argument("--num-cat", type=int, default=8)
