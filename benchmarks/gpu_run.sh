@@ -12,7 +12,8 @@
 # run (a 1000-token prompt, cache of 2048) with the attention split on and off (LONG_SPLITS, default
 # "1 0"); STEP_ONLY=1 keeps only the decode step's profile and its A/B of the split at c = 40 in a
 # bucket up to 2048 (SHORT_SPLITS, default "1 0"); T_KERN=seconds runs cuda_kernels.py --quick
-# (KERN_ONLY picks its parts, default all: elementwise,rows,gemv,gemm,step).
+# (KERN_ONLY picks its parts, default all: elementwise,rows,gemv,mlp,gemm,step; kn sweeps the
+# x @ W GEMV's launch shape).
 set -u
 OUT=${OUT:-/tmp/lf_out}
 mkdir -p "$OUT"
@@ -78,6 +79,8 @@ elif [ "$T_PROF" != 0 ]; then  # where a generated token's time goes (step, pick
   # every step of the decode step and of a DLRM forward timed alone (appended: $OUT holds 8 files)
   { timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 25;
     timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --model dlrm --num-cat 1 --top 16;
+    echo "== the prompt's step (32 tokens) =="
+    timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --prefill 32 --top 12;
     echo "== A/B: the gate/up pair GEMV as a loop (every row load issued first by default) =="
     LUMINAL_CUDA_GEMV_PAIR_UNROLL=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3; } \
     >> "$OUT/decode_loop.txt" 2>&1
@@ -87,7 +90,7 @@ if [ "${T_KERN:-0}" != 0 ]; then  # kernel figures (T_KERN seconds; off unless s
   # (appended to the env file: $OUT returns at most 8 files)
   { echo "== python3 benchmarks/cuda_kernels.py --quick =="
     timeout -s INT -k 10 "$T_KERN" python3 benchmarks/cuda_kernels.py --quick --out /tmp/lf_kernels \
-      --only "${KERN_ONLY:-elementwise,rows,gemv,gemm,step}"; } >> "$OUT/env.txt" 2>&1
-  echo "kernels rc=$?"; grep '^{' "$OUT/env.txt" | grep -E "softmax|rms|copy|gemv" | cut -c1-260
+      --only "${KERN_ONLY:-elementwise,rows,gemv,mlp,gemm,step}"; } >> "$OUT/env.txt" 2>&1
+  echo "kernels rc=$?"; grep '^{' "$OUT/env.txt" | grep -E "softmax|rms|copy|gemv|MLP" | cut -c1-260
 fi
 date -u
