@@ -25,7 +25,7 @@ This checks indexing, strides, masks, params, the dims table, launch sizes, shar
 staging and the shuffle reductions against NumPy. It does not check what only the GPU decides
 (NVRTC, the real memory model, the device's float rounding, its own prelude text). Not emulated:
 host steps (cuBLAS); the hand kernels (rms_norm, softmax, rope, attention, GEMV) only where a
-test compiles their files in (test_row_kernels.py, test_cuda_gemv_merge.py).
+test compiles their files in (``build_with_hand``: the row-kernel, attention, RoPE and GEMV tests).
 """
 from __future__ import annotations
 
