@@ -14,7 +14,8 @@ def _colmajor(flat, off, rows, cols, ld):
     return flat[idx]
 
 
-def _emulate(calls, a_flat, b_flat, c_flat, item):
+def _emulate(calls, a_flat, b_flat, c_flat, item, item_c=None):
+    item_c = item_c or item  # (C of another dtype than A and B: its byte offsets)
     for (opa, opb, m, n, k, boff, _bt, ldb, sb, aoff, _at, lda, sa, coff, _ct, ldc, sc, count) in calls:
         for i in range(count):
             x = (_colmajor(b_flat, boff // item + i * sb, m, k, ldb) if opa == OP_N
@@ -22,7 +23,7 @@ def _emulate(calls, a_flat, b_flat, c_flat, item):
             y = (_colmajor(a_flat, aoff // item + i * sa, k, n, lda) if opb == OP_N
                  else _colmajor(a_flat, aoff // item + i * sa, n, k, lda).T)
             res = x @ y
-            base = coff // item + i * sc
+            base = coff // item_c + i * sc
             idx = base + np.arange(m)[:, None] + np.arange(n)[None, :] * ldc
             c_flat[idx] = res
 

@@ -139,10 +139,11 @@ def batches(shape, *strides_per_operand):
     return runs
 
 
-def gemm_plan(va, vb, shape, dtype_name: str):
+def gemm_plan(va, vb, shape, dtype_name: str, out_dtype_name: str | None = None):
     """The calls computing contiguous C (..., M, N) = A (..., M, K) @ B (..., K, N) for evaluated
-    views ``va``, ``vb`` (integers): a list of argument tuples for ``run_gemm``, or None when a
-    layout needs a copy first."""
+    views ``va``, ``vb`` (integers) of ``dtype_name``, C of ``out_dtype_name`` (default the same;
+    float32 for half operands: cuBLAS accumulates in float32 either way): a list of argument
+    tuples for ``run_gemm``, or None when a layout needs a copy first."""
     *bat, M, N = shape
     K = va.shape[-1]
     fa = operand(M, K, va.strides[-2], va.strides[-1])
@@ -156,12 +157,14 @@ def gemm_plan(va, vb, shape, dtype_name: str):
     for d in reversed(bat):
         cstrides.insert(0, acc)
         acc *= d
-    item = {"float32": 4, "float16": 2, "bfloat16": 2}[dtype_name]
-    t = CUDA_TYPE[dtype_name]
+    size = {"float32": 4, "float16": 2, "bfloat16": 2}
+    out_dtype_name = out_dtype_name or dtype_name
+    item, t = size[dtype_name], CUDA_TYPE[dtype_name]
+    item_c, tc = size[out_dtype_name], CUDA_TYPE[out_dtype_name]
     calls = []
     for (oa, ob, oc), count, (sa, sb, sc) in batches(bat, va.strides[:-2], vb.strides[:-2], cstrides):
         calls.append((fb[0], fa[0], N, M, K, (vb.offset + ob) * item, t, fb[1], sb,
-                      (va.offset + oa) * item, t, fa[1], sa, oc * item, t, N, sc, count))
+                      (va.offset + oa) * item, t, fa[1], sa, oc * item_c, tc, N, sc, count))
     return calls
 
 

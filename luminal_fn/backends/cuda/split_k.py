@@ -1,0 +1,100 @@
+"""Split-K for the GEMMs of few rows (a prompt's projections: M = the prompt's tokens, <= 64).
+
+cuBLAS tiles C (M, N) by its N: 32 rows of a 2048-wide projection make 16 tiles on 132 SMs, so
+most of the device waits while a few CTAs stream the weights (H200 run AG: the 32-token prompt's
+GEMMs at ~2.3 TB/s). Here K is cut into S chunks: one strided-batched cuBLAS call computes the S
+partial products A[:, chunk] @ B[chunk, :] into a float32 scratch (S times the CTAs; the partials
+stay in L2), and ``lf_gemv_partials_to`` adds them in order and stores C, handing each value to
+a store functor so that the elementwise step reading C (a residual add) folds in (epilogue.py).
+
+Opt-in while unmeasured: ``LUMINAL_CUDA_SPLIT_K=1``.
+"""
+from __future__ import annotations
+
+import os
+
+from ...ir import dtypes as dt
+from ...ir.expr import as_expr
+from ...ir.view import View
+from ..render import index as ix
+from ..render.kernels import finish
+from .cublas import gemm_plan, run_gemm
+from .plan import HostStep, evaluate
+
+SWITCH = "LUMINAL_CUDA_SPLIT_K"
+MAX_ROWS = 64  # rows of C at the bucket's largest dims: above, cuBLAS has CTAs enough
+TILE_N = 128  # the width of cuBLAS's tiles assumed for a few rows
+MAX_SPLIT = 8
+MIN_CHUNK = 256  # rows of K a chunk keeps (each partial product must still stream its weights)
+
+
+def enabled() -> bool:
+    return os.environ.get(SWITCH, "0").strip().lower() not in ("0", "", "off", "false")
+
+
+def split_count(m_max: int, N: int, K: int, sm_count: int) -> int:
+    """S, a power of two: about one CTA an SM for the S calls together, K / S a multiple of 16
+    (16-byte aligned chunks for any dtype) and at least MIN_CHUNK; 1 when no split is worth it."""
+    if m_max > MAX_ROWS:
+        return 1
+    want = min(MAX_SPLIT, -(-sm_count // -(-N // TILE_N)))
+    S = 1
+    while S * 2 <= want and K % (16 * S * 2) == 0 and K // (S * 2) >= MIN_CHUNK:
+        S *= 2
+    return S
+
+
+def chunked(va: View, vb: View, S: int, K: int) -> tuple:
+    """A (M, K) and B (K, N) as S-batched views over K's chunks: (S, M, K/S) and (S, K/S, N)."""
+    kc = K // S
+    (M, _), (sm, sk) = va.shape, va.strides
+    (_, N), (tk, tn) = vb.shape, vb.strides
+    a = View((S, M, kc), (kc * sk, sm, sk), va.offset, None)
+    b = View((S, kc, N), (kc * tk, tk, tn), vb.offset, None)
+    return a, b
+
+
+def try_split_k(pl, node, va: View, vb: View, b_a: int, b_b: int, static) -> bool:
+    """Plan C = A @ B as the split cuBLAS call and the partials kernel; False (nothing planned)
+    when the product is not a 2-D half-precision one of few rows, or the split is off."""
+    if not enabled() or len(node.shape) != 2 or node.dtype not in (dt.float16, dt.bfloat16):
+        return False
+    M, N = node.shape
+    K, N = static(va.shape[-1]), static(N)
+    if K is None or N is None:
+        return False
+    m_max = int(evaluate(M, pl.dims_max))
+    S = split_count(m_max, N, K, pl.sm_count)
+    if S == 1:
+        return False
+    a3, b3 = chunked(va, vb, S, K)
+    name = node.dtype.name
+    if gemm_plan(a3.evaluate(pl.dims_max), b3.evaluate(pl.dims_max), (S, m_max, N), name, "float32") is None:
+        return False
+    out = pl.node_buf[node.id]
+    scratch = pl.scratch(dt.float32, S * m_max * N)
+
+    def run(ptr, dims):
+        import cupy
+
+        m = int(evaluate(M, dims))
+        if m == 0:
+            return
+        calls = gemm_plan(a3.evaluate(dims), b3.evaluate(dims), (S, m, N), name, "float32")
+        run_gemm(calls, ptr(b_a), ptr(b_b), ptr(scratch), cupy.cuda.get_current_stream().ptr)
+
+    def key(ptr, dims):
+        return (ptr(b_a), ptr(b_b), ptr(scratch), int(evaluate(M, dims)))
+
+    pl.add_host(HostStep([b_a, b_b, scratch], node.id, "matmul (cuBLAS split-K)", run, key))
+    T = pl.lang.storage[name]
+    mn = ix.r(as_expr(M) * N, ix.dim_names(pl.symbols))
+    call = f"lf_gemv_partials_to(b0, {mn}, {S}, @STORE@);"
+    src = finish(pl.lang, "split_k_sum", [call.replace("@STORE@", f"LfGemvStore<{T}>{{out}}")],
+                 [("scratch", "b0", dt.float32, True), ("out", "out", node.dtype, False)], 256, as_expr(M) * N, 256,
+                 meta={"hand": True, "_store_call": call, "_store_T": T, "_guard": ()})
+    pl.add_kernel(src, [scratch, out], node.id, "matmul (split-K sum)")
+    return True
+
+
+__all__ = ["SWITCH", "split_count", "chunked", "try_split_k", "enabled"]
