@@ -240,3 +240,21 @@ __device__ void lf_gemv_partials_to(const float* __restrict__ partial, int N, in
     store(n, s);
   }
 }
+
+// split_k.py's sum: store(n, the S partials of element n added in order) for MN elements (a
+// multiple of 4; each partial MN floats, 16-byte aligned), four elements a thread, all S loads
+// of them issued before the first add (S is known when the kernel is rendered).
+template <int S, typename Store>
+__device__ void lf_split_k_sum_to(const float* __restrict__ partial, int MN, const Store& store) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < MN / 4; i += blockDim.x * gridDim.x) {
+    float4 v[S];
+    #pragma unroll
+    for (int p = 0; p < S; ++p) v[p] = __ldg((const float4*)(partial + (long long)p * MN) + i);
+    float4 t = v[0];
+    #pragma unroll
+    for (int p = 1; p < S; ++p) {
+      t.x += v[p].x; t.y += v[p].y; t.z += v[p].z; t.w += v[p].w;
+    }
+    store(4 * i, t.x); store(4 * i + 1, t.y); store(4 * i + 2, t.z); store(4 * i + 3, t.w);
+  }
+}

@@ -1,6 +1,6 @@
 """Split-K for GEMMs of few rows (backends/cuda/split_k.py, opt-in with LUMINAL_CUDA_SPLIT_K=1):
 one strided-batched cuBLAS call over K's chunks into float32 partials, then the kernel adding
-them (lf_gemv_partials_to), with a residual add folded in as its epilogue.
+them (lf_split_k_sum_to), with a residual add folded in as its epilogue.
 
 On the CPU: the split count; the batched call lists executed by test_cuda_cublas.py's NumPy model
 of cuBLAS (half operands, float32 partials) add up to A @ B; the plans, with and without the
@@ -84,7 +84,7 @@ def test_the_plans_with_and_without_the_switch(monkeypatch):
     monkeypatch.setenv(SWITCH, "1")
     bp = plan_graph(_cheapest(project, (h, w)), {})
     assert [s.label for s in bp.steps] == ["matmul (cuBLAS split-K)", "matmul (split-K sum)"]
-    assert "lf_gemv_partials_to(b0, 16384, 8, LfGemvStore<__nv_bfloat16>{out});" in bp.steps[1].source.text
+    assert "lf_split_k_sum_to<8>(b0, 16384, LfGemvStore<__nv_bfloat16>{out});" in bp.steps[1].source.text
     bp = plan_graph(_cheapest(residual, (x, h, w)), {})
     assert [s.label for s in bp.steps] == ["matmul (cuBLAS split-K)", "matmul (split-K sum) + epilogue"]
     assert "lf_ld(lf_st<__nv_bfloat16>(acc0))" in bp.steps[1].source.text  # rounded as C is stored

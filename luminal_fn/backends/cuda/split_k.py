@@ -4,8 +4,9 @@ cuBLAS tiles C (M, N) by its N: 32 rows of a 2048-wide projection make 16 tiles 
 most of the device waits while a few CTAs stream the weights (H200 run AG: the 32-token prompt's
 GEMMs at ~2.3 TB/s). Here K is cut into S chunks: one strided-batched cuBLAS call computes the S
 partial products A[:, chunk] @ B[chunk, :] into a float32 scratch (S times the CTAs; the partials
-stay in L2), and ``lf_gemv_partials_to`` adds them in order and stores C, handing each value to
-a store functor so that the elementwise step reading C (a residual add) folds in (epilogue.py).
+stay in L2), and ``lf_split_k_sum_to`` (kernels/gemv.cu) adds them in order and stores C, handing
+each value to a store functor so that the elementwise step reading C (a residual add) folds in
+(epilogue.py).
 
 Opt-in while unmeasured: ``LUMINAL_CUDA_SPLIT_K=1``.
 """
@@ -61,7 +62,7 @@ def try_split_k(pl, node, va: View, vb: View, b_a: int, b_b: int, static) -> boo
         return False
     M, N = node.shape
     K, N = static(va.shape[-1]), static(N)
-    if K is None or N is None:
+    if K is None or N is None or N % 4:
         return False
     m_max = int(evaluate(M, pl.dims_max))
     S = split_count(m_max, N, K, pl.sm_count)
@@ -89,10 +90,10 @@ def try_split_k(pl, node, va: View, vb: View, b_a: int, b_b: int, static) -> boo
     pl.add_host(HostStep([b_a, b_b, scratch], node.id, "matmul (cuBLAS split-K)", run, key))
     T = pl.lang.storage[name]
     mn = ix.r(as_expr(M) * N, ix.dim_names(pl.symbols))
-    call = f"lf_gemv_partials_to(b0, {mn}, {S}, @STORE@);"
+    call = f"lf_split_k_sum_to<{S}>(b0, {mn}, @STORE@);"  # (four elements a thread)
     src = finish(pl.lang, "split_k_sum", [call.replace("@STORE@", f"LfGemvStore<{T}>{{out}}")],
-                 [("scratch", "b0", dt.float32, True), ("out", "out", node.dtype, False)], 256, as_expr(M) * N, 256,
-                 meta={"hand": True, "_store_call": call, "_store_T": T, "_guard": ()})
+                 [("scratch", "b0", dt.float32, True), ("out", "out", node.dtype, False)], 256,
+                 as_expr(M) * (N // 4), 256, meta={"hand": True, "_store_call": call, "_store_T": T, "_guard": ()})
     pl.add_kernel(src, [scratch, out], node.id, "matmul (split-K sum)")
     return True
 
