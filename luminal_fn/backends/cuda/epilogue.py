@@ -22,9 +22,8 @@ from dataclasses import replace
 from ...ir.expr import same
 
 from ..render import index as ix
-from ..render.kernels import finish, inline_scalars, render_elementwise, view_read
-from ..render.lang import compute_type, convert, store_expr
-from ..render.tree import TreeRenderer, leaf_inputs, substitute_inputs, tree_has
+from ..render.kernels import consumer_store, finish, inline_scalars, render_elementwise
+from ..render.tree import substitute_inputs, tree_has
 
 
 def fold_adjacent(steps: list, fold, chain: bool = False) -> int:
@@ -121,30 +120,12 @@ def _epilogue_lambda(pl, node, reads, inputs, tree, T) -> tuple:
     """(the lines defining ``epilogue``, a lambda (n, acc0[, acc1]) that computes the fused node's
     element n from the GEMV values, each rounded to T as its store would, and writes out[n]; the
     other inputs' (role, C name, dtype, const) bindings; their buffer ids)."""
-    names = ix.dim_names(pl.symbols)
-    acc_of = {k: f"acc{i}" for i, k in enumerate(reads)}
-    cname, bufs, ids = {}, [], []
-    for k in sorted(leaf_inputs(tree)):
-        if k in acc_of:
-            continue
-        cname[k] = f"e{k}"
-        bufs.append((f"e{k}", f"e{k}", inputs[k].dtype, True))
-        ids.append(pl.input_buf(node, k))
-    cl, cs = ix.coords(node.shape, "n", names, "c", "int")
-
-    def leaf(k):
-        if k in acc_of:  # the dot product as the GEMV would have stored it
-            return f"lf_ld(lf_st<{T}>({acc_of[k]}))", "float"
-        return view_read(pl.lang, inputs[k].dtype, cname[k], inputs[k].view, cs, names)
-
-    tr = TreeRenderer(pl.lang, leaf, None, lambda e: f"(int)({ix.r(e, {**names, 'z': 'n'})})", prefix="v")
-    val, vt = tr.render(tree)
-    ct_out = compute_type(node.dtype)
-    store = store_expr(pl.lang, node.dtype, convert(pl.lang, val, vt, ct_out), ct_out)
+    links = {k: (f"lf_ld(lf_st<{T}>(acc{i}))", "float") for i, k in enumerate(reads)}
+    lines, bufs = consumer_store(pl.lang, tree, inputs, links, node.shape, node.dtype,
+                                 ix.dim_names(pl.symbols), "int")
+    ids = [pl.input_buf(node, int(role[1:])) for role, *_ in bufs]
     accs = ", ".join(f"float acc{i}" for i in range(len(reads)))
-    lines = ([f"auto epilogue = [&](int n, {accs}) {{"] + ["  " + ln for ln in cl + tr.lines]
-             + [f"  out[n] = {store};", "};"])
-    return lines, bufs, ids
+    return [f"auto epilogue = [&](int n, {accs}) {{"] + ["  " + ln for ln in lines] + ["};"], bufs, ids
 
 
 def _render_store_call(pl, s1, s2, node, reads, inputs, tree):

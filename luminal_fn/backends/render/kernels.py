@@ -105,6 +105,29 @@ def view_read(lang: Language, d: dt.DType, buf: str, view, cs, names) -> tuple:
     return (f"(({cond}) ? {val} : {zero_of(ct)})" if cond is not None else val), ct
 
 
+def consumer_store(lang: Language, tree, inputs, links: dict, shape, out_dtype: dt.DType, names, itype: str,
+                   coord: str = "c") -> tuple:
+    """An elementwise consumer computed where its producer stores (a reduction's or a GEMV's
+    epilogue): (the lines computing element ``n`` of ``tree`` over ``inputs`` and writing out[n],
+    the (role, C name, dtype, const) bindings of the inputs read from memory, named e<k>). The
+    ``links`` (input index -> (C expression, compute type)) are the producer's values, given as
+    its store would read them back; every other input is read through its view at the
+    consumer's coordinates of n (``coord`` names them)."""
+    cl, cs = ix.coords(shape, "n", names, coord, itype)
+
+    def leaf(k):
+        if k in links:
+            return links[k]
+        return view_read(lang, inputs[k].dtype, f"e{k}", inputs[k].view, cs, names)
+
+    tr = TreeRenderer(lang, leaf, None, lambda e: f"(int)({ix.r(e, {**names, 'z': 'n'})})", prefix="v")
+    val, vt = tr.render(tree)
+    cto = compute_type(out_dtype)
+    lines = cl + tr.lines + [f"out[n] = {store_expr(lang, out_dtype, convert(lang, val, vt, cto), cto)};"]
+    bufs = [(f"e{k}", f"e{k}", inputs[k].dtype, True) for k in sorted(leaf_inputs(tree)) if k not in links]
+    return lines, bufs
+
+
 def gtid(lang: Language, itype: str) -> tuple:
     """(global thread id, grid stride) expressions."""
     b, t, bd, gd = lang.block_idx, lang.thread_idx, lang.block_dim, lang.grid_dim

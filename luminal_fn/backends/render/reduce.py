@@ -22,8 +22,8 @@ from ...ir import dtypes as dt
 from ...ir.expr import as_expr, same
 from ...ir.view import View, contiguous_strides
 from . import index as ix
-from .kernels import (BLOCK, KernelInput, KernelSource, _gather_fn, _symbols_of, finish, gtid,
-                      inline_scalars, view_read, zero_of)
+from .kernels import (BLOCK, KernelInput, KernelSource, _gather_fn, _symbols_of, consumer_store, finish,
+                      gtid, inline_scalars, zero_of)
 from .lang import Language, as_stored, compute_type, convert, load_expr, store_expr
 from .tree import TreeRenderer, gather_inputs, leaf_inputs, tree_has
 
@@ -224,12 +224,12 @@ def render_reduce(lang: Language, in_shape: Sequence, axis: int, op: str, tree,
             r0, r1 = "r0", "r1"
         inner += pl.accumulate(op, ct, f"{it} r = {r0} + lane; r < {r1}; r += 32")
         inner += _warp_reduce(lang, op, ct, "acc")
+        work = as_expr(rows) * 32 if not isinstance(rows, int) else rows * 32  # (a warp a row or chunk)
         if C > 1 and lang.merge_counter and tgt_dt.name in ("float32", "int32"):
             inner += _merge_in_place(lang, op, ct, tgt_dt, C, store)
             body += ["  " + ln for ln in inner] + ["}"]
             bufs1 = bufs + [("scratch", "part", tgt_dt, False), ("count", "cnt", dt.int32, False)] + ebufs + [
                 ("out", "out", out_dt, False)]
-            work = as_expr(rows) * 32 if not isinstance(rows, int) else rows * 32
             return [finish(lang, "red", body, bufs1, BLOCK, work, BLOCK,
                            meta={**meta, "chunks": C, "scratch": (tgt_dt, rows), "count": pl.O})]
         if C > 1 and epilogue is not None:
@@ -241,7 +241,7 @@ def render_reduce(lang: Language, in_shape: Sequence, axis: int, op: str, tree,
         body += ["  " + ln for ln in inner] + ["}"]
         k1 = finish(lang, "red", body, bufs + (ebufs + [("out", "out", out_dt, False)] if C == 1 else
                                                [("scratch", "out", tgt_dt, False)]),
-                    BLOCK, as_expr(rows) * 32 if not isinstance(rows, int) else rows * 32, BLOCK,
+                    BLOCK, work, BLOCK,
                     meta={**meta, "chunks": C, "scratch": (tgt_dt, rows) if C > 1 else None})
         if C == 1:
             return [k1]
@@ -298,22 +298,11 @@ def _store_fn(lang, out_dtype, ct, it, names, epi):
     if epi is None:
         return (lambda o: [f"out[{o}] = {store_expr(lang, out_dtype, 'acc', ct)};"]), [], out_dtype
     tree = inline_scalars(epi.tree, epi.inputs)
-    ebufs = [(f"e{k}", f"e{k}", epi.inputs[k].dtype, True) for k in sorted(leaf_inputs(tree)) if k != epi.link]
-    as_read = as_stored(lang, out_dtype, "acc", ct)
+    links = {epi.link: (as_stored(lang, out_dtype, "acc", ct), compute_type(out_dtype))}
+    lines, ebufs = consumer_store(lang, tree, epi.inputs, links, epi.shape, epi.dtype, names, it, coord="ec")
 
     def store(o):
-        cl, cs = ix.coords(epi.shape, "n", names, "ec", it)
-
-        def leaf(k):
-            if k == epi.link:
-                return as_read, compute_type(out_dtype)
-            return view_read(lang, epi.inputs[k].dtype, f"e{k}", epi.inputs[k].view, cs, names)
-
-        tr = TreeRenderer(lang, leaf, None, lambda e: f"(int)({ix.r(e, {**names, 'z': 'n'})})", prefix="v")
-        val, vt = tr.render(tree)
-        cto = compute_type(epi.dtype)
-        return (["{", f"  const {it} n = {o};"] + ["  " + ln for ln in cl + tr.lines]
-                + [f"  out[n] = {store_expr(lang, epi.dtype, convert(lang, val, vt, cto), cto)};", "}"])
+        return ["{", f"  const {it} n = {o};"] + ["  " + ln for ln in lines] + ["}"]
 
     return store, ebufs, epi.dtype
 
