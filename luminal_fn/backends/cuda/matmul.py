@@ -46,7 +46,7 @@ def lower_matmul(pl, node):
             and da == db == node.dtype and va.mask is None and vb.mask is None
             and all(_nonneg(s) for s in va.strides + vb.strides)
             and (node.dtype != dt.bfloat16 or _direct_layout(pl, node, va, vb))):
-        if not try_split_k(pl, node, va, vb, pl.input_buf(node, 0), pl.input_buf(node, 1), _static):
+        if not try_split_k(pl, node, va, vb):
             _cublas(pl, node, va, vb)  # (CuPy's fallback for other layouts has no bfloat16 GEMM)
         return
     _rendered(pl, node, va, vb)

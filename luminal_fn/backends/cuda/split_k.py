@@ -12,10 +12,11 @@ Opt-in while unmeasured: ``LUMINAL_CUDA_SPLIT_K=1``.
 """
 from __future__ import annotations
 
+import functools
 import os
 
 from ...ir import dtypes as dt
-from ...ir.expr import as_expr
+from ...ir.expr import as_expr, to_int_or_expr
 from ...ir.view import View
 from ..render import index as ix
 from ..render.kernels import finish
@@ -55,14 +56,14 @@ def chunked(va: View, vb: View, S: int, K: int) -> tuple:
     return a, b
 
 
-def try_split_k(pl, node, va: View, vb: View, b_a: int, b_b: int, static) -> bool:
+def try_split_k(pl, node, va: View, vb: View) -> bool:
     """Plan C = A @ B as the split cuBLAS call and the partials kernel; False (nothing planned)
     when the product is not a 2-D half-precision one of few rows, or the split is off."""
     if not enabled() or len(node.shape) != 2 or node.dtype not in (dt.float16, dt.bfloat16):
         return False
-    M, N = node.shape
-    K, N = static(va.shape[-1]), static(N)
-    if K is None or N is None or N % 4:
+    M = node.shape[0]
+    K, N = to_int_or_expr(va.shape[-1]), to_int_or_expr(node.shape[1])
+    if not isinstance(K, int) or not isinstance(N, int) or N % 4:
         return False
     m_max = int(evaluate(M, pl.dims_max))
     S = split_count(m_max, N, K, pl.sm_count)
@@ -72,17 +73,21 @@ def try_split_k(pl, node, va: View, vb: View, b_a: int, b_b: int, static) -> boo
     name = node.dtype.name
     if gemm_plan(a3.evaluate(pl.dims_max), b3.evaluate(pl.dims_max), (S, m_max, N), name, "float32") is None:
         return False
-    out = pl.node_buf[node.id]
+    b_a, b_b, out = pl.input_buf(node, 0), pl.input_buf(node, 1), pl.node_buf[node.id]
     scratch = pl.scratch(dt.float32, S * m_max * N)
+
+    @functools.lru_cache(maxsize=16)
+    def calls_at(dims: tuple) -> list:  # (as _cublas memoizes its calls per dims)
+        d = dict(dims)
+        return gemm_plan(a3.evaluate(d), b3.evaluate(d), (S, int(evaluate(M, d)), N), name, "float32")
 
     def run(ptr, dims):
         import cupy
 
-        m = int(evaluate(M, dims))
-        if m == 0:
+        if int(evaluate(M, dims)) == 0:
             return
-        calls = gemm_plan(a3.evaluate(dims), b3.evaluate(dims), (S, m, N), name, "float32")
-        run_gemm(calls, ptr(b_a), ptr(b_b), ptr(scratch), cupy.cuda.get_current_stream().ptr)
+        run_gemm(calls_at(tuple(sorted(dims.items()))), ptr(b_a), ptr(b_b), ptr(scratch),
+                 cupy.cuda.get_current_stream().ptr)
 
     def key(ptr, dims):
         return (ptr(b_a), ptr(b_b), ptr(scratch), int(evaluate(M, dims)))
