@@ -286,10 +286,7 @@ def dense_mlp(be, cp, bw, width=4096, layers=12, d=dt.bfloat16):
     CUDA backend extracts; beside the same chain in torch, eager and replayed from a CUDA graph
     (when torch is installed), and the weights' bytes at the copy bandwidth."""
     import luminal_fn as lf
-    from luminal_fn.backends.cuda import KERNEL_KINDS
     from luminal_fn.frontend.pytree import flatten
-    from luminal_fn.optimize.egraph import build_egraph
-    from luminal_fn.optimize.extract import Extractor
 
     def mlp(h, ws, bs):
         for w, b in zip(ws, bs):
@@ -301,8 +298,7 @@ def dense_mlp(be, cp, bw, width=4096, layers=12, d=dt.bfloat16):
     h = rng.uniform(-1, 1, (1, width)).astype(np.float32).astype(npd)
     ws = [(rng.standard_normal((width, width), np.float32) * (2 / width) ** 0.5).astype(npd) for _ in range(layers)]
     bs = [rng.uniform(-0.1, 0.1, width).astype(np.float32).astype(npd) for _ in range(layers)]
-    g = lf.jit(mlp).trace(h, ws, bs).hlir
-    exe = be.compile(Extractor(build_egraph(g), g, kernel_kinds=KERNEL_KINDS).extract(None))
+    exe = be.compile(C.cheapest_llir(mlp, (h, ws, bs)))
     leaves, _ = flatten((h, ws, bs))
     bufs = [be.from_numpy(a) for a in leaves]
     got = be.to_numpy(exe.run(bufs, {})[0]).astype(np.float64)

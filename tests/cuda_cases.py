@@ -26,6 +26,18 @@ def rand(shape, d=dt.float32, lo=-2.0, hi=2.0):
     return R.uniform(lo, hi, shape).astype(np.float32).astype(np_dtype(d))
 
 
+def cheapest_llir(fn, args, dynamic_axes=None, buckets=None):
+    """The cheapest LLIR of ``fn`` traced at ``args``, over the CUDA backend's kernel kinds (what
+    the backend plans without a search)."""
+    import luminal_fn as lf
+    from luminal_fn.backends.cuda import KERNEL_KINDS
+    from luminal_fn.optimize.egraph import build_egraph
+    from luminal_fn.optimize.extract import Extractor
+
+    g = lf.jit(fn, dynamic_axes=dynamic_axes, buckets=buckets).trace(*args).hlir
+    return Extractor(build_egraph(g), g, kernel_kinds=KERNEL_KINDS).extract(None)
+
+
 class B:
     """A tiny graph builder."""
 

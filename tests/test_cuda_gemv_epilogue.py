@@ -19,16 +19,9 @@ import luminal_fn.numpy as lnp
 from luminal_fn.backends.cuda.executable import plan_graph
 from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
 
+import cuda_cases as C
+
 R = np.random.default_rng(23)
-
-
-def _extract(fn, args):
-    from luminal_fn.backends.cuda import KERNEL_KINDS
-    from luminal_fn.optimize.egraph import build_egraph
-    from luminal_fn.optimize.extract import Extractor
-
-    g = lf.jit(fn).trace(*args).hlir
-    return Extractor(build_egraph(g), g, kernel_kinds=KERNEL_KINDS).extract(None)
 
 
 def residual(x, h, w):
@@ -71,7 +64,7 @@ def _labels(bp):
 
 
 def test_a_residual_add_after_a_gemv_is_one_launch():
-    ll = _extract(residual, _inputs(64, 128, ml_dtypes.bfloat16))
+    ll = C.cheapest_llir(residual, _inputs(64, 128, ml_dtypes.bfloat16))
     bp = plan_graph(ll, {})
     assert _labels(bp) == ["matmul (gemv nk) + epilogue"]
     (step,) = bp.steps
@@ -85,7 +78,7 @@ def test_no_epilogue_when_the_product_is_also_returned():
         p = lnp.matmul(h, lnp.transpose(w))
         return p, x + lnp.astype(p, lnp.float32)
 
-    bp = plan_graph(_extract(both, _inputs(64, 128, ml_dtypes.bfloat16)), {})
+    bp = plan_graph(C.cheapest_llir(both, _inputs(64, 128, ml_dtypes.bfloat16)), {})
     assert "matmul (gemv nk) + epilogue" not in _labels(bp)
     assert "matmul (gemv nk)" in _labels(bp)
 
@@ -95,7 +88,7 @@ def test_no_epilogue_when_the_consumer_reads_the_row_reversed():
         p = lnp.matmul(h, lnp.transpose(w))
         return x + lnp.astype(p[:, ::-1], lnp.float32)
 
-    bp = plan_graph(_extract(reversed_add, _inputs(64, 128, ml_dtypes.bfloat16)), {})
+    bp = plan_graph(C.cheapest_llir(reversed_add, _inputs(64, 128, ml_dtypes.bfloat16)), {})
     assert _labels(bp) == ["matmul (gemv nk)", "fused"]
 
 
@@ -103,7 +96,7 @@ def test_no_epilogue_when_the_consumer_reads_the_row_reversed():
 def test_epilogue_modules_compile_with_nvcc():
     kernels = []
     for d in (np.float32, np.float16, ml_dtypes.bfloat16):
-        kernels += plan_graph(_extract(residual, _inputs(64, 2048, d)), {}).kernels()
+        kernels += plan_graph(C.cheapest_llir(residual, _inputs(64, 2048, d)), {}).kernels()
     nvcc_check(module_source(kernels))
 
 
@@ -113,7 +106,7 @@ def test_epilogue_on_the_cpu_emulation_matches_float64(tmp_path, n, k, d):
     import cuda_model_emulation as emu
 
     ins = _inputs(n, k, d, seed=1)
-    bp = plan_graph(_extract(residual, ins), {})
+    bp = plan_graph(C.cheapest_llir(residual, ins), {})
     assert _labels(bp) == ["matmul (gemv nk) + epilogue"]
     (got,) = emu.run(emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path)), bp, list(ins), {})
     tol = 2e-3 if d is np.float16 else 2e-5
@@ -137,7 +130,7 @@ def _jitted_on_gpu_matches(fn, ins, want, tol):
 
 
 def test_gate_and_up_with_their_product_are_one_pair_launch():
-    bp = plan_graph(_extract(gated, _gated_inputs(128, 64, ml_dtypes.bfloat16)), {})
+    bp = plan_graph(C.cheapest_llir(gated, _gated_inputs(128, 64, ml_dtypes.bfloat16)), {})
     assert _labels(bp) == ["matmul (gemv nk pair) + epilogue"]
     (step,) = bp.steps
     assert step.source.buffers == ["in0", "in1", "in2", "out"]
@@ -148,7 +141,7 @@ def test_siblings_of_different_lengths_are_not_a_pair():
     def two(h, wg, wu):
         return lnp.sum(lnp.matmul(h, lnp.transpose(wg))) + lnp.sum(lnp.matmul(h, lnp.transpose(wu)))
 
-    bp = plan_graph(_extract(two, _gated_inputs(128, 64, ml_dtypes.bfloat16, n_up=64)), {})
+    bp = plan_graph(C.cheapest_llir(two, _gated_inputs(128, 64, ml_dtypes.bfloat16, n_up=64)), {})
     assert not any("pair" in lab for lab in _labels(bp))
 
 
@@ -161,7 +154,7 @@ def test_pair_epilogue_on_the_cpu_emulation_matches_float64(tmp_path, n, k, unro
 
     monkeypatch.setenv(PAIR_UNROLL_SWITCH, unroll)
     ins = _gated_inputs(n, k, np.float32, seed=3)
-    bp = plan_graph(_extract(gated, ins), {})
+    bp = plan_graph(C.cheapest_llir(gated, ins), {})
     assert _labels(bp) == ["matmul (gemv nk pair) + epilogue"]
     iters = int(re.search(r"lf_gemv_nk_pair_to<float, (\d+)", bp.steps[0].source.text).group(1))
     seg = bp.steps[0].source.meta["_weights"][0][1]
@@ -197,7 +190,7 @@ def _unfolded(monkeypatch, ll):
 
 def test_a_transposed_copy_and_its_reshaped_cast_are_one_kernel(monkeypatch):
     a = R.standard_normal((4, 3, 16)).astype(np.float32)
-    ll = _extract(heads_merged, (a,))
+    ll = C.cheapest_llir(heads_merged, (a,))
     assert _labels(_unfolded(monkeypatch, ll)) == ["fused", "fused"]  # what extraction leaves
     bp = plan_graph(ll, {})
     assert _labels(bp) == ["fused"], _labels(bp)
@@ -211,7 +204,7 @@ def test_no_fold_when_the_first_result_is_read_again():
         return lnp.reshape(t, (3, 64)).astype(lnp.bfloat16), lnp.sum(t)
 
     a = R.standard_normal((4, 3, 16)).astype(np.float32)
-    labels = _labels(plan_graph(_extract(twice, (a,)), {}))
+    labels = _labels(plan_graph(C.cheapest_llir(twice, (a,)), {}))
     assert labels.count("fused") + labels.count("fused_reduce") >= 2, labels
 
 
@@ -224,7 +217,7 @@ def test_folded_chain_on_the_cpu_emulation_matches_float64(tmp_path, monkeypatch
     def f32_out(a):
         return lnp.reshape(lnp.transpose(a, (1, 0, 2)) * 2.0, (3, 64)) + 1.0
 
-    ll = _extract(f32_out, (a,))
+    ll = C.cheapest_llir(f32_out, (a,))
     assert len(_unfolded(monkeypatch, ll).steps) == 2
     bp = plan_graph(ll, {})
     assert _labels(bp) == ["fused"], _labels(bp)

@@ -81,7 +81,7 @@ def test_kn_modules_compile_with_nvcc():
         for k, n in ((2048, 1024), (64, 8192), (200, 96)):
             kernels += plan_graph(_kn_graph(d, k, n)[0], {}).kernels()
         for k in (2048, 8 * KN_ROWS):  # with the bias-and-relu epilogue, split and unsplit
-            kernels += plan_graph(_cheapest(dense_relu, _dense_inputs(k, 1024, d)), {}).kernels()
+            kernels += plan_graph(C.cheapest_llir(dense_relu, _dense_inputs(k, 1024, d)), {}).kernels()
     nvcc_check(module_source(kernels))
 
 
@@ -134,20 +134,11 @@ def _dense_want(h, w, b):
     return np.maximum(p + b.astype(np.float64), 0.0)
 
 
-def _cheapest(fn, args):
-    from luminal_fn.backends.cuda import KERNEL_KINDS
-    from luminal_fn.optimize.egraph import build_egraph
-    from luminal_fn.optimize.extract import Extractor
-
-    g = lf.jit(fn).trace(*args).hlir
-    return Extractor(build_egraph(g), g, kernel_kinds=KERNEL_KINDS).extract(None)
-
-
 @pytest.mark.parametrize("k,labels", [
     (2048, ["matmul (gemv kn)", "matmul (gemv partials) + epilogue"]),
     (8 * KN_ROWS, ["matmul (gemv kn) + epilogue"])])
 def test_bias_and_relu_are_computed_where_the_product_is_stored(k, labels):
-    bp = plan_graph(_cheapest(dense_relu, _dense_inputs(k, 1024, dt.bfloat16)), {})
+    bp = plan_graph(C.cheapest_llir(dense_relu, _dense_inputs(k, 1024, dt.bfloat16)), {})
     assert [s.label for s in bp.steps] == labels
     last = bp.steps[-1].source
     assert "auto epilogue = [&](int n, float acc0)" in last.text and ", epilogue);" in last.text
@@ -162,7 +153,7 @@ def test_bias_and_relu_epilogue_on_the_cpu_emulation_matches_float64(tmp_path, d
     import cuda_model_emulation as emu
 
     args = _dense_inputs(k, n, d)
-    bp = plan_graph(_cheapest(dense_relu, args), {})
+    bp = plan_graph(C.cheapest_llir(dense_relu, args), {})
     assert bp.steps[-1].label.endswith("+ epilogue")
     got = emu.run(emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path)), bp, list(args), {})[0]
     want = _dense_want(*args)

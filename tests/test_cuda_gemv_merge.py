@@ -52,14 +52,7 @@ def _siblings_graph(d, ns, k, rows=1, w_cols=None, w_offsets=None):
     return b.g, ins
 
 
-def _extract(fn, args):
-    """The cheapest LLIR of a traced function (as the CUDA backend gets it without a search)."""
-    from luminal_fn.backends.cuda import KERNEL_KINDS
-    from luminal_fn.optimize.egraph import build_egraph
-    from luminal_fn.optimize.extract import Extractor
-
-    traced = lf.jit(fn).trace(*args)
-    return Extractor(build_egraph(traced.hlir), traced.hlir, kernel_kinds=KERNEL_KINDS).extract(None)
+_extract = C.cheapest_llir  # (test_cuda_l2_prefetch.py imports it from here)
 
 
 def _bf16(rng, *shape):

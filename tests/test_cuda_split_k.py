@@ -21,6 +21,7 @@ from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_
 from luminal_fn.backends.cuda.split_k import SWITCH, chunked, split_count
 from luminal_fn.ir.view import View
 
+import cuda_cases as C
 from test_cuda_cublas import _emulate
 
 
@@ -52,15 +53,6 @@ def test_chunked_calls_add_up_to_the_product(w_t):
     np.testing.assert_allclose(parts.reshape(S, M, N).sum(0), want, rtol=1e-12, atol=1e-12)
 
 
-def _cheapest(fn, args):
-    from luminal_fn.backends.cuda import KERNEL_KINDS
-    from luminal_fn.optimize.egraph import build_egraph
-    from luminal_fn.optimize.extract import Extractor
-
-    g = lf.jit(fn).trace(*args).hlir
-    return Extractor(build_egraph(g), g, kernel_kinds=KERNEL_KINDS).extract(None)
-
-
 def project(h, w):
     return lnp.matmul(h, lnp.transpose(w))
 
@@ -80,23 +72,19 @@ def _inputs(m, k, n, d, seed=0):
 def test_the_plans_with_and_without_the_switch(monkeypatch):
     x, h, w = _inputs(32, 2048, 512, ml_dtypes.bfloat16)
     monkeypatch.delenv(SWITCH, raising=False)
-    assert [s.label for s in plan_graph(_cheapest(project, (h, w)), {}).steps] == ["matmul (cuBLAS)", "output copy"]
+    assert [s.label for s in plan_graph(C.cheapest_llir(project, (h, w)), {}).steps] == ["matmul (cuBLAS)", "output copy"]
     monkeypatch.setenv(SWITCH, "1")
-    bp = plan_graph(_cheapest(project, (h, w)), {})
+    bp = plan_graph(C.cheapest_llir(project, (h, w)), {})
     assert [s.label for s in bp.steps] == ["matmul (cuBLAS split-K)", "matmul (split-K sum)"]
     assert "lf_split_k_sum_to<8>(b0, 16384, LfGemvStore<__nv_bfloat16>{out});" in bp.steps[1].source.text
-    bp = plan_graph(_cheapest(residual, (x, h, w)), {})
+    bp = plan_graph(C.cheapest_llir(residual, (x, h, w)), {})
     assert [s.label for s in bp.steps] == ["matmul (cuBLAS split-K)", "matmul (split-K sum) + epilogue"]
     assert "lf_ld(lf_st<__nv_bfloat16>(acc0))" in bp.steps[1].source.text  # rounded as C is stored
     _, h1, w1 = _inputs(128, 2048, 512, ml_dtypes.bfloat16)  # rows enough: no split
-    assert [s.label for s in plan_graph(_cheapest(project, (h1, w1)), {}).steps] == ["matmul (cuBLAS)", "output copy"]
+    assert [s.label for s in plan_graph(C.cheapest_llir(project, (h1, w1)), {}).steps] == ["matmul (cuBLAS)", "output copy"]
     # symbolic rows (a prompt bucket up to 64): the sum covers the call's s * N elements
-    g = lf.jit(project, dynamic_axes={"h": {0: "s"}}, buckets={"s": [(1, 1), (2, 64)]}).trace(h, w).hlir
-    from luminal_fn.backends.cuda import KERNEL_KINDS
-    from luminal_fn.optimize.egraph import build_egraph
-    from luminal_fn.optimize.extract import Extractor
-
-    bp = plan_graph(Extractor(build_egraph(g), g, kernel_kinds=KERNEL_KINDS).extract(None), {"s": 64})
+    ll = C.cheapest_llir(project, (h, w), dynamic_axes={"h": {0: "s"}}, buckets={"s": [(1, 1), (2, 64)]})
+    bp = plan_graph(ll, {"s": 64})
     assert [s.label for s in bp.steps] == ["matmul (cuBLAS split-K)", "matmul (split-K sum)"]
     assert "d_s" in bp.steps[1].source.text and bp.steps[1].source.dims == ["s"]
 
@@ -106,8 +94,8 @@ def test_split_k_modules_compile_with_nvcc(monkeypatch):
     monkeypatch.setenv(SWITCH, "1")
     kernels = []
     for d in (np.float16, ml_dtypes.bfloat16):
-        kernels += plan_graph(_cheapest(residual, _inputs(32, 2048, 512, d)), {}).kernels()
-        kernels += plan_graph(_cheapest(project, _inputs(32, 2048, 512, d)[1:]), {}).kernels()
+        kernels += plan_graph(C.cheapest_llir(residual, _inputs(32, 2048, 512, d)), {}).kernels()
+        kernels += plan_graph(C.cheapest_llir(project, _inputs(32, 2048, 512, d)[1:]), {}).kernels()
     nvcc_check(module_source(kernels))
 
 
