@@ -281,17 +281,7 @@ _LIBS: dict = {}
 def build(plans: list, workdir: str):
     """Compile every kernel of ``plans`` into one shared library; returns the ctypes handle
     (the same library again for the same set of kernels, in this process)."""
-    seen: dict = {}
-    for bp in plans:
-        for s in bp.steps:
-            seen.setdefault(s.source.name, s.source)
-    text = _SHIM + "\n".join(_shared_static(k.text) + _runner(k) for k in seen.values())
-    key = hashlib.sha1(text.encode()).hexdigest()[:16]
-    if key in _LIBS:
-        return _LIBS[key]
-    lib = compile_parts([text], os.path.join(workdir, f"emulated_{key}"))
-    _LIBS[key] = lib
-    return lib
+    return build_with_hand(plans, (), workdir)
 
 
 # what the hand kernel files (kernels/*.cu) use beyond the prelude's helpers
