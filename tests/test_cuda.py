@@ -267,6 +267,37 @@ def test_a_plan_with_cublas_is_captured_once_its_pointers_repeat(cuda):
     check([other, dw], x0, w0)
 
 
+def test_a_cublas_graph_is_keyed_by_the_dims_and_pointers_its_calls_read(cuda):
+    """The graph's key is the slice of the parameter table the cuBLAS step reads (its rows s,
+    its operands' pointers): another dim (c, read only by a kernel) reuses the captured graph,
+    another s captures a second one, and every call's results are right."""
+    import cupy as cp
+
+    from luminal_fn.ir.expr import var
+
+    s_, c_ = var("s"), var("c")
+    b = C.B()
+    a, w, v = b.input((s_, 96)), b.input((96, 80)), b.input((c_,))
+    y = b.custom("matmul", [b.c(a), b.c(w)], (s_, 80), dt.float32, m=s_, n=80, k=96, strategy="cublas")
+    b.output(b.custom("fused", [b.c(y)], (s_, 80), dt.float32,
+                      expr=("Mul", "float32", ("in", 0), ("const", 2.0, "float32"))))
+    b.output(b.custom("fused", [b.c(v)], (c_,), dt.float32,
+                      expr=("Mul", "float32", ("in", 0), ("const", 3.0, "float32"))))
+    exe = cuda.compile(b.g, {"buckets": {"s": [(1, 64)], "c": [(1, 64)]}})
+    rng = np.random.default_rng(3)
+    x0, w0 = rng.standard_normal((16, 96), np.float32), rng.standard_normal((96, 80), np.float32)
+    da, dw = cp.asarray(x0), cp.asarray(w0)
+    for s, c in ((16, 5), (16, 5), (16, 9), (16, 33), (8, 33), (8, 33), (8, 2), (16, 7)):
+        vc = rng.standard_normal(c).astype(np.float32)
+        y_out, v_out = exe.run([da[:s], dw, cp.asarray(vc)], {"s": s, "c": c})
+        np.testing.assert_allclose(cp.asnumpy(y_out), 2 * x0[:s] @ w0, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(cp.asnumpy(v_out), 3 * vc, rtol=1e-6)
+    (bucket,) = exe._buckets.values()
+    assert [bucket.symbols[i] for i in bucket.host_key_slots if i < bucket.nsym] == ["s"]
+    if exe.use_graphs:
+        assert exe.capture_error is None and len(bucket.graphs) == 2  # s = 16 and s = 8
+
+
 def test_repeated_calls_reuse_the_table_and_graph_only_while_that_is_right(cuda):
     """A call with the same arrays and dims as the last one skips rewriting the parameter table
     (the output pointer repeats once the last result is dropped) or rewrites only the outputs

@@ -136,7 +136,7 @@ def test_what_is_not_prefetched(monkeypatch):
     pl = types.SimpleNamespace(steps=list(bp.steps), bufs=bp.bufs, lang=CUDA)
     i, j = (bp.steps.index(s) for s in _gemvs(bp)[:2])
     # a host step (cuBLAS) between two GEMVs: that pair is left alone, the others not
-    host = HostStep([], -1, "cublas", lambda *a: None, lambda *a: ())
+    host = HostStep([], -1, "cublas", lambda *a: None)
     pl.steps.insert(j, host)
     assert prefetch_next_weights(pl) == 7
     assert "prefetches_next" not in pl.steps[i].source.meta

@@ -104,11 +104,18 @@ class _Bucket:
         out_bufs = set(bp.outputs)
         self.hosts_skip_outputs = not any(b in out_bufs for h in self.hosts for b in h.bufs)
         self.has_host = bool(self.hosts)
+        # what the host steps' enqueued work depends on, as slots of the parameter table: the
+        # dims they read and the pointers that change between calls (inputs, outputs; the arena's
+        # and constants' are fixed for the bucket). One slice of the table is a graph's key.
+        sym_index = {s: i for i, s in enumerate(self.symbols)}
+        self.host_key_slots = np.array(sorted(
+            {sym_index[d] for h in self.hosts for d in h.dims if d in sym_index}
+            | {nsym + b for h in self.hosts for b in h.bufs if bp.bufs[b].kind in ("input", "output")}),
+            dtype=np.intp)
         self.pool = None  # the private memory pool of host steps' temporaries while captured
         self.cp = cp
         self.nbytes_P = int(self.P.nbytes)
         self.launches = []
-        sym_index = {s: i for i, s in enumerate(self.symbols)}
         self.pdl = exe.pdl and self.module is not None and module_arch(self.module) >= 900
         if self.pdl:
             try:
@@ -199,12 +206,7 @@ class _Bucket:
 
     def _graph_for(self, host, dims):
         """The captured graph for this call, capturing it when worthwhile; None: run step by step."""
-        if not self.has_host:
-            key = ()
-        else:
-            nsym = self.nsym
-            ptr = lambda b: int(host[nsym + b])  # noqa: E731
-            key = tuple(s.key(ptr, dims) for s in self.hosts)
+        key = host[self.host_key_slots].tobytes() if self.has_host else ()
         graph = self.graphs.get(key)
         if graph is None and (not self.has_host or key == self.last_key):
             graph = self._capture(host, dims)

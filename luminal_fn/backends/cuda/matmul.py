@@ -13,7 +13,7 @@ from ..render import index as ix
 from ..render.reduce import render_reduce
 from ..render.kernels import KernelInput, finish
 from .cublas import gemm_plan, run_gemm
-from .plan import HostStep, evaluate, lowerer, sibling_key
+from .plan import HostStep, evaluate, lowerer, sibling_key, symbols_of
 from .siblings import NkSegment, render_gemv_nk, skip_when_empty
 from .split_k import try_split_k
 
@@ -276,10 +276,7 @@ def _cublas(pl, node, va: View, vb: View):
             o = _strided(ptr(out), View.contiguous(shape), dtype, dims)
             cupy.matmul(a, b, out=o)
 
-    def key(ptr, dims):
-        return (ptr(b_a), ptr(b_b), ptr(out)) + tuple(evaluate(d, dims) for d in shape)
-
-    pl.add_host(HostStep([b_a, b_b, out], node.id, "matmul (cuBLAS)", run, key))
+    pl.add_host(HostStep([b_a, b_b, out], node.id, "matmul (cuBLAS)", run, symbols_of(va, vb, shape)))
 
 
 def _strided(ptr: int, view: View, dtype, dims):

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from ...ir import dtypes as dt
-from ...ir.expr import same
+from ...ir.expr import Expr, same
 from ...ir.view import View
 from ..render import (CUDA, KernelInput, KernelSource, render_copy, render_node, render_scatter,
                       renderable)
@@ -64,14 +64,29 @@ class KernelStep:
 
 @dataclass
 class HostStep:
-    """A step run by the host (a cuBLAS call): ``run(ptr, dims)`` enqueues it; ``key(ptr, dims)``
-    says what the enqueued work depends on (a captured graph is reused only for equal keys)."""
+    """A step run by the host (a cuBLAS call): ``run(ptr, dims)`` enqueues it. What it enqueues
+    depends only on its buffers' pointers and the values of the symbols in ``dims``: a captured
+    graph is reused while those are the same (the bucket reads them from its parameter table,
+    one slice a call, rather than asking each step)."""
 
     bufs: list
     node: int
     label: str
     run: Callable
-    key: Callable
+    dims: frozenset = frozenset()
+
+
+def symbols_of(*items) -> frozenset:
+    """The dim symbols in ints, Exprs and Views (shape, strides, offset, mask) and tuples of them."""
+    out = frozenset()
+    for it in items:
+        if isinstance(it, Expr):
+            out |= it.free_symbols()
+        elif isinstance(it, View):
+            out |= symbols_of(it.shape, it.strides, it.offset, *(it.mask or ()))
+        elif isinstance(it, (tuple, list)):
+            out |= symbols_of(*it)
+    return out
 
 
 @dataclass
@@ -397,5 +412,5 @@ class Planner:
         return size
 
 
-__all__ = ["Planner", "BucketPlan", "Buf", "KernelStep", "HostStep", "lowerer", "LOWERERS",
+__all__ = ["Planner", "BucketPlan", "Buf", "KernelStep", "HostStep", "symbols_of", "lowerer", "LOWERERS",
            "sibling_key", "SIBLING_KEYS", "evaluate"]

@@ -21,7 +21,7 @@ from ...ir.view import View
 from ..render import index as ix
 from ..render.kernels import finish
 from .cublas import gemm_plan, run_gemm
-from .plan import HostStep, evaluate
+from .plan import HostStep, evaluate, symbols_of
 
 SWITCH = "LUMINAL_CUDA_SPLIT_K"
 MAX_ROWS = 64  # rows of C at the bucket's largest dims: above, cuBLAS has CTAs enough
@@ -89,10 +89,7 @@ def try_split_k(pl, node, va: View, vb: View) -> bool:
         run_gemm(calls_at(tuple(sorted(dims.items()))), ptr(b_a), ptr(b_b), ptr(scratch),
                  cupy.cuda.get_current_stream().ptr)
 
-    def key(ptr, dims):
-        return (ptr(b_a), ptr(b_b), ptr(scratch), int(evaluate(M, dims)))
-
-    pl.add_host(HostStep([b_a, b_b, scratch], node.id, "matmul (cuBLAS split-K)", run, key))
+    pl.add_host(HostStep([b_a, b_b, scratch], node.id, "matmul (cuBLAS split-K)", run, symbols_of(M, a3, b3)))
     T = pl.lang.storage[name]
     mn = ix.r(as_expr(M) * N, ix.dim_names(pl.symbols))
     call = f"lf_split_k_sum_to<{S}>(b0, {mn}, @STORE@);"  # (four elements a thread)
