@@ -1,4 +1,4 @@
-"""Split-K for GEMMs of few rows (backends/cuda/split_k.py, opt-in with LUMINAL_CUDA_SPLIT_K=1):
+"""Split-K for GEMMs of few rows (backends/cuda/split_k.py, on unless LUMINAL_CUDA_SPLIT_K=0):
 one strided-batched cuBLAS call over K's chunks into float32 partials, then the kernel adding
 them (lf_split_k_sum_to), with a residual add folded in as its epilogue.
 
@@ -71,12 +71,18 @@ def _inputs(m, k, n, d, seed=0):
 
 def test_the_plans_with_and_without_the_switch(monkeypatch):
     x, h, w = _inputs(32, 2048, 512, ml_dtypes.bfloat16)
-    monkeypatch.delenv(SWITCH, raising=False)
+    monkeypatch.setenv(SWITCH, "0")
     assert [s.label for s in plan_graph(C.cheapest_llir(project, (h, w)), {}).steps] == ["matmul (cuBLAS)", "output copy"]
-    monkeypatch.setenv(SWITCH, "1")
+    monkeypatch.setenv(SWITCH, "4")  # a cap on the split
+    assert "lf_split_k_sum_to<4>(" in plan_graph(C.cheapest_llir(project, (h, w)), {}).steps[1].source.text
+    monkeypatch.setenv(SWITCH, "lots")
+    with pytest.raises(ValueError, match=SWITCH):
+        plan_graph(C.cheapest_llir(project, (h, w)), {})
+    monkeypatch.delenv(SWITCH)  # on by default
     bp = plan_graph(C.cheapest_llir(project, (h, w)), {})
     assert [s.label for s in bp.steps] == ["matmul (cuBLAS split-K)", "matmul (split-K sum)"]
     assert "lf_split_k_sum_to<8>(b0, 16384, LfGemvStore<__nv_bfloat16>{out});" in bp.steps[1].source.text
+    assert bp.steps[0].dims == frozenset()  # static rows: the host call reads no dim
     bp = plan_graph(C.cheapest_llir(residual, (x, h, w)), {})
     assert [s.label for s in bp.steps] == ["matmul (cuBLAS split-K)", "matmul (split-K sum) + epilogue"]
     assert "lf_ld(lf_st<__nv_bfloat16>(acc0))" in bp.steps[1].source.text  # rounded as C is stored
@@ -87,6 +93,7 @@ def test_the_plans_with_and_without_the_switch(monkeypatch):
     bp = plan_graph(ll, {"s": 64})
     assert [s.label for s in bp.steps] == ["matmul (cuBLAS split-K)", "matmul (split-K sum)"]
     assert "d_s" in bp.steps[1].source.text and bp.steps[1].source.dims == ["s"]
+    assert bp.steps[0].dims == {"s"}  # the batched call's rows: part of a captured graph's key
 
 
 @pytest.mark.skipif(not nvcc_available(), reason="nvcc is not installed here")

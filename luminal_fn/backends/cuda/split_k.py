@@ -8,7 +8,9 @@ stay in L2), and ``lf_split_k_sum_to`` (kernels/gemv.cu) adds them in order and 
 each value to a store functor so that the elementwise step reading C (a residual add) folds in
 (epilogue.py).
 
-Opt-in while unmeasured: ``LUMINAL_CUDA_SPLIT_K=1``.
+On by default since the same-call A/B of H200 run AJ (docs/benchmarks.md: the 32-token prompt's
+step replayed in 1372 us against 1405 us without it, twice each, interleaved).
+``LUMINAL_CUDA_SPLIT_K=0`` turns it off; ``=n`` (a power of two) caps S at n.
 """
 from __future__ import annotations
 
@@ -30,16 +32,28 @@ MAX_SPLIT = 8
 MIN_CHUNK = 256  # rows of K a chunk keeps (each partial product must still stream its weights)
 
 
-def enabled() -> bool:
-    return os.environ.get(SWITCH, "0").strip().lower() not in ("0", "", "off", "false")
+def max_split() -> int:
+    """The cap on S from LUMINAL_CUDA_SPLIT_K: 1 (off) for 0/off/false, MAX_SPLIT when unset or
+    on/1/true, else the number given (a cap for sweeping the split)."""
+    v = os.environ.get(SWITCH, "").strip().lower()
+    if v in ("0", "off", "false", "no"):
+        return 1
+    if v in ("", "1", "on", "true", "yes"):
+        return MAX_SPLIT
+    try:
+        return max(1, int(v))
+    except ValueError:
+        raise ValueError(f"{SWITCH}={v!r}: expected 0 (off), 1 (on) or the largest split, "
+                         f"an integer such as 4") from None
 
 
-def split_count(m_max: int, N: int, K: int, sm_count: int) -> int:
-    """S, a power of two: about one CTA an SM for the S calls together, K / S a multiple of 16
-    (16-byte aligned chunks for any dtype) and at least MIN_CHUNK; 1 when no split is worth it."""
+def split_count(m_max: int, N: int, K: int, sm_count: int, cap: int = MAX_SPLIT) -> int:
+    """S, a power of two: about one CTA an SM for the S calls together, at most ``cap``, K / S a
+    multiple of 16 (16-byte aligned chunks for any dtype) and at least MIN_CHUNK; 1 when no split
+    is worth it."""
     if m_max > MAX_ROWS:
         return 1
-    want = min(MAX_SPLIT, -(-sm_count // -(-N // TILE_N)))
+    want = min(cap, -(-sm_count // -(-N // TILE_N)))
     S = 1
     while S * 2 <= want and K % (16 * S * 2) == 0 and K // (S * 2) >= MIN_CHUNK:
         S *= 2
@@ -59,14 +73,15 @@ def chunked(va: View, vb: View, S: int, K: int) -> tuple:
 def try_split_k(pl, node, va: View, vb: View) -> bool:
     """Plan C = A @ B as the split cuBLAS call and the partials kernel; False (nothing planned)
     when the product is not a 2-D half-precision one of few rows, or the split is off."""
-    if not enabled() or len(node.shape) != 2 or node.dtype not in (dt.float16, dt.bfloat16):
+    cap = max_split()
+    if cap < 2 or len(node.shape) != 2 or node.dtype not in (dt.float16, dt.bfloat16):
         return False
     M = node.shape[0]
     K, N = to_int_or_expr(va.shape[-1]), to_int_or_expr(node.shape[1])
     if not isinstance(K, int) or not isinstance(N, int) or N % 4:
         return False
     m_max = int(evaluate(M, pl.dims_max))
-    S = split_count(m_max, N, K, pl.sm_count)
+    S = split_count(m_max, N, K, pl.sm_count, cap)
     if S == 1:
         return False
     a3, b3 = chunked(va, vb, S, K)
@@ -100,4 +115,4 @@ def try_split_k(pl, node, va: View, vb: View) -> bool:
     return True
 
 
-__all__ = ["SWITCH", "split_count", "chunked", "try_split_k", "enabled"]
+__all__ = ["SWITCH", "split_count", "chunked", "try_split_k", "max_split"]
