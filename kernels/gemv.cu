@@ -231,13 +231,37 @@ __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* _
   }
 }
 
-// the second kernel of a split lf_gemv_kn_to: store(n, the S partials of column n added in order)
-template <typename Store>
-__device__ void lf_gemv_partials_to(const float* __restrict__ partial, int N, int S, const Store& store) {
-  for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += blockDim.x * gridDim.x) {
+// the second kernel of a split lf_gemv_kn_to: store(n, the S partials of column n added up). A
+// block of 256 threads covers 128 columns (N a multiple of 4, each partial row 16-byte aligned):
+// warp g loads partials g, g + 8, ... as float4s, all issued before the first add, and shared
+// memory adds the 8 warps' sums, so a column's S loads run as one round trip over 8 warps rather
+// than S in a row on one thread (a 2048-column product split 32 ways is 16 blocks).
+template <int S, typename Store>
+__device__ void lf_gemv_partials_to(const float* __restrict__ partial, int N, const Store& store) {
+  constexpr int P = (S + 7) / 8;  // partials a warp loads
+  __shared__ float4 red[8][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int c4 = blockIdx.x * 32 + lane;  // this lane's four columns, c4 * 4 ...
+  float4 v[P];
+  #pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const int p = warp + 8 * i;
+    v[i] = (p < S && 4 * c4 < N) ? __ldg((const float4*)(partial + (long long)p * N) + c4)
+                                 : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  float4 t = v[0];
+  #pragma unroll
+  for (int i = 1; i < P; ++i) {
+    t.x += v[i].x; t.y += v[i].y; t.z += v[i].z; t.w += v[i].w;
+  }
+  red[warp][lane] = t;
+  __syncthreads();
+  if (threadIdx.x < 128) {
+    const int c = threadIdx.x, n = blockIdx.x * 128 + c;
     float s = 0.f;
-    for (int p = 0; p < S; ++p) s += partial[(long long)p * N + n];
-    store(n, s);
+    #pragma unroll
+    for (int g = 0; g < 8; ++g) s += ((const float*)&red[g][c >> 2])[c & 3];
+    if (n < N) store(n, s);
   }
 }
 

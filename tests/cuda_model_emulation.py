@@ -292,6 +292,7 @@ _HAND_SHIM = r"""
 #define __align__(n) __attribute__((aligned(n)))
 inline float __shfl_xor_sync(unsigned, float v, int o) { return lf_shfl(v, o); }
 struct float4 { float x, y, z, w; };
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 template <typename T> inline T __ldg(const T* p) { return *p; }
 // the attr-driven attention kernels of attention.cu need it to compile; they are not run here
 inline float __shfl_sync(unsigned, float, int) { std::abort(); }

@@ -203,9 +203,9 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
                      meta={"hand": True, "grid3": (blocks_x, S, 1), "split": S, **store})
         pl.add_kernel(src, ids, node.id, "matmul (gemv kn)")
         if S > 1:
-            call2 = f"lf_gemv_partials_to(b0, {N}, {S}, @STORE@);"
+            call2 = f"lf_gemv_partials_to<{S}>(b0, {N}, @STORE@);"  # (a block for 128 columns)
             src2 = finish(pl.lang, "gemv_part", guard + [call2.replace("@STORE@", plain)],
-                          [("scratch", "b0", dt.float32, True), ("out", "out", node.dtype, False)], 256, N, 256,
+                          [("scratch", "b0", dt.float32, True), ("out", "out", node.dtype, False)], 256, 2 * N, 256,
                           meta={"hand": True, "_store_call": call2, "_store_T": T, "_guard": tuple(guard)})
             pl.add_kernel(src2, [scratch, out], node.id, "matmul (gemv partials)")
         return True
