@@ -3,6 +3,7 @@ time, whether it replays as one CUDA graph, and every step timed alone inside a 
 
     python benchmarks/cuda_step_profile.py [--dtype bfloat16] [--context 40] [--context-bucket 2048] [--top 12]
     python benchmarks/cuda_step_profile.py --prefill 32      # the prompt's step instead (s = 32)
+    python benchmarks/cuda_step_profile.py --prefill 32 --host-profile 20   # and the host's share
     python benchmarks/cuda_step_profile.py --model dlrm --num-cat 8
 """
 from __future__ import annotations
@@ -69,6 +70,14 @@ def llama_bucket(args, cp):
     t2 = time.perf_counter()
     print(f"20 steps back to back: host {1e3 * (t1 - t0) / 20:.3f} ms/step, "
           f"with the device {1e3 * (t2 - t0) / 20:.3f} ms/step")
+    if args.host_profile:  # where the host's part of a call goes (20 calls, by own time)
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        prof.runcall(lambda: [one() for _ in range(20)])
+        cp.cuda.runtime.deviceSynchronize()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(args.host_profile)
     logits, state["cache"] = step(w, *decode, state["cache"])
     cp.cuda.runtime.deviceSynchronize()
     t0 = time.perf_counter()
@@ -191,6 +200,8 @@ def main():
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--search", type=int, default=3)
     ap.add_argument("--sources", default="", help="file for the slowest kernels' sources")
+    ap.add_argument("--host-profile", type=int, default=0, metavar="N",
+                    help="cProfile 20 calls of the Llama step and print its N costliest functions")
     args = ap.parse_args()
     import cupy as cp
 
