@@ -16,6 +16,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -255,7 +256,10 @@ def gemv(be, cp, bw, K, N, d, transposed=False, tag=""):
         wv = [w.T if transposed else w for w in bufs[1:]]
         ref = timed(lambda: [cp.matmul(a, w) for w in wv], iters=5, warm=2) / R
     r = row(f"gemv 1x{K} @ {K}x{N} {d.name}{' (W^T)' if transposed else ''}{tag}", t, wbytes, ref=ref, err=err)
-    kind = exe.describe().splitlines()[1].strip().split(":")[0].split("(")[-1].rstrip(")")
+    desc = exe.describe()
+    kind = desc.splitlines()[1].strip().split(":")[0].split("(")[-1].rstrip(")")
+    shape = re.search(r"split=(\d+).*?lanes=(\d+)", desc)  # the x @ W GEMV's launch
+    kind += f" (split {shape.group(1)}, {shape.group(2)} lanes a row)" if shape else ""
     same = same_bytes_copy(cp, wbytes, R)
     r["note"] = (f"{r['GB/s'] / bw:.2f} of copy, {r['GB/s'] / same:.2f} of a same-bytes copy; {kind}; "
                  f"{R} weights in turn" + ("; HOST-BOUND" if HOST.get("bound") else ""))
@@ -441,14 +445,14 @@ def main():
         for K, N in shapes[:3]:
             gemv(be, cp, bw, K, N, dt.bfloat16, transposed=True)
         gemv(be, cp, bw, 2048, 8192, dt.float16)
-    if "kn" in only:  # lf_gemv_kn's rows a thread and blocks an SM, swept (x @ W)
+    if "kn" in only:  # lf_gemv_kn's rows a thread, blocks an SM and narrowest stripe, swept (x @ W)
         from luminal_fn.backends.cuda import matmul
 
         for d in (dt.bfloat16, dt.float32):
-            for rows, per_sm in ((8, 2), (4, 4), (16, 1), (8, 3)):
-                matmul.KN_ROWS, matmul.KN_BLOCKS_PER_SM = rows, per_sm
+            for rows, per_sm, lanes in ((8, 2, 32), (8, 2, 16), (8, 2, 8), (8, 2, 4), (4, 4, 4), (8, 3, 4)):
+                matmul.KN_ROWS, matmul.KN_BLOCKS_PER_SM, matmul.KN_MIN_LANES = rows, per_sm, lanes
                 for K, N in ((2048, 2048), (2048, 8192), (8192, 2048)):
-                    gemv(be, cp, bw, K, N, d, tag=f" [kn rows {rows}, {per_sm} blocks/SM]")
+                    gemv(be, cp, bw, K, N, d, tag=f" [kn rows {rows}, {per_sm} blocks/SM, lanes >= {lanes}]")
     if "mlp" in only:
         dense_mlp(be, cp, bw)
     if "gemm" in only:

@@ -6,9 +6,9 @@
 //   16 bytes of a row at a time and a warp shuffle (plus shared memory across the WPR warps)
 //   sums them.
 // lf_gemv_kn_to: W stored with n contiguous (W[k, n] at w + k*ldw + n, the x @ W layout of
-//   luminal_fn.nn.linear). A block of 256 threads covers 32*V columns and chunks of 8*ROWS rows
-//   (split-K over blockIdx.y); 8 warps stride a chunk, shared memory sums them; with a split,
-//   lf_gemv_partials_to adds the float partials in a second kernel.
+//   luminal_fn.nn.linear). A block of 256 threads covers LC*V columns (LC lanes a row) and chunks
+//   of 256/LC*ROWS rows (split-K over blockIdx.y); shuffles and shared memory sum the rows; with a
+//   split, lf_gemv_partials_to adds the float partials in a second kernel.
 // Both need K (nk) or N (kn) and the leading dim to be multiples of V = 16 / sizeof(T), and
 // 16-byte aligned bases; the host checks and otherwise falls back to cuBLAS.
 //   ITERS > 0: K == ITERS * WPR * 32 * V, known when the kernel is rendered, so every load of a
@@ -169,20 +169,26 @@ __device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __re
   lf_gemv_nk_to<T, ITERS>(w, ldw, x, N, K, WPR, block, blocks, LfGemvStore<T>{y});
 }
 
-// lf_gemv_kn_to: a block of 256 threads covers 32*V columns of W (K, N) and an equal share of K's
-// chunks of KC = 8*ROWS rows (blockIdx.y's share: split-K among S blocks); warp ty reads rows
-// ty + 8*i (i < ROWS) of each chunk, lane tx V columns of each, every load of a chunk issued
-// before its first multiply. Shared memory sums the 8 warps. With S == 1 the block hands each
-// column's sum to store(col, value); with S > 1 it writes its float sums to
-// partial[blockIdx.y * N + col] and lf_gemv_partials_to adds them up (and calls store). (H200: a second kernel beat the stripe's last block adding
-// them in the same launch, 10.2 against 10.8 us at 2048x8192 bf16; docs/benchmarks.md.)
-template <typename T, int ROWS, typename Store>
+// lf_gemv_kn_to: a block of 256 threads covers COLS = LC*V columns of W (K, N) and an equal share
+// of K's chunks of KC = RS*ROWS rows (blockIdx.y's share: split-K among S blocks). LC lanes of a
+// warp read one row's COLS columns (LC * 16 bytes), so a warp reads RW = 32 / LC rows at once and
+// the block RS = 8 * RW rows; thread (ty, tx) reads rows ty + RS*i (i < ROWS) of each chunk, every
+// load of a chunk issued before its first multiply. Narrow stripes (LC < 32) give a product of
+// few columns blocks enough to fill the device without a split. Shuffles add the rows of a warp's
+// lanes that share columns, shared memory the 8 warps. With S == 1 the block hands each column's
+// sum to store(col, value); with S > 1 it writes its float sums to partial[blockIdx.y * N + col]
+// and lf_gemv_partials_to adds them up (and calls store). (H200: a second kernel beat the
+// stripe's last block adding them in the same launch, 10.2 against 10.8 us at 2048x8192 bf16;
+// docs/benchmarks.md.)
+template <typename T, int ROWS, int LC, typename Store>
 __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
                               float* __restrict__ partial, int N, int K, int S, const Store& store) {
-  constexpr int V = 16 / sizeof(T), KC = 8 * ROWS, COLS = 32 * V;
+  static_assert(LC == 4 || LC == 8 || LC == 16 || LC == 32, "LC lanes a row: 4, 8, 16 or 32");
+  constexpr int V = 16 / sizeof(T), RW = 32 / LC, RS = 8 * RW, KC = RS * ROWS, COLS = LC * V;
   __shared__ float red[8][COLS + 1];
-  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
-  const int col0 = (blockIdx.x * 32 + tx) * V;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int tx = lane % LC, ty = warp * RW + lane / LC;
+  const int col0 = (blockIdx.x * LC + tx) * V;
   const int share = (K + S * KC - 1) / (S * KC) * KC;  // rows of K this block reads
   const int k1 = min(K, (int)(blockIdx.y + 1) * share);
   float acc[V];
@@ -192,20 +198,20 @@ __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* _
     for (int k0 = blockIdx.y * share + ty; k0 < k1; k0 += KC) {
       float a[ROWS][V], xv[ROWS];
       const T* wr = w + (long long)k0 * ldw + col0;
-      if (k0 + 8 * (ROWS - 1) < k1) {  // a whole chunk: no conditions between the loads
+      if (k0 + RS * (ROWS - 1) < k1) {  // a whole chunk: no conditions between the loads
         #pragma unroll
-        for (int i = 0; i < ROWS; ++i) lf_vld<V>(wr + 8 * i * ldw, a[i]);
+        for (int i = 0; i < ROWS; ++i) lf_vld<V>(wr + RS * i * ldw, a[i]);
         #pragma unroll
-        for (int i = 0; i < ROWS; ++i) xv[i] = lf_ld(x[k0 + 8 * i]);
+        for (int i = 0; i < ROWS; ++i) xv[i] = lf_ld(x[k0 + RS * i]);
       } else {
         #pragma unroll
         for (int i = 0; i < ROWS; ++i) {
           xv[i] = 0.f;
           #pragma unroll
           for (int j = 0; j < V; ++j) a[i][j] = 0.f;
-          if (k0 + 8 * i < k1) {
-            lf_vld<V>(wr + 8 * i * ldw, a[i]);
-            xv[i] = lf_ld(x[k0 + 8 * i]);
+          if (k0 + RS * i < k1) {
+            lf_vld<V>(wr + RS * i * ldw, a[i]);
+            xv[i] = lf_ld(x[k0 + RS * i]);
           }
         }
       }
@@ -217,7 +223,14 @@ __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* _
     }
   }
   #pragma unroll
-  for (int j = 0; j < V; ++j) red[ty][tx * V + j] = acc[j];
+  for (int o = LC; o < 32; o <<= 1) {  // the lanes holding the same columns (none when LC == 32)
+    #pragma unroll
+    for (int j = 0; j < V; ++j) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
+  }
+  if (lane < LC) {
+    #pragma unroll
+    for (int j = 0; j < V; ++j) red[warp][tx * V + j] = acc[j];
+  }
   __syncthreads();
   const int base = blockIdx.x * COLS;
   for (int c = threadIdx.x; c < COLS; c += 256) {

@@ -40,21 +40,29 @@ def _kn_graph(d, k, n, ldw=None, col_offset=0):
 def test_launch_shape_fills_the_device_and_caps_the_split(monkeypatch):
     from luminal_fn.backends.cuda import matmul
 
-    monkeypatch.setattr(matmul, "KN_ROWS", 8)  # chunks of 64 rows
+    monkeypatch.setattr(matmul, "KN_ROWS", 8)  # chunks of 8 * 256 / LC rows
     monkeypatch.setattr(matmul, "KN_BLOCKS_PER_SM", 2)  # 264 blocks on 132 SMs
-    # Llama-1B-sized products in bf16 (V = 8: 256 columns a block)
-    assert kn_launch(8192, 2048, 8, 132) == (32, 8)  # 264 blocks at most: 8 of 32 chunks, 4 each
-    assert kn_launch(2048, 8192, 8, 132) == (8, 32)  # narrow: 33 fit, 128 chunks shared 4 each
-    assert kn_launch(8192, 64, 8, 132) == (32, 1)  # one chunk of K: no split
-    assert kn_launch(128256, 2048, 8, 132) == (501, 1)  # the LM head fills the device unsplit
+    monkeypatch.setattr(matmul, "KN_MIN_LANES", 32)  # 256-column stripes only (V = 8, bf16)
+    assert kn_launch(8192, 2048, 8, 132) == (32, 8, 32)  # 264 blocks at most: 8 of 32 chunks, 4 each
+    assert kn_launch(2048, 8192, 8, 132) == (8, 32, 32)  # narrow: 33 fit, 128 chunks shared 4 each
+    assert kn_launch(8192, 64, 8, 132) == (32, 1, 32)  # one chunk of K: no split
+    assert kn_launch(128256, 2048, 8, 132) == (501, 1, 32)  # the LM head fills the device unsplit
+    monkeypatch.setattr(matmul, "KN_MIN_LANES", 4)  # stripes down to 4 lanes (64 bytes) a row
+    assert kn_launch(8192, 2048, 8, 132) == (256, 1, 4)  # 256 stripes of 32 columns: no split
+    assert kn_launch(2048, 8192, 8, 132) == (64, 4, 4)  # the fewest partials: 4 (not 32)
+    assert kn_launch(128256, 2048, 8, 132) == (501, 1, 32)  # unsplit already: the widest stripe
+    assert kn_launch(512, 256, 4, 132) == (16, 1, 8)  # float32: 8 lanes, one chunk of 256 rows
     monkeypatch.setattr(matmul, "KN_BLOCKS_PER_SM", 32)
-    assert kn_launch(256, 65536, 8, 132) == (1, KN_MAX_SPLIT)  # the cap
-    for n, k, v in ((512, 256, 4), (96, 200, 4), (4, 8, 4), (2048, 8192, 8)):
-        bx, s = kn_launch(n, k, v, 132)
-        chunks = -(-k // 64)
-        assert bx * 32 * v >= n > (bx - 1) * 32 * v
-        assert 1 <= s <= min(KN_MAX_SPLIT, chunks)
-        assert -(-chunks // s) * (s - 1) < chunks  # every block has rows to read
+    monkeypatch.setattr(matmul, "KN_MIN_LANES", 32)
+    assert kn_launch(256, 65536, 8, 132) == (1, KN_MAX_SPLIT, 32)  # the cap
+    for floor in (32, 4):
+        monkeypatch.setattr(matmul, "KN_MIN_LANES", floor)
+        for n, k, v in ((512, 256, 4), (96, 200, 4), (4, 8, 4), (2048, 8192, 8), (8192, 2048, 8)):
+            bx, s, lc = kn_launch(n, k, v, 132)
+            chunks = -(-k // (8 * (32 // lc) * 8))
+            assert lc >= floor and bx * lc * v >= n > (bx - 1) * lc * v
+            assert 1 <= s <= min(KN_MAX_SPLIT, chunks)
+            assert -(-chunks // s) * (s - 1) < chunks  # every block has rows to read
 
 
 def test_a_split_gemv_plans_its_partials_and_their_sum():
@@ -63,8 +71,8 @@ def test_a_split_gemv_plans_its_partials_and_their_sum():
     assert [s.label for s in bp.steps] == ["matmul (gemv kn)", "matmul (gemv partials)"]
     src = bp.steps[0].source
     S = src.meta["split"]
-    assert src.meta["grid3"][:2] == (4, S) and S > 1
-    assert f"lf_gemv_kn_to<__nv_bfloat16, {KN_ROWS}>" in src.text and f"part, 1024, 2048, {S}, " in src.text
+    assert src.meta["grid3"][:2] == (32, 4) and src.meta["lanes"] == 4  # 32-column stripes, 4 partials
+    assert f"lf_gemv_kn_to<__nv_bfloat16, {KN_ROWS}, 4>" in src.text and f"part, 1024, 2048, {S}, " in src.text
     (scratch,) = [b for b in bp.steps[0].bufs if bp.bufs[b].kind == "scratch"]
     assert bp.bufs[scratch].dtype is dt.float32 and scratch in bp.steps[1].bufs
     # one chunk of K: no split, no scratch, one step
@@ -86,24 +94,32 @@ def test_kn_modules_compile_with_nvcc():
 
 
 # ---- on the CPU emulation of CUDA -----------------------------------------------------------------
-EMU_CASES = [  # (dtype, K, N, ldw, column offset)
-    (dt.float32, 256, 512, None, 0),  # split, 4 stripes
-    (dt.bfloat16, 2048, 1024, None, 0),  # split, each block over several chunks (4 SMs emulated)
-    (dt.float16, 8 * KN_ROWS, 8192, None, 0),  # one chunk: no split
-    (dt.float32, 200, 96, None, 0),  # K not a whole number of chunks, N not of a stripe
-    (dt.float32, 8192, 8, None, 0),  # the split at its cap, blocks looping over chunks
-    (dt.bfloat16, 520, 64, 128, 32),  # a strided weight read from column 32
+EMU_CASES = [  # (dtype, K, N, ldw, column offset, KN_MIN_LANES, the lanes a row planned)
+    (dt.float32, 256, 512, None, 0, 32, 32),  # split, 4 stripes
+    (dt.float32, 256, 512, None, 0, 4, 8),  # 16 narrower stripes, no split
+    (dt.bfloat16, 2048, 1024, None, 0, 32, 32),  # split, each block over several chunks (4 SMs emulated)
+    (dt.bfloat16, 2048, 1024, None, 0, 16, 16),
+    (dt.bfloat16, 2048, 1024, None, 0, 4, 4),  # 64-byte stripes, split in 4
+    (dt.float16, 8 * KN_ROWS, 8192, None, 0, 4, 32),  # one chunk: no split
+    (dt.float32, 200, 96, None, 0, 32, 32),  # K not a whole number of chunks, N not of a stripe
+    (dt.float32, 200, 100, None, 0, 4, 8),  # the same with 32-column stripes, the last one ragged
+    (dt.float32, 8192, 8, None, 0, 32, 32),  # the split at its cap, blocks looping over chunks
+    (dt.float32, 8192, 8, None, 0, 4, 4),
+    (dt.bfloat16, 520, 64, 128, 32, 4, 4),  # a strided weight read from column 32
+    (dt.bfloat16, 520, 64, 128, 32, 32, 32),
 ]
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
-@pytest.mark.parametrize("d,k,n,ldw,off", EMU_CASES)
-def test_kn_gemv_on_the_cpu_emulation_matches_float64(tmp_path, d, k, n, ldw, off):
+@pytest.mark.parametrize("d,k,n,ldw,off,floor,lanes", EMU_CASES)
+def test_kn_gemv_on_the_cpu_emulation_matches_float64(tmp_path, monkeypatch, d, k, n, ldw, off, floor, lanes):
     import cuda_model_emulation as emu
+    from luminal_fn.backends.cuda import matmul
 
+    monkeypatch.setattr(matmul, "KN_MIN_LANES", floor)
     g, ins = _kn_graph(d, k, n, ldw, off)
     bp = plan_graph(g, {})
-    assert bp.steps[0].label == "matmul (gemv kn)"
+    assert bp.steps[0].label == "matmul (gemv kn)" and bp.steps[0].source.meta["lanes"] == lanes
     out = emu.run(emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path)), bp, ins, {})[0]
     want = ins[0].astype(np.float64) @ ins[1].astype(np.float64)[:, off:off + n]
     got = out.astype(np.float64)

@@ -152,17 +152,28 @@ def _gemv_nk_sibling(pl, node):
 KN_ROWS = 8  # rows of W a thread of lf_gemv_kn_to loads at once (8 x 16 bytes in flight; ~118 registers)
 KN_BLOCKS_PER_SM = 2  # 256-thread blocks an SM the launch fills (as many as those registers let in)
 KN_MAX_SPLIT = 64  # chunks of K at most: lf_gemv_partials_to adds this many partials a column
+KN_MIN_LANES = 4  # the narrowest stripe: 4 lanes of 16 bytes, 64 contiguous bytes of each row
 
 
 def kn_launch(N: int, K: int, V: int, sm_count: int) -> tuple:
-    """(column stripes, K split S) of lf_gemv_kn_to: at most KN_BLOCKS_PER_SM blocks an SM in all,
-    so the blocks run as one wave (H200 sweep in docs/benchmarks.md: 8 rows a thread, 2 blocks an
-    SM), every block over as many chunks of K as the others (one with a chunk more would be the
-    launch's tail)."""
-    blocks_x = -(-N // (32 * V))
-    chunks = -(-K // (8 * KN_ROWS))
-    S = max(1, min(chunks, KN_MAX_SPLIT, KN_BLOCKS_PER_SM * sm_count // blocks_x))
-    return blocks_x, -(-chunks // -(-chunks // S))
+    """(column stripes, K split S, lanes a row LC) of lf_gemv_kn_to: at most KN_BLOCKS_PER_SM
+    blocks an SM in all, so the blocks run as one wave (H200 sweep in docs/benchmarks.md: 8 rows
+    a thread, 2 blocks an SM), every block over as many chunks of K as the others (one with a
+    chunk more would be the launch's tail). Of the stripe widths LC * V (LC in 32, 16, 8, 4, not
+    under KN_MIN_LANES) the one needing the fewest partials wins, the widest among equals: a
+    product of 8192 columns fills the device in 64-byte stripes with no split (and no second
+    kernel adding partials)."""
+    best = None
+    for lc in (32, 16, 8, 4):
+        if lc < KN_MIN_LANES:
+            break
+        blocks_x = -(-N // (lc * V))
+        chunks = -(-K // (8 * (32 // lc) * KN_ROWS))
+        S = max(1, min(chunks, KN_MAX_SPLIT, KN_BLOCKS_PER_SM * sm_count // blocks_x))
+        S = -(-chunks // -(-chunks // S))
+        if best is None or S < best[1]:
+            best = (blocks_x, S, lc)
+    return best
 
 
 def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
@@ -181,7 +192,7 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
     symbolic = [d for d in rows if _static(d) is None]
     guard = [skip_when_empty(' * '.join(f'({r(d)})' for d in symbolic))] if symbolic else []
     if layout == "kn":
-        blocks_x, S = kn_launch(N, K, V, pl.sm_count)
+        blocks_x, S, lanes = kn_launch(N, K, V, pl.sm_count)
         bufs = [("in0", "b0", node.dtype, True), ("in1", "b1", node.dtype, True)]
         ids = [b_a, b_w]
         partial = "(float*)0"
@@ -194,13 +205,13 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
             bufs.append(("out", "out", node.dtype, False))
             ids.append(out)
         # (the kernel writing y calls store(n, value): epilogue.py may pass its own, "_store_call")
-        call = (f"lf_gemv_kn_to<{T}, {KN_ROWS}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
+        call = (f"lf_gemv_kn_to<{T}, {KN_ROWS}, {lanes}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
                 f"b0 + ({r(va.offset)}), {partial}, {N}, {K}, {S}, @STORE@);")
         plain = f"LfGemvStore<{T}>{{out}}"
         store = {"_store_call": call, "_store_T": T, "_guard": tuple(guard)} if S == 1 else {}
         first = call.replace("@STORE@", plain if S == 1 else f"LfGemvStore<{T}>{{nullptr}}")  # (unused)
         src = finish(pl.lang, "gemv_kn", guard + [first], bufs, 256, 1, 1,
-                     meta={"hand": True, "grid3": (blocks_x, S, 1), "split": S, **store})
+                     meta={"hand": True, "grid3": (blocks_x, S, 1), "split": S, "lanes": lanes, **store})
         pl.add_kernel(src, ids, node.id, "matmul (gemv kn)")
         if S > 1:
             call2 = f"lf_gemv_partials_to<{S}>(b0, {N}, @STORE@);"  # (a block for 128 columns)
