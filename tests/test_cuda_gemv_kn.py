@@ -52,6 +52,9 @@ def test_launch_shape_fills_the_device_and_caps_the_split(monkeypatch):
     assert kn_launch(2048, 8192, 8, 132) == (64, 4, 4)  # the fewest partials: 4 (not 32)
     assert kn_launch(128256, 2048, 8, 132) == (501, 1, 32)  # unsplit already: the widest stripe
     assert kn_launch(512, 256, 4, 132) == (16, 1, 8)  # float32: 8 lanes, one chunk of 256 rows
+    monkeypatch.setattr(matmul, "KN_MIN_LANES", 8)  # the default: 128 bytes of a row at least
+    assert kn_launch(8192, 2048, 4, 132) == (256, 1, 8)  # float32 2048x8192: no split
+    assert kn_launch(8192, 2048, 8, 132) == (128, 2, 8)  # bf16: 2 partials (not 8)
     monkeypatch.setattr(matmul, "KN_BLOCKS_PER_SM", 32)
     monkeypatch.setattr(matmul, "KN_MIN_LANES", 32)
     assert kn_launch(256, 65536, 8, 132) == (1, KN_MAX_SPLIT, 32)  # the cap
@@ -71,8 +74,8 @@ def test_a_split_gemv_plans_its_partials_and_their_sum():
     assert [s.label for s in bp.steps] == ["matmul (gemv kn)", "matmul (gemv partials)"]
     src = bp.steps[0].source
     S = src.meta["split"]
-    assert src.meta["grid3"][:2] == (32, 4) and src.meta["lanes"] == 4  # 32-column stripes, 4 partials
-    assert f"lf_gemv_kn_to<__nv_bfloat16, {KN_ROWS}, 4>" in src.text and f"part, 1024, 2048, {S}, " in src.text
+    assert src.meta["grid3"][:2] == (16, 8) and src.meta["lanes"] == 8  # 64-column stripes, 8 partials
+    assert f"lf_gemv_kn_to<__nv_bfloat16, {KN_ROWS}, 8>" in src.text and f"part, 1024, 2048, {S}, " in src.text
     (scratch,) = [b for b in bp.steps[0].bufs if bp.bufs[b].kind == "scratch"]
     assert bp.bufs[scratch].dtype is dt.float32 and scratch in bp.steps[1].bufs
     # one chunk of K: no split, no scratch, one step

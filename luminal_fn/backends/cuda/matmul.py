@@ -152,7 +152,10 @@ def _gemv_nk_sibling(pl, node):
 KN_ROWS = 8  # rows of W a thread of lf_gemv_kn_to loads at once (8 x 16 bytes in flight; ~118 registers)
 KN_BLOCKS_PER_SM = 2  # 256-thread blocks an SM the launch fills (as many as those registers let in)
 KN_MAX_SPLIT = 64  # chunks of K at most: lf_gemv_partials_to adds this many partials a column
-KN_MIN_LANES = 4  # the narrowest stripe: 4 lanes of 16 bytes, 64 contiguous bytes of each row
+# the narrowest stripe: 8 lanes of 16 bytes, 128 contiguous bytes of each row (H200 run AL: 64-byte
+# stripes read slower, 0.81 against 0.83 of copy at 2048x8192 bf16 unsplit; 128-byte ones with no
+# split took float32 2048x8192 from 0.80 to 0.94-0.96 of copy, the bf16 shapes within 2%)
+KN_MIN_LANES = 8
 
 
 def kn_launch(N: int, K: int, V: int, sm_count: int) -> tuple:
@@ -161,8 +164,8 @@ def kn_launch(N: int, K: int, V: int, sm_count: int) -> tuple:
     a thread, 2 blocks an SM), every block over as many chunks of K as the others (one with a
     chunk more would be the launch's tail). Of the stripe widths LC * V (LC in 32, 16, 8, 4, not
     under KN_MIN_LANES) the one needing the fewest partials wins, the widest among equals: a
-    product of 8192 columns fills the device in 64-byte stripes with no split (and no second
-    kernel adding partials)."""
+    float32 product of 8192 columns fills the device in 128-byte stripes with no split (and no
+    second kernel adding partials)."""
     best = None
     for lc in (32, 16, 8, 4):
         if lc < KN_MIN_LANES:
