@@ -179,16 +179,13 @@ __device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __re
 // sum to store(col, value); with S > 1 it writes its float sums to partial[blockIdx.y * N + col]
 // and lf_gemv_partials_to adds them up (and calls store). (H200: a second kernel beat the
 // stripe's last block adding them in the same launch, 10.2 against 10.8 us at 2048x8192 bf16;
-// docs/benchmarks.md.) CLUSTER (sm_90+, S <= 8, the kernel declared with __cluster_dims__(1, S,
-// 1)): the S blocks of a stripe are one cluster and add their sums through distributed shared
-// memory instead, block y storing columns y, y + S, ... (one launch, no float partials).
-template <typename T, int ROWS, int LC, bool CLUSTER, typename Store>
+// docs/benchmarks.md.)
+template <typename T, int ROWS, int LC, typename Store>
 __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
                               float* __restrict__ partial, int N, int K, int S, const Store& store) {
   static_assert(LC == 4 || LC == 8 || LC == 16 || LC == 32, "LC lanes a row: 4, 8, 16 or 32");
   constexpr int V = 16 / sizeof(T), RW = 32 / LC, RS = 8 * RW, KC = RS * ROWS, COLS = LC * V;
-  LF_RANKED_SHARED(float, red, [8][COLS + 1]);
-  LF_RANKED_SHARED(float, sums, [COLS]);  // the block's column sums, read by its cluster
+  __shared__ float red[8][COLS + 1];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int tx = lane % LC, ty = warp * RW + lane / LC;
   const int col0 = (blockIdx.x * LC + tx) * V;
@@ -240,20 +237,10 @@ __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* _
     float s = 0.f;
     #pragma unroll
     for (int g = 0; g < 8; ++g) s += red[g][c];
-    if (CLUSTER) sums[c] = s;
-    else if (base + c < N) {
+    if (base + c < N) {
       if (S == 1) store(base + c, s);
       else partial[(long long)blockIdx.y * N + base + c] = s;
     }
-  }
-  if (CLUSTER) {  // the cluster spans blockIdx.y, so a block's rank in it is blockIdx.y
-    lf_cluster_sync();
-    for (int c = blockIdx.y + S * threadIdx.x; c < COLS; c += S * 256) {
-      float s = 0.f;
-      for (int q = 0; q < S; ++q) s += LF_CLUSTER_READ(sums, q, c);
-      if (base + c < N) store(base + c, s);
-    }
-    lf_cluster_sync();  // no block leaves while the others may still read its sums
   }
 }
 

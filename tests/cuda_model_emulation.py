@@ -75,14 +75,10 @@ struct lf_dim3 { unsigned x, y, z; };
 static thread_local lf_dim3 threadIdx, blockIdx;
 static lf_dim3 blockDim, gridDim;
 alignas(16) unsigned char lf_smem[1 << 17];
-// a thread's block barrier, warp barriers and shuffle slots: its block's (the blocks of a
-// thread-block cluster run together, each with its own; lf_rank is the block's rank in it)
-static thread_local std::barrier<>* lf_block_bar;
-static thread_local std::barrier<>** lf_warp_bar;
-static thread_local std::barrier<>* lf_cluster_bar;
-static thread_local unsigned lf_rank = 0;
-static float lf_xf[8][1024];
-static int lf_xi[8][1024];
+static std::barrier<>* lf_block_bar;
+static std::barrier<>** lf_warp_bar;
+static float lf_xf[1024];
+static int lf_xi[1024];
 static std::atomic<int> lf_misaligned{0};
 static std::mutex lf_atomic_mu;
 inline void __syncthreads() { lf_block_bar->arrive_and_wait(); }
@@ -94,14 +90,9 @@ template <typename T> static T lf_exchange(T* slots, T v, int o) {
   lf_warp_bar[t / 32]->arrive_and_wait();
   return r;
 }
-inline float lf_shfl(float v, int o) { return lf_exchange(lf_xf[lf_rank], v, o); }
-inline int lf_shfl(int v, int o) { return lf_exchange(lf_xi[lf_rank], v, o); }
-inline bool lf_shfl(bool v, int o) { return lf_exchange(lf_xi[lf_rank], (int)v, o) != 0; }
-// thread-block clusters: a shared array a cluster reads is one per block of the cluster
-#define __cluster_dims__(...)
-#define LF_RANKED_SHARED(T, name, dims) static T name##_of_rank[8] dims; auto& name = name##_of_rank[lf_rank]
-#define LF_CLUSTER_READ(name, rank, i) (name##_of_rank[rank][i])
-inline void lf_cluster_sync() { lf_cluster_bar->arrive_and_wait(); }
+inline float lf_shfl(float v, int o) { return lf_exchange(lf_xf, v, o); }
+inline int lf_shfl(int v, int o) { return lf_exchange(lf_xi, v, o); }
+inline bool lf_shfl(bool v, int o) { return lf_exchange(lf_xi, (int)v, o) != 0; }
 
 // ---- the CUDA prelude's helpers, for the types the emulation stores ----
 using std::isnan;
@@ -224,8 +215,6 @@ extern "C" void run_{src.name}(const long long* P, const int* a, unsigned gx, un
         }}
 }}
 """
-    if src.meta.get("cluster"):
-        return _cluster_runner(src, args)
     # one OS thread per thread of the block, kept for the whole grid: each runs its thread of
     # every block in turn, a block barrier between blocks (all of a block ends before the next)
     return f"""
@@ -241,13 +230,12 @@ extern "C" void run_{src.name}(const long long* P, const int* a, unsigned gx, un
     warps.emplace_back(new std::barrier<>(32));
     wp.push_back(warps.back().get());
   }}
-  std::barrier<>** wps = wp.data();
+  lf_block_bar = &bar;
+  lf_warp_bar = wp.data();
   std::vector<std::thread> ts;
   for (unsigned t = 0; t < block; ++t)
     ts.emplace_back([=, &bar] {{
       threadIdx = {{t, 0, 0}};
-      lf_block_bar = &bar;
-      lf_warp_bar = wps;
       for (unsigned z = 0; z < gz; ++z)
         for (unsigned y = 0; y < gy; ++y)
           for (unsigned x = 0; x < gx; ++x) {{
@@ -256,50 +244,6 @@ extern "C" void run_{src.name}(const long long* P, const int* a, unsigned gx, un
             bar.arrive_and_wait();
           }}
     }});
-  for (auto& th : ts) th.join();
-}}
-"""
-
-
-def _cluster_runner(src, args: str) -> str:
-    """The blocks of a thread-block cluster (1, S, 1) run together, one OS thread per thread of
-    each, with a block barrier, warp barriers and shuffle slots per block and a cluster barrier
-    over all of them; the grid's clusters run one after another."""
-    cx, cy, cz = src.meta["cluster"]
-    assert cx == cz == 1 and 1 <= cy <= 8, src.meta["cluster"]
-    return f"""
-extern "C" void run_{src.name}(const long long* P, const int* a, unsigned gx, unsigned gy, unsigned gz,
-                              unsigned block) {{
-  blockDim = {{block, 1, 1}};
-  gridDim = {{gx, gy, gz}};
-  const unsigned S = {cy}, nwarps = (block + 31) / 32;
-  std::vector<std::unique_ptr<std::barrier<>>> bars, warps;
-  std::vector<std::vector<std::barrier<>*>> wps(S);
-  for (unsigned r = 0; r < S; ++r) {{
-    bars.emplace_back(new std::barrier<>(block));
-    for (unsigned w = 0; w < nwarps; ++w) {{
-      warps.emplace_back(new std::barrier<>(32));
-      wps[r].push_back(warps.back().get());
-    }}
-  }}
-  std::barrier<> cluster(S * block);
-  std::vector<std::thread> ts;
-  for (unsigned r = 0; r < S; ++r)
-    for (unsigned t = 0; t < block; ++t)
-      ts.emplace_back([=, &bars, &wps, &cluster] {{
-        threadIdx = {{t, 0, 0}};
-        lf_rank = r;
-        lf_block_bar = bars[r].get();
-        lf_warp_bar = wps[r].data();
-        lf_cluster_bar = &cluster;
-        for (unsigned z = 0; z < gz; ++z)
-          for (unsigned y = 0; y < gy; y += S)
-            for (unsigned x = 0; x < gx; ++x) {{
-              blockIdx = {{x, y + r, z}};
-              {src.name}(P, {args});
-              cluster.arrive_and_wait();
-            }}
-      }});
   for (auto& th : ts) th.join();
 }}
 """

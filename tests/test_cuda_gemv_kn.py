@@ -75,7 +75,7 @@ def test_a_split_gemv_plans_its_partials_and_their_sum():
     src = bp.steps[0].source
     S = src.meta["split"]
     assert src.meta["grid3"][:2] == (16, 8) and src.meta["lanes"] == 8  # 64-column stripes, 8 partials
-    assert f"lf_gemv_kn_to<__nv_bfloat16, {KN_ROWS}, 8, false>" in src.text and f"part, 1024, 2048, {S}, " in src.text
+    assert f"lf_gemv_kn_to<__nv_bfloat16, {KN_ROWS}, 8>" in src.text and f"part, 1024, 2048, {S}, " in src.text
     (scratch,) = [b for b in bp.steps[0].bufs if bp.bufs[b].kind == "scratch"]
     assert bp.bufs[scratch].dtype is dt.float32 and scratch in bp.steps[1].bufs
     # one chunk of K: no split, no scratch, one step
@@ -131,81 +131,6 @@ def test_kn_gemv_on_the_cpu_emulation_matches_float64(tmp_path, monkeypatch, d, 
     else:  # the float sum rounded once to the storage type
         eps = 2.0 ** -8 if d is dt.bfloat16 else 2.0 ** -11
         assert np.all(np.abs(got - want) <= eps * np.abs(want) + 1e-5 * np.sqrt(k)), np.abs(got - want).max()
-
-
-# ---- a split added up inside a thread-block cluster (sm_90+, LUMINAL_CUDA_KN_CLUSTER=1) -------------
-def test_a_cluster_replaces_the_partials_kernel_where_the_device_and_split_allow(monkeypatch):
-    from luminal_fn.backends.cuda.matmul import KN_CLUSTER_SWITCH
-
-    g, _ = _kn_graph(dt.bfloat16, 2048, 1024)  # 16 stripes of 64 columns, split in 8
-    monkeypatch.setenv(KN_CLUSTER_SWITCH, "1")
-    bp = plan_graph(g, {}, arch=90)
-    assert [s.label for s in bp.steps] == ["matmul (gemv kn)"]
-    src = bp.steps[0].source
-    assert src.meta["cluster"] == (1, 8, 1) and src.meta["grid3"] == (16, 8, 1)
-    assert "__cluster_dims__(1, 8, 1)" in src.text and f"<__nv_bfloat16, {KN_ROWS}, 8, true>" in src.text
-    assert {bp.bufs[b].kind for b in bp.steps[0].bufs} <= {"input", "output", "arena"}  # no partials
-    # an older device, the switch off, or more partials than a cluster holds: the second kernel
-    for arch, switch, k in ((80, "1", 2048), (90, "0", 2048), (90, "1", 8192)):
-        monkeypatch.setenv(KN_CLUSTER_SWITCH, switch)
-        bp = plan_graph(_kn_graph(dt.float32, k, 1024 if k == 2048 else 256)[0], {}, arch=arch)
-        assert [s.label for s in bp.steps] == ["matmul (gemv kn)", "matmul (gemv partials)"], (arch, switch, k)
-        assert "__cluster_dims__" not in bp.steps[0].source.text
-
-
-@pytest.mark.skipif(not nvcc_available(), reason="nvcc is not installed here")
-def test_cluster_modules_compile_with_nvcc(monkeypatch):
-    from luminal_fn.backends.cuda.matmul import KN_CLUSTER_SWITCH
-
-    monkeypatch.setenv(KN_CLUSTER_SWITCH, "1")
-    kernels = []
-    for d in (dt.float32, dt.bfloat16):
-        kernels += plan_graph(_kn_graph(d, 2048, 1024)[0], {}, arch=90).kernels()
-        kernels += plan_graph(C.cheapest_llir(dense_relu, _dense_inputs(2048, 1024, d)), {}, arch=90).kernels()
-    assert all(k.meta.get("cluster") for k in kernels)
-    nvcc_check(module_source(kernels))
-
-
-CLUSTER_CASES = [  # (dtype, K, N, ldw, column offset): each planned as a cluster of S > 1 blocks
-    (dt.bfloat16, 2048, 1024, None, 0),  # clusters of 8
-    (dt.float32, 1024, 512, None, 0),
-    (dt.float32, 600, 100, None, 0),  # ragged K and N
-    (dt.bfloat16, 1040, 64, 128, 32),  # a strided weight read from column 32
-]
-
-
-@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
-@pytest.mark.parametrize("d,k,n,ldw,off", CLUSTER_CASES)
-def test_cluster_gemv_on_the_cpu_emulation_matches_float64(tmp_path, monkeypatch, d, k, n, ldw, off):
-    import cuda_model_emulation as emu
-    from luminal_fn.backends.cuda.matmul import KN_CLUSTER_SWITCH
-
-    monkeypatch.setenv(KN_CLUSTER_SWITCH, "1")
-    g, ins = _kn_graph(d, k, n, ldw, off)
-    bp = plan_graph(g, {}, arch=90)
-    (step,) = bp.steps
-    assert step.source.meta["cluster"][1] > 1, step.source.meta
-    got = emu.run(emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path)), bp, ins, {})[0].astype(np.float64)
-    want = ins[0].astype(np.float64) @ ins[1].astype(np.float64)[:, off:off + n]
-    if d is dt.float32:
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
-    else:
-        assert np.all(np.abs(got - want) <= 2.0 ** -8 * np.abs(want) + 1e-5 * np.sqrt(k)), np.abs(got - want).max()
-
-
-@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
-def test_cluster_gemv_with_bias_and_relu_on_the_cpu_emulation(tmp_path, monkeypatch):
-    import cuda_model_emulation as emu
-    from luminal_fn.backends.cuda.matmul import KN_CLUSTER_SWITCH
-
-    monkeypatch.setenv(KN_CLUSTER_SWITCH, "1")
-    args = _dense_inputs(2048, 512, dt.bfloat16)
-    bp = plan_graph(C.cheapest_llir(dense_relu, args), {}, arch=90)
-    assert [s.label for s in bp.steps] == ["matmul (gemv kn) + epilogue"] and bp.steps[0].source.meta["cluster"]
-    got = emu.run(emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path)), bp, list(args), {})[0].astype(np.float64)
-    want = _dense_want(*args)
-    assert np.all(np.abs(got - want) <= 2 * 2.0 ** -8 * (np.abs(want) + 0.5) + 1e-6), np.abs(got - want).max()
-    assert (want == 0).any() and (got >= 0).all()
 
 
 # ---- an elementwise epilogue (backends/cuda/epilogue.py) -----------------------------------------

@@ -6,8 +6,6 @@ A (..., M, K) and B (..., K, N) arrive as views; the output (..., M, N) is conti
 """
 from __future__ import annotations
 
-import os
-
 from ...ir import dtypes as dt
 from ...ir.expr import Expr, as_expr, same
 from ...ir.view import View
@@ -158,16 +156,6 @@ KN_MAX_SPLIT = 64  # chunks of K at most: lf_gemv_partials_to adds this many par
 # stripes read slower, 0.81 against 0.83 of copy at 2048x8192 bf16 unsplit; 128-byte ones with no
 # split took float32 2048x8192 from 0.80 to 0.94-0.96 of copy, the bf16 shapes within 2%)
 KN_MIN_LANES = 8
-KN_CLUSTER_SWITCH = "LUMINAL_CUDA_KN_CLUSTER"  # 1: a split's blocks add up in a cluster (sm_90+)
-KN_MAX_CLUSTER = 8  # the portable cluster size
-
-
-def kn_cluster(pl, S: int) -> bool:
-    """Whether a split x @ W GEMV adds its S partials inside one thread-block cluster (through
-    distributed shared memory, no second kernel): sm_90 and later, S <= 8, and the switch on
-    (off by default until measured on the device)."""
-    on = os.environ.get(KN_CLUSTER_SWITCH, "0").strip().lower() not in ("0", "", "off", "false", "no")
-    return on and pl.arch >= 90 and 1 < S <= KN_MAX_CLUSTER
 
 
 def kn_launch(N: int, K: int, V: int, sm_count: int) -> tuple:
@@ -208,11 +196,10 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
     guard = [skip_when_empty(' * '.join(f'({r(d)})' for d in symbolic))] if symbolic else []
     if layout == "kn":
         blocks_x, S, lanes = kn_launch(N, K, V, pl.sm_count)
-        cluster = kn_cluster(pl, S)
         bufs = [("in0", "b0", node.dtype, True), ("in1", "b1", node.dtype, True)]
         ids = [b_a, b_w]
         partial = "(float*)0"
-        if S > 1 and not cluster:  # the blocks' float partials, added up by a second kernel
+        if S > 1:  # the blocks' float partials, added up by a second kernel
             scratch = pl.scratch(dt.float32, S * N)
             bufs.append(("scratch", "part", dt.float32, False))
             ids.append(scratch)
@@ -221,17 +208,15 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
             bufs.append(("out", "out", node.dtype, False))
             ids.append(out)
         # (the kernel writing y calls store(n, value): epilogue.py may pass its own, "_store_call")
-        call = (f"lf_gemv_kn_to<{T}, {KN_ROWS}, {lanes}, {str(cluster).lower()}>(b1 + ({r(vb.offset)}), "
-                f"(long long)({r(s_k)}), b0 + ({r(va.offset)}), {partial}, {N}, {K}, {S}, @STORE@);")
+        call = (f"lf_gemv_kn_to<{T}, {KN_ROWS}, {lanes}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
+                f"b0 + ({r(va.offset)}), {partial}, {N}, {K}, {S}, @STORE@);")
         plain = f"LfGemvStore<{T}>{{out}}"
-        stores = S == 1 or cluster  # this kernel writes y
-        store = {"_store_call": call, "_store_T": T, "_guard": tuple(guard)} if stores else {}
-        first = call.replace("@STORE@", plain if stores else f"LfGemvStore<{T}>{{nullptr}}")  # (unused)
+        store = {"_store_call": call, "_store_T": T, "_guard": tuple(guard)} if S == 1 else {}
+        first = call.replace("@STORE@", plain if S == 1 else f"LfGemvStore<{T}>{{nullptr}}")  # (unused)
         src = finish(pl.lang, "gemv_kn", guard + [first], bufs, 256, 1, 1,
-                     meta={"hand": True, "grid3": (blocks_x, S, 1), "split": S, "lanes": lanes,
-                           **({"cluster": (1, S, 1)} if cluster else {}), **store})
+                     meta={"hand": True, "grid3": (blocks_x, S, 1), "split": S, "lanes": lanes, **store})
         pl.add_kernel(src, ids, node.id, "matmul (gemv kn)")
-        if S > 1 and not cluster:
+        if S > 1:
             call2 = f"lf_gemv_partials_to<{S}>(b0, {N}, @STORE@);"  # (a block for 128 columns)
             src2 = finish(pl.lang, "gemv_part", guard + [call2.replace("@STORE@", plain)],
                           [("scratch", "b0", dt.float32, True), ("out", "out", node.dtype, False)], 256, 2 * N, 256,

@@ -85,8 +85,6 @@ def finish(lang: Language, kind: str, body: list, bufs: list, block: int, work, 
     # (which spilled the split attention kernel)
     n = f"{block}, {meta['min_blocks']}" if meta.get("min_blocks") else block
     bounds = (lang.launch_bounds.format(n=n) + " ") if lang.launch_bounds else ""
-    if meta.get("cluster"):  # (x, y, z) blocks a thread-block cluster (CUDA sm_90+ only)
-        bounds += "__cluster_dims__({}, {}, {}) ".format(*meta["cluster"])
     lines.append(f"{lang.kernel_prefix} {bounds}@NAME@({', '.join(params)}) {{")
     lines += ["  " + p for p in pre]
     lines.append(text_body)

@@ -90,29 +90,6 @@ __device__ __forceinline__ void lf_pdl_wait() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
-// Thread-block clusters (sm_90+; a kernel declared with __cluster_dims__): lf_cluster_sync is
-// the cluster-wide barrier (writes to shared memory before it are visible to the cluster's other
-// blocks after it); lf_cluster_ld reads the float at p, a shared address of this block, in the
-// shared memory of the cluster's block of that rank. LF_RANKED_SHARED declares a shared array
-// such a block reads (the CPU emulation keeps one per block of a cluster: they run together).
-#define LF_RANKED_SHARED(T, name, dims) __shared__ T name dims
-#define LF_CLUSTER_READ(name, rank, i) lf_cluster_ld(&(name)[i], (rank))
-__device__ __forceinline__ void lf_cluster_sync() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ float lf_cluster_ld(const float* p, unsigned rank) {
-  float v = 0.f;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  unsigned long long s;
-  unsigned r;
-  asm volatile("cvta.to.shared.u64 %0, %1;" : "=l"(s) : "l"(p));
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"((unsigned)s), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r) : "memory");
-#endif
-  return v;
-}
 // Pulls the cache line holding p into L2 (safe before lf_pdl_wait: L2 is where writes land).
 __device__ __forceinline__ void lf_prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" :: "l"(p));
