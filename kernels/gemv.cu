@@ -295,3 +295,86 @@ __device__ void lf_split_k_sum_to(const float* __restrict__ partial, int MN, con
     store(4 * i, t.x); store(4 * i + 1, t.y); store(4 * i + 2, t.z); store(4 * i + 3, t.w);
   }
 }
+
+// lf_skinny_nt_to: C (M, N) = A (M, K) @ W^T for W stored (N, K) (a Linear's layout) and few
+// rows (M <= 16 * MT: a prompt's tokens), on tensor cores (mma.sync m16n8k16, float sums), so
+// the weights stream once at the GEMV's pace rather than through cuBLAS's tiles for large M. A
+// block of 128 threads covers 32 rows of W (NT = 4 tiles of 8 columns of C) and an equal share
+// of K's chunks of 64 (blockIdx.y's share of S); warp w takes chunks w, w + 4, ... of it. A
+// lane loads 16 bytes of each of its W rows (n0 + 8j + lane / 4) and of its A rows (16mt +
+// lane / 4, + 8) at k0 + 8 * (lane % 4) and k0 + 32 + 8 * (lane % 4): every load is 16 bytes,
+// since the k order inside a chunk is permuted alike for both operands (mma's logical k pair
+// 2q, 2q + 1 is physical 8q + 4t, + 1 and its pair 2q + 8, + 9 is 8q + 4t + 2, + 3, for the
+// chunk's halves t = 0, 1 of each 16-byte load) and a sum does not depend on its order. Shared
+// memory adds the 4 warps. With S == 1 the block hands element (m, n) to store(m * N + n, v);
+// with S > 1 it writes partial[blockIdx.y * M * N + m * N + n] and lf_split_k_sum_to adds them.
+// Needs K % 64 == 0, lda and ldw multiples of 8 and 16-byte aligned bases (the planner checks).
+template <typename T, int MT, typename Store>
+__device__ void lf_skinny_nt_to(const T* __restrict__ a, long long lda, const T* __restrict__ w, long long ldw,
+                                float* __restrict__ partial, int M, int N, int K, int S, const Store& store) {
+  constexpr int NT = 4, KC = 64;
+  __shared__ float red[4][MT * 16][NT * 8 + 1];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+  const int n0 = blockIdx.x * (NT * 8);
+  const int chunks = K / KC, share = (chunks + S - 1) / S;
+  const int c1 = min(chunks, (int)(blockIdx.y + 1) * share);
+  float acc[MT][NT][4];
+  #pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+    #pragma unroll
+    for (int j = 0; j < NT; ++j)
+      #pragma unroll
+      for (int i = 0; i < 4; ++i) acc[mt][j][i] = 0.f;
+  for (int c = blockIdx.y * share + warp; c < c1; c += 4) {
+    const int k0 = c * KC + 8 * q;
+    unsigned b[NT][2][4], x[MT][2][2][4];  // W: [tile][chunk half][word]; A: [tile][row g, g + 8][half][word]
+    #pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int n = n0 + 8 * j + g;
+      #pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (n < N) lf_ld16(w + (long long)n * ldw + k0 + 32 * h, b[j][h]);
+        else b[j][h][0] = b[j][h][1] = b[j][h][2] = b[j][h][3] = 0u;
+      }
+    }
+    #pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+      #pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int m = 16 * mt + g + 8 * r;
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (m < M) lf_ld16(a + (long long)m * lda + k0 + 32 * h, x[mt][r][h]);
+          else x[mt][r][h][0] = x[mt][r][h][1] = x[mt][r][h][2] = x[mt][r][h][3] = 0u;
+        }
+      }
+    #pragma unroll
+    for (int h = 0; h < 2; ++h)
+      #pragma unroll
+      for (int t = 0; t < 2; ++t)
+        #pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          const unsigned af[4] = {x[mt][0][h][2 * t], x[mt][1][h][2 * t], x[mt][0][h][2 * t + 1], x[mt][1][h][2 * t + 1]};
+          #pragma unroll
+          for (int j = 0; j < NT; ++j) {
+            const unsigned bf[2] = {b[j][h][2 * t], b[j][h][2 * t + 1]};
+            lf_mma_16816<T>(acc[mt][j], af, bf);
+          }
+        }
+  }
+  #pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+    #pragma unroll
+    for (int j = 0; j < NT; ++j)
+      #pragma unroll
+      for (int i = 0; i < 4; ++i) red[warp][16 * mt + g + 8 * (i >> 1)][8 * j + 2 * q + (i & 1)] = acc[mt][j][i];
+  __syncthreads();
+  for (int e = threadIdx.x; e < MT * 16 * NT * 8; e += 128) {
+    const int m = e / (NT * 8), col = e % (NT * 8), n = n0 + col;
+    if (m < M && n < N) {
+      const float v = red[0][m][col] + red[1][m][col] + red[2][m][col] + red[3][m][col];
+      if (S == 1) store(m * N + n, v);
+      else partial[(long long)blockIdx.y * M * N + (long long)m * N + n] = v;
+    }
+  }
+}

@@ -294,6 +294,36 @@ inline float __shfl_xor_sync(unsigned, float v, int o) { return lf_shfl(v, o); }
 struct float4 { float x, y, z, w; };
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 template <typename T> inline T __ldg(const T* p) { return *p; }
+// mma.sync m16n8k16 (row.col, float sums) as the PTX ISA lays out its fragments: the lanes of a
+// warp post their registers, then each computes its four elements of d from all of them
+inline float lf_half_bits(unsigned short h, const __nv_bfloat16*) { return __bfloat162float({h}); }
+inline float lf_half_bits(unsigned short h, const __half*) { __half x; std::memcpy(&x, &h, 2); return (float)x; }
+static unsigned lf_mma_a[1024][4], lf_mma_b[1024][2];
+template <typename T> inline void lf_mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  const unsigned t = threadIdx.x, base = t & ~31u, g = (t & 31u) >> 2, q = t & 3u;
+  for (int i = 0; i < 4; ++i) lf_mma_a[t][i] = a[i];
+  for (int i = 0; i < 2; ++i) lf_mma_b[t][i] = b[i];
+  lf_warp_bar[t / 32]->arrive_and_wait();
+  auto half = [](unsigned reg, int e) {
+    return lf_half_bits((unsigned short)(e ? reg >> 16 : reg & 0xffffu), (const T*)nullptr); };
+  auto A = [&](int r, int k) {  // A[r][k]: lane (r % 8) * 4 + (k % 8) / 2, register r / 8 + 2 * (k / 8)
+    return half(lf_mma_a[base + (r % 8) * 4 + (k % 8) / 2][r / 8 + 2 * (k / 8)], k % 2); };
+  auto B = [&](int k, int n) {  // B[k][n]: lane n * 4 + (k % 8) / 2, register k / 8
+    return half(lf_mma_b[base + n * 4 + (k % 8) / 2][k / 8], k % 2); };
+  float out[4];
+  for (int i = 0; i < 4; ++i) {
+    const int row = (int)g + 8 * (i / 2), col = 2 * (int)q + (i % 2);
+    float s = d[i];
+    for (int k = 0; k < 16; ++k) s += A(row, k) * B(k, col);
+    out[i] = s;
+  }
+  lf_warp_bar[t / 32]->arrive_and_wait();
+  for (int i = 0; i < 4; ++i) d[i] = out[i];
+}
+inline void lf_ld16(const void* p, unsigned (&r)[4]) {
+  if ((uintptr_t)p & 15u) lf_misaligned.fetch_add(1);
+  std::memcpy(r, p, 16);
+}
 // the attr-driven attention kernels of attention.cu need it to compile; they are not run here
 inline float __shfl_sync(unsigned, float, int) { std::abort(); }
 """

@@ -38,10 +38,11 @@ PINNED_SLOTS = 32
 GRAPHS_PER_BUCKET = 4  # captured graphs kept per bucket for plans with host steps
 
 
-def plan_graph(graph, dims_max: dict, sm_count: int = 132, donated=()):
-    """Plan one bucket (pure Python: usable without a GPU)."""
+def plan_graph(graph, dims_max: dict, sm_count: int = 132, donated=(), arch: int = 0):
+    """Plan one bucket (pure Python: usable without a GPU; ``arch`` the compute capability the
+    kernels may assume, 0 for none beyond the basics)."""
     consts: dict = {}
-    bp = Planner(graph, dims_max, sorted(graph.symbols()), sm_count, donated=donated).plan(consts)
+    bp = Planner(graph, dims_max, sorted(graph.symbols()), sm_count, donated=donated, arch=arch).plan(consts)
     bp.const_values = consts
     return bp
 
@@ -53,7 +54,7 @@ class _Bucket:
         cp = cupy()
         self.exe = exe
         g = exe.graph
-        self.plan = bp = plan_graph(g, dims_max, exe.sm_count, exe.donated)
+        self.plan = bp = plan_graph(g, dims_max, exe.sm_count, exe.donated, exe.arch)
         self.symbols = bp.symbols
         nsym = len(self.symbols)
         self.nsym = nsym
@@ -266,7 +267,8 @@ class CudaExecutable(Executable):
                                       os.environ.get("LUMINAL_CUDA_GRAPHS", "1") not in ("0", "false"))
         dev = cp.cuda.Device()
         self.sm_count = int(dev.attributes.get("MultiProcessorCount", 132))
-        self.pdl = options.get("cuda_pdl", True) and pdl_supported(int(dev.compute_capability))
+        self.arch = int(dev.compute_capability)
+        self.pdl = options.get("cuda_pdl", True) and pdl_supported(self.arch)
         self.pdl_error = None
         self.capture_stream = cp.cuda.Stream(non_blocking=True)
         self.capture_error = None

@@ -15,6 +15,7 @@ from ..render.kernels import KernelInput, finish
 from .cublas import gemm_plan, run_gemm
 from .plan import HostStep, evaluate, lowerer, sibling_key, symbols_of
 from .siblings import NkSegment, render_gemv_nk, skip_when_empty
+from .skinny import try_skinny
 from .split_k import try_split_k
 
 GEMV_DTYPES = (dt.float32, dt.float16, dt.bfloat16)
@@ -46,7 +47,7 @@ def lower_matmul(pl, node):
             and da == db == node.dtype and va.mask is None and vb.mask is None
             and all(_nonneg(s) for s in va.strides + vb.strides)
             and (node.dtype != dt.bfloat16 or _direct_layout(pl, node, va, vb))):
-        if not try_split_k(pl, node, va, vb):
+        if not try_skinny(pl, node, va, vb) and not try_split_k(pl, node, va, vb):
             _cublas(pl, node, va, vb)  # (CuPy's fallback for other layouts has no bfloat16 GEMM)
         return
     _rendered(pl, node, va, vb)

@@ -140,8 +140,9 @@ sibling_key = _registrar(SIBLING_KEYS)
 
 class Planner:
     def __init__(self, graph, dims_max: dict, symbols, sm_count: int = 132, lang=CUDA,
-                 donated=()):
+                 donated=(), arch: int = 0):
         self.graph = graph
+        self.arch = arch  # the device's compute capability (90 for sm_90); 0: unknown, none assumed
         self.donated = frozenset(donated)
         self.dims_max = dict(dims_max)
         self.symbols = list(symbols)

@@ -88,7 +88,7 @@ def try_split_k(pl, node, va: View, vb: View) -> bool:
     name = node.dtype.name
     if gemm_plan(a3.evaluate(pl.dims_max), b3.evaluate(pl.dims_max), (S, m_max, N), name, "float32") is None:
         return False
-    b_a, b_b, out = pl.input_buf(node, 0), pl.input_buf(node, 1), pl.node_buf[node.id]
+    b_a, b_b = pl.input_buf(node, 0), pl.input_buf(node, 1)
     scratch = pl.scratch(dt.float32, S * m_max * N)
 
     @functools.lru_cache(maxsize=16)
@@ -105,14 +105,21 @@ def try_split_k(pl, node, va: View, vb: View) -> bool:
                  cupy.cuda.get_current_stream().ptr)
 
     pl.add_host(HostStep([b_a, b_b, scratch], node.id, "matmul (cuBLAS split-K)", run, symbols_of(M, a3, b3)))
-    T = pl.lang.storage[name]
+    add_partials_sum(pl, node, scratch, S, M, N)
+    return True
+
+
+def add_partials_sum(pl, node, scratch: int, S: int, M, N: int):
+    """The kernel adding S float32 partials of C (M, N) (each M * N floats, row-major, at the
+    call's M) in ``scratch`` and storing C: ``lf_split_k_sum_to``, whose store functor lets the
+    elementwise step reading C fold in as its epilogue (epilogue.py). N must be a multiple of 4."""
+    T = pl.lang.storage[node.dtype.name]
     mn = ix.r(as_expr(M) * N, ix.dim_names(pl.symbols))
     call = f"lf_split_k_sum_to<{S}>(b0, {mn}, @STORE@);"  # (four elements a thread)
     src = finish(pl.lang, "split_k_sum", [call.replace("@STORE@", f"LfGemvStore<{T}>{{out}}")],
                  [("scratch", "b0", dt.float32, True), ("out", "out", node.dtype, False)], 256,
                  as_expr(M) * (N // 4), 256, meta={"hand": True, "_store_call": call, "_store_T": T, "_guard": ()})
-    pl.add_kernel(src, [scratch, out], node.id, "matmul (split-K sum)")
-    return True
+    pl.add_kernel(src, [scratch, pl.node_buf[node.id]], node.id, "matmul (split-K sum)")
 
 
-__all__ = ["SWITCH", "split_count", "chunked", "try_split_k", "max_split"]
+__all__ = ["SWITCH", "split_count", "chunked", "try_split_k", "max_split", "add_partials_sum"]

@@ -90,6 +90,31 @@ __device__ __forceinline__ void lf_pdl_wait() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
+// Tensor cores (sm_80+): d += a (16x16, row) * b (16x8, col) in float, a and b 2-byte floats
+// packed two to a register in mma.sync m16n8k16's fragment layout (lf_skinny_nt_to).
+template <typename T> __device__ __forceinline__ void lf_mma_16816(float (&d)[4], const unsigned (&a)[4],
+                                                                  const unsigned (&b)[2]);
+template <> __device__ __forceinline__ void lf_mma_16816<__nv_bfloat16>(float (&d)[4], const unsigned (&a)[4],
+                                                                       const unsigned (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+template <> __device__ __forceinline__ void lf_mma_16816<__half>(float (&d)[4], const unsigned (&a)[4],
+                                                                const unsigned (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+// 16 bytes at p (16-byte aligned) as four raw 32-bit words
+__device__ __forceinline__ void lf_ld16(const void* p, unsigned (&r)[4]) {
+  const uint4 v = __ldg((const uint4*)p);
+  r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
+}
 // Pulls the cache line holding p into L2 (safe before lf_pdl_wait: L2 is where writes land).
 __device__ __forceinline__ void lf_prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" :: "l"(p));

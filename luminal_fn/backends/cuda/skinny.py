@@ -1,0 +1,96 @@
+"""Tensor-core GEMM for few rows: C (M, N) = A (M, K) @ W^T, W stored (N, K) (a Linear's
+layout), M at most 64 (a prompt's tokens), half precision, on sm_80 and later.
+
+cuBLAS tiles such a product by its columns and streams the weights at ~2.3-2.8 TB/s on the H200
+(docs/benchmarks.md runs AG and AK); ``lf_skinny_nt_to`` (kernels/gemv.cu) reads each weight
+once in 16-byte loads as the GEMV does, multiplies on tensor cores (mma.sync m16n8k16) and, with
+a K split, leaves float partials that ``split_k.add_partials_sum``'s kernel adds (and where the
+next elementwise step folds in).
+
+Opt-in until measured on the device: ``LUMINAL_CUDA_SKINNY=1``.
+"""
+from __future__ import annotations
+
+import os
+
+from ...ir import dtypes as dt
+from ...ir.expr import to_int_or_expr
+from ...ir.view import View
+from ..render import index as ix
+from ..render.kernels import finish
+from .plan import evaluate
+from .split_k import add_partials_sum
+
+SWITCH = "LUMINAL_CUDA_SKINNY"
+MAX_ROWS = 64  # rows of C at the bucket's largest dims (MT = 4 tiles of 16)
+ROWS_A_BLOCK = 32  # rows of W a block covers (4 mma tiles of 8 columns of C)
+CHUNK = 64  # K a warp's loads cover at once (two 16-byte loads a row a lane)
+WARPS = 4
+BLOCKS_PER_SM = 4  # 128-thread blocks an SM the launch fills
+MAX_SPLIT = 8  # partials lf_split_k_sum_to adds
+
+
+def enabled() -> bool:
+    return os.environ.get(SWITCH, "0").strip().lower() not in ("0", "", "off", "false", "no")
+
+
+def launch(N: int, K: int, sm_count: int) -> tuple:
+    """(blocks along N, K split S): about BLOCKS_PER_SM blocks an SM, every warp at least one
+    chunk of K, every block as many chunks as the others."""
+    blocks_x = -(-N // ROWS_A_BLOCK)
+    chunks = K // CHUNK
+    S = max(1, min(chunks // WARPS, MAX_SPLIT, BLOCKS_PER_SM * sm_count // blocks_x))
+    return blocks_x, -(-chunks // -(-chunks // S))
+
+
+def _static_multiple(e, m: int):
+    """``e`` as an int when it is a static multiple of ``m``, else None."""
+    v = to_int_or_expr(e)
+    return v if isinstance(v, int) and v % m == 0 else None
+
+
+def try_skinny(pl, node, va: View, vb: View) -> bool:
+    """Plan C = A @ B with lf_skinny_nt_to (and the partials' sum); False (nothing planned) when
+    the switch is off, the device older than sm_80, or the product not one it reads as it lies:
+    2-D half precision, M <= 64, K a multiple of 64, A's rows and W's rows (B's columns)
+    contiguous with leading dims and offsets multiples of 8 elements (16 bytes)."""
+    if not enabled() or pl.arch < 80 or len(node.shape) != 2 or node.dtype not in (dt.float16, dt.bfloat16):
+        return False
+    if va.mask is not None or vb.mask is not None or len(va.shape) != 2 or len(vb.shape) != 2:
+        return False
+    M = node.shape[0]
+    m_max = int(evaluate(M, pl.dims_max))
+    K, N = _static_multiple(va.shape[-1], CHUNK), to_int_or_expr(node.shape[1])
+    if not 1 <= m_max <= MAX_ROWS or K is None or not isinstance(N, int) or N % 4:
+        return False
+    lda, ldw = _static_multiple(va.strides[0], 8), _static_multiple(vb.strides[1], 8)
+    off_a, off_w = _static_multiple(va.offset, 8), _static_multiple(vb.offset, 8)
+    if va.strides[1] != 1 or vb.strides[0] != 1 or None in (lda, ldw, off_a, off_w):
+        return False
+    blocks_x, S = launch(N, K, pl.sm_count)
+    T = pl.lang.storage[node.dtype.name]
+    b_a, b_w, out = pl.input_buf(node, 0), pl.input_buf(node, 1), pl.node_buf[node.id]
+    m = ix.r(M, ix.dim_names(pl.symbols))
+    bufs = [("in0", "b0", node.dtype, True), ("in1", "b1", node.dtype, True)]
+    ids = [b_a, b_w]
+    if S > 1:  # the blocks' float partials, added by a second kernel
+        scratch = pl.scratch(dt.float32, S * m_max * N)
+        bufs.append(("scratch", "part", dt.float32, False))
+        ids.append(scratch)
+    else:
+        bufs.append(("out", "out", node.dtype, False))
+        ids.append(out)
+    partial = "part" if S > 1 else "(float*)0"
+    call = (f"lf_skinny_nt_to<{T}, {-(-m_max // 16)}>(b0 + {off_a}, {lda}, b1 + {off_w}, {ldw}, "
+            f"{partial}, {m}, {N}, {K}, {S}, @STORE@);")
+    plain = f"LfGemvStore<{T}>{{out}}" if S == 1 else f"LfGemvStore<{T}>{{nullptr}}"  # (unused when split)
+    store = {"_store_call": call, "_store_T": T, "_guard": ()} if S == 1 else {}
+    src = finish(pl.lang, "skinny", [call.replace("@STORE@", plain)], bufs, 32 * WARPS, 1, 1,
+                 meta={"hand": True, "grid3": (blocks_x, S, 1), "split": S, **store})
+    pl.add_kernel(src, ids, node.id, "matmul (skinny tensor cores)")
+    if S > 1:
+        add_partials_sum(pl, node, scratch, S, M, N)
+    return True
+
+
+__all__ = ["SWITCH", "enabled", "launch", "try_skinny"]
