@@ -284,6 +284,45 @@ def same_bytes_copy(cp, nbytes, R):
 
 
 @guarded
+def prompt_gemm(be, cp, bw, M, K, N, d, variant, tag=""):
+    """A prompt's projection, x (M, K) @ W^T with W stored (N, K), for R different weights in
+    turn (> L2 in total) as ``variant`` plans it: "skinny" (the tensor-core kernel,
+    LUMINAL_CUDA_SKINNY=1), "split-K" (cuBLAS over K's chunks, the default) or "cuBLAS" (one
+    call). GB/s counts the weights' bytes."""
+    env = {"skinny": {"LUMINAL_CUDA_SKINNY": "1"}, "split-K": {"LUMINAL_CUDA_SKINNY": "0"},
+           "cuBLAS": {"LUMINAL_CUDA_SKINNY": "0", "LUMINAL_CUDA_SPLIT_K": "0"}}[variant]
+    old = {k: os.environ.get(k) for k in ("LUMINAL_CUDA_SKINNY", "LUMINAL_CUDA_SPLIT_K")}
+    os.environ.update(env)
+    try:
+        wbytes = K * N * d.itemsize
+        R = int(max(1, min(48, -(-(384 << 20) // wbytes))))
+        b = C.B()
+        x = b.input((M, K), d)
+        for _ in range(R):
+            w = b.input((N, K), d)
+            b.output(b.custom("matmul", [b.c(x), (w, View.contiguous((N, K)).permute([1, 0]))], (M, N), d,
+                              m=M, n=N, k=K))
+        xs = C.rand((M, K), d, -1, 1)
+        ws = [C.rand((N, K), d, -1, 1) for _ in range(R)]
+        exe = be.compile(b.g)
+        bufs = [be.from_numpy(a) for a in [xs] + ws]
+        outs = exe.run(bufs, {})
+        want = xs.astype(np.float64) @ ws[0].astype(np.float64).T
+        err = np.abs(be.to_numpy(outs[0]).astype(np.float64) - want).max() / max(np.abs(want).max(), 1e-9)
+        t = timed(lambda: exe.run(bufs, {}), iters=5, warm=2) / R
+        kind = exe.describe().splitlines()[1].strip().split(":")[0].split("(", 1)[-1].rstrip(")")
+        r = row(f"prompt GEMM {M}x{K} @ ({N}x{K})^T {d.name} [{variant}{tag}]", t, wbytes, flops=2 * M * K * N,
+                err=err)
+        r["note"] = f"{r['GB/s'] / bw:.2f} of copy; {kind}; {R} weights in turn"
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@guarded
 def dense_mlp(be, cp, bw, width=4096, layers=12, d=dt.bfloat16):
     """A batch-1 MLP as a user writes it with luminal_fn.nn.linear: ``layers`` of relu(h @ W + b),
     W stored (K, N) (the x @ W GEMV, its bias and relu as the epilogue), the cheapest plan the
@@ -420,7 +459,8 @@ def main():
     ap.add_argument("--only", default="elementwise,rows,gemv,mlp,gemm,step",
                     help="comma-separated parts to run (the copy ceiling always runs): "
                          "elementwise, rows (softmax / rms norm), gemv, kn (a launch-shape sweep of "
-                         "the x @ W GEMV), mlp (a batch-1 dense relu MLP beside torch), gemm, step (100 kernels)")
+                         "the x @ W GEMV), prompt (a 32-row prompt's projections: cuBLAS, split-K, tensor "
+                         "cores), mlp (a batch-1 dense relu MLP beside torch), gemm, step (100 kernels)")
     args = ap.parse_args()
     only = set(args.only.split(","))
     import cupy as cp
@@ -453,6 +493,18 @@ def main():
                 matmul.KN_ROWS, matmul.KN_BLOCKS_PER_SM, matmul.KN_MIN_LANES = rows, per_sm, lanes
                 for K, N in ((2048, 2048), (2048, 8192), (8192, 2048)):
                     gemv(be, cp, bw, K, N, d, tag=f" [kn rows {rows}, {per_sm} blocks/SM, lanes >= {lanes}]")
+    if "prompt" in only:  # a 32-token prompt's projections (Llama-3.2-1B), three ways, same call
+        from luminal_fn.backends.cuda import skinny
+
+        for K, N in ((2048, 2048), (2048, 512), (2048, 8192), (8192, 2048)):
+            for variant in ("cuBLAS", "split-K", "skinny"):
+                prompt_gemm(be, cp, bw, 32, K, N, dt.bfloat16, variant)
+        default = skinny.BLOCKS_PER_SM
+        for per_sm in (2, 8):  # the skinny kernel's blocks an SM, swept
+            skinny.BLOCKS_PER_SM = per_sm
+            for K, N in ((2048, 2048), (2048, 8192)):
+                prompt_gemm(be, cp, bw, 32, K, N, dt.bfloat16, "skinny", tag=f", {per_sm} blocks/SM")
+        skinny.BLOCKS_PER_SM = default
     if "mlp" in only:
         dense_mlp(be, cp, bw)
     if "gemm" in only:
