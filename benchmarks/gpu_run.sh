@@ -12,8 +12,8 @@
 # run (a 1000-token prompt, cache of 2048) with the attention split on and off (LONG_SPLITS, default
 # "1 0"); STEP_ONLY=1 keeps only the decode step's profile and its A/B of the split at c = 40 in a
 # bucket up to 2048 (SHORT_SPLITS, default "1 0"); T_KERN=seconds runs cuda_kernels.py --quick
-# (KERN_ONLY picks its parts, default all: elementwise,rows,gemv,mlp,gemm,step; kn sweeps the
-# x @ W GEMV's launch shape).
+# (KERN_ONLY picks its parts, default elementwise,rows,gemv,mlp,gemm,step; kn sweeps the
+# x @ W GEMV's launch shape; prompt times a 32-row prompt's projections three ways).
 set -u
 OUT=${OUT:-/tmp/lf_out}
 mkdir -p "$OUT"
@@ -91,6 +91,6 @@ if [ "${T_KERN:-0}" != 0 ]; then  # kernel figures (T_KERN seconds; off unless s
   { echo "== python3 benchmarks/cuda_kernels.py --quick =="
     timeout -s INT -k 10 "$T_KERN" python3 benchmarks/cuda_kernels.py --quick --out /tmp/lf_kernels \
       --only "${KERN_ONLY:-elementwise,rows,gemv,mlp,gemm,step}"; } >> "$OUT/env.txt" 2>&1
-  echo "kernels rc=$?"; grep '^{' "$OUT/env.txt" | grep -E "softmax|rms|copy|gemv|MLP" | cut -c1-260
+  echo "kernels rc=$?"; grep '^{' "$OUT/env.txt" | grep -E "softmax|rms|copy|gemv|MLP|prompt" | cut -c1-260
 fi
 date -u
