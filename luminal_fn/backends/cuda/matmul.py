@@ -16,7 +16,7 @@ from .cublas import gemm_plan, run_gemm
 from .plan import HostStep, evaluate, lowerer, sibling_key, symbols_of
 from .siblings import NkSegment, render_gemv_nk, skip_when_empty
 from .skinny import try_skinny
-from .split_k import try_split_k
+from .split_k import add_product, try_split_k
 
 GEMV_DTYPES = (dt.float32, dt.float16, dt.bfloat16)
 CUBLAS_DTYPES = (dt.float32, dt.float16, dt.bfloat16)
@@ -197,29 +197,14 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
     guard = [skip_when_empty(' * '.join(f'({r(d)})' for d in symbolic))] if symbolic else []
     if layout == "kn":
         blocks_x, S, lanes = kn_launch(N, K, V, pl.sm_count)
-        bufs = [("in0", "b0", node.dtype, True), ("in1", "b1", node.dtype, True)]
-        ids = [b_a, b_w]
-        partial = "(float*)0"
-        if S > 1:  # the blocks' float partials, added up by a second kernel
-            scratch = pl.scratch(dt.float32, S * N)
-            bufs.append(("scratch", "part", dt.float32, False))
-            ids.append(scratch)
-            partial = "part"
-        else:
-            bufs.append(("out", "out", node.dtype, False))
-            ids.append(out)
         # (the kernel writing y calls store(n, value): epilogue.py may pass its own, "_store_call")
         call = (f"lf_gemv_kn_to<{T}, {KN_ROWS}, {lanes}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
-                f"b0 + ({r(va.offset)}), {partial}, {N}, {K}, {S}, @STORE@);")
-        plain = f"LfGemvStore<{T}>{{out}}"
-        store = {"_store_call": call, "_store_T": T, "_guard": tuple(guard)} if S == 1 else {}
-        first = call.replace("@STORE@", plain if S == 1 else f"LfGemvStore<{T}>{{nullptr}}")  # (unused)
-        src = finish(pl.lang, "gemv_kn", guard + [first], bufs, 256, 1, 1,
-                     meta={"hand": True, "grid3": (blocks_x, S, 1), "split": S, "lanes": lanes, **store})
-        pl.add_kernel(src, ids, node.id, "matmul (gemv kn)")
-        if S > 1:
+                f"b0 + ({r(va.offset)}), @PART@, {N}, {K}, {S}, @STORE@);")
+        scratch = add_product(pl, node, "gemv_kn", "matmul (gemv kn)", call, S, N, 256, (blocks_x, S, 1),
+                              guard, {"lanes": lanes})
+        if S > 1:  # the blocks' float partials, added up by a second kernel
             call2 = f"lf_gemv_partials_to<{S}>(b0, {N}, @STORE@);"  # (a block for 128 columns)
-            src2 = finish(pl.lang, "gemv_part", guard + [call2.replace("@STORE@", plain)],
+            src2 = finish(pl.lang, "gemv_part", guard + [call2.replace("@STORE@", f"LfGemvStore<{T}>{{out}}")],
                           [("scratch", "b0", dt.float32, True), ("out", "out", node.dtype, False)], 256, 2 * N, 256,
                           meta={"hand": True, "_store_call": call2, "_store_T": T, "_guard": tuple(guard)})
             pl.add_kernel(src2, [scratch, out], node.id, "matmul (gemv partials)")

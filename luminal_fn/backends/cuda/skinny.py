@@ -17,9 +17,8 @@ from ...ir import dtypes as dt
 from ...ir.expr import to_int_or_expr
 from ...ir.view import View
 from ..render import index as ix
-from ..render.kernels import finish
 from .plan import evaluate
-from .split_k import add_partials_sum
+from .split_k import add_partials_sum, add_product
 
 SWITCH = "LUMINAL_CUDA_SKINNY"
 MAX_ROWS = 64  # rows of C at the bucket's largest dims (MT = 4 tiles of 16)
@@ -68,27 +67,11 @@ def try_skinny(pl, node, va: View, vb: View) -> bool:
     if va.strides[1] != 1 or vb.strides[0] != 1 or None in (lda, ldw, off_a, off_w):
         return False
     blocks_x, S = launch(N, K, pl.sm_count)
-    T = pl.lang.storage[node.dtype.name]
-    b_a, b_w, out = pl.input_buf(node, 0), pl.input_buf(node, 1), pl.node_buf[node.id]
-    m = ix.r(M, ix.dim_names(pl.symbols))
-    bufs = [("in0", "b0", node.dtype, True), ("in1", "b1", node.dtype, True)]
-    ids = [b_a, b_w]
+    call = (f"lf_skinny_nt_to<{pl.lang.storage[node.dtype.name]}, {-(-m_max // 16)}>(b0 + {off_a}, {lda}, "
+            f"b1 + {off_w}, {ldw}, @PART@, {ix.r(M, ix.dim_names(pl.symbols))}, {N}, {K}, {S}, @STORE@);")
+    scratch = add_product(pl, node, "skinny", "matmul (skinny tensor cores)", call, S, m_max * N,
+                          32 * WARPS, (blocks_x, S, 1))
     if S > 1:  # the blocks' float partials, added by a second kernel
-        scratch = pl.scratch(dt.float32, S * m_max * N)
-        bufs.append(("scratch", "part", dt.float32, False))
-        ids.append(scratch)
-    else:
-        bufs.append(("out", "out", node.dtype, False))
-        ids.append(out)
-    partial = "part" if S > 1 else "(float*)0"
-    call = (f"lf_skinny_nt_to<{T}, {-(-m_max // 16)}>(b0 + {off_a}, {lda}, b1 + {off_w}, {ldw}, "
-            f"{partial}, {m}, {N}, {K}, {S}, @STORE@);")
-    plain = f"LfGemvStore<{T}>{{out}}" if S == 1 else f"LfGemvStore<{T}>{{nullptr}}"  # (unused when split)
-    store = {"_store_call": call, "_store_T": T, "_guard": ()} if S == 1 else {}
-    src = finish(pl.lang, "skinny", [call.replace("@STORE@", plain)], bufs, 32 * WARPS, 1, 1,
-                 meta={"hand": True, "grid3": (blocks_x, S, 1), "split": S, **store})
-    pl.add_kernel(src, ids, node.id, "matmul (skinny tensor cores)")
-    if S > 1:
         add_partials_sum(pl, node, scratch, S, M, N)
     return True
 

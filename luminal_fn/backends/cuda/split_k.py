@@ -109,6 +109,35 @@ def try_split_k(pl, node, va: View, vb: View) -> bool:
     return True
 
 
+def add_product(pl, node, kind: str, label: str, call: str, S: int, part_floats, block: int, grid3: tuple,
+                guard=(), meta=None):
+    """Add the kernel of a product C = in0 @ in1 (a GEMV's or a few-row GEMM's) that stores C
+    itself when S == 1, handing each value to its store functor (meta ``_store_call``: epilogue.py
+    may fold the next elementwise step in), or else writes S float32 partials of ``part_floats``
+    each into a new scratch, which it returns for a second kernel to add. ``call`` is the kernel
+    call with @PART@ for the partials' pointer and @STORE@ for the store functor."""
+    T = pl.lang.storage[node.dtype.name]
+    bufs = [("in0", "b0", node.dtype, True), ("in1", "b1", node.dtype, True)]
+    ids = [pl.input_buf(node, 0), pl.input_buf(node, 1)]
+    scratch, store = None, {}
+    if S > 1:
+        scratch = pl.scratch(dt.float32, S * part_floats)
+        bufs.append(("scratch", "part", dt.float32, False))
+        ids.append(scratch)
+        call = call.replace("@PART@", "part")
+        body = call.replace("@STORE@", f"LfGemvStore<{T}>{{nullptr}}")  # (never called)
+    else:
+        bufs.append(("out", "out", node.dtype, False))
+        ids.append(pl.node_buf[node.id])
+        call = call.replace("@PART@", "(float*)0")
+        store = {"_store_call": call, "_store_T": T, "_guard": tuple(guard)}
+        body = call.replace("@STORE@", f"LfGemvStore<{T}>{{out}}")
+    src = finish(pl.lang, kind, list(guard) + [body], bufs, block, 1, 1,
+                 meta={"hand": True, "grid3": grid3, "split": S, **(meta or {}), **store})
+    pl.add_kernel(src, ids, node.id, label)
+    return scratch
+
+
 def add_partials_sum(pl, node, scratch: int, S: int, M, N: int):
     """The kernel adding S float32 partials of C (M, N) (each M * N floats, row-major, at the
     call's M) in ``scratch`` and storing C: ``lf_split_k_sum_to``, whose store functor lets the
@@ -122,4 +151,4 @@ def add_partials_sum(pl, node, scratch: int, S: int, M, N: int):
     pl.add_kernel(src, [scratch, pl.node_buf[node.id]], node.id, "matmul (split-K sum)")
 
 
-__all__ = ["SWITCH", "split_count", "chunked", "try_split_k", "max_split", "add_partials_sum"]
+__all__ = ["SWITCH", "split_count", "chunked", "try_split_k", "max_split", "add_product", "add_partials_sum"]
