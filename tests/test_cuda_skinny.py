@@ -22,24 +22,9 @@ from luminal_fn.backends.cuda.skinny import SWITCH, launch
 from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
 
 import cuda_cases as C
+from test_cuda_split_k import _inputs, project, residual  # a prompt's projection, its residual, their inputs
 
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
-
-
-def project(h, w):
-    return lnp.matmul(h, lnp.transpose(w))
-
-
-def residual(x, h, w):
-    """A Llama layer's ``x + o_proj(h)`` over a prompt's rows, C rounded to bf16 as it is stored."""
-    return x + lnp.astype(lnp.matmul(h, lnp.transpose(w)), lnp.float32)
-
-
-def _inputs(m, k, n, d, seed=0):
-    rng = np.random.default_rng(seed)
-    return (rng.standard_normal((m, n)).astype(np.float32),
-            (rng.standard_normal((m, k)) / np.sqrt(k)).astype(d),
-            rng.standard_normal((n, k)).astype(d))
 
 
 def _labels(bp):
