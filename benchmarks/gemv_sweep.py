@@ -2,7 +2,10 @@
 on this GPU: warps per row x grid size, for the Llama-1B decode shapes (a benchmark for choosing
 matmul.py's heuristic, not a test).
 
-    python benchmarks/gemv_sweep.py [--dtype bfloat16]
+    python benchmarks/gemv_sweep.py [--dtype bfloat16] [--pair]
+
+--pair sweeps the gated MLP's pair kernel instead (lf_gemv_nk_pair_to: gate and up rows read by
+the same warps, silu(gate) * up stored), on the Llama-1B gate/up shape.
 
 Each configuration runs 50 times inside one CUDA graph (as a decode step replays it), reading
 copies of W in turn so that the weights come from DRAM, not the L2; the figure is the time per
@@ -39,6 +42,17 @@ def source(T: str, configs) -> str:
     return "\n".join(parts)
 
 
+def pair_source(T: str, configs) -> str:
+    parts = [CUDA.prelude, kernel_file("gemv.cu"),
+             f"struct SiluMul {{ {T}* y; __device__ void operator()(int n, float g, float u) const "
+             "{ y[n] = lf_st<" + T + ">(g / (1.f + __expf(-g)) * u); } };"]
+    for name, iters in configs:
+        parts.append(f'extern "C" __global__ void __launch_bounds__(256) {name}(const {T}* w0, const {T}* w1, '
+                     f"const {T}* x, {T}* y, int N, int K, int WPR) {{ lf_gemv_nk_pair_to<{T}, {iters}>(w0, K, w1, K, "
+                     "x, N, K, WPR, blockIdx.x, gridDim.x, SiluMul{y}); }")
+    return "\n".join(parts)
+
+
 def graph_time_us(cp, launch) -> float:
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
@@ -68,40 +82,57 @@ def dram_copy_tbs(cp) -> float:
     return 2 * src.nbytes / graph_time_us(cp, lambda: dst.__setitem__(Ellipsis, src)) / 1e6
 
 
+def _weights(rng, N, K, dtype):
+    """(device W, the float64 values it holds) of a (N, K) weight in ``dtype``."""
+    import cupy as cp
+    import ml_dtypes
+
+    wh = (rng.standard_normal((N, K)) / np.sqrt(K)).astype(np.float32)
+    if dtype == "bfloat16":
+        wq = wh.astype(ml_dtypes.bfloat16)
+        return cp.asarray(wq.view(np.uint16)), wq.astype(np.float64)
+    wq = wh.astype(np.float16 if dtype == "float16" else np.float32)
+    return cp.asarray(wq), wq.astype(np.float64)
+
+
+def _host(y, dtype):
+    import cupy as cp
+    import ml_dtypes
+
+    got = cp.asnumpy(y)
+    return (got.view(ml_dtypes.bfloat16) if dtype == "bfloat16" else got).astype(np.float64)
+
+
 def main():
     import cupy as cp
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+    ap.add_argument("--pair", action="store_true", help="sweep the gate/up pair kernel")
     args = ap.parse_args()
     T = {"bfloat16": "__nv_bfloat16", "float16": "__half", "float32": "float"}[args.dtype]
-    import ml_dtypes
-
     item = 4 if args.dtype == "float32" else 2
     V = 16 // item
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    configs = [(f"g_it{i}", i) for i in (0, 1, 2, 4, 8, 16)]
-    mod = get_module(source(T, configs))
+    unrolled = (1, 2, 4, 8) if args.pair else (1, 2, 4, 8, 16)
+    configs = [(f"g_it{i}", i) for i in (0,) + unrolled]
+    mod = get_module((pair_source if args.pair else source)(T, configs))
     rng = np.random.default_rng(0)
     copy_tbs = dram_copy_tbs(cp)
+    shapes = {"gate/up pair 2 x 8192x2048": (8192, 2048)} if args.pair else SHAPES
     print(f"{args.dtype}, {sms} SMs; time per GEMV in a CUDA graph of {REPS}; TB/s of weight bytes")
-    for label, (N, K) in SHAPES.items():
-        wh = (rng.standard_normal((N, K)) / np.sqrt(K)).astype(np.float32)
-        xh = rng.standard_normal(K).astype(np.float32)
-        if args.dtype == "bfloat16":
-            wq, xq = wh.astype(ml_dtypes.bfloat16), xh.astype(ml_dtypes.bfloat16)
-            w, x = cp.asarray(wq.view(np.uint16)), cp.asarray(xq.view(np.uint16))
-            want = wq.astype(np.float64) @ xq.astype(np.float64)
-        else:
-            npd = np.float16 if args.dtype == "float16" else np.float32
-            wq, xq = wh.astype(npd), xh.astype(npd)
-            w, x = cp.asarray(wq), cp.asarray(xq)
-            want = wq.astype(np.float64) @ xq.astype(np.float64)
-        y = cp.zeros(N, dtype=w.dtype)
-        nbytes = N * K * item
+    for label, (N, K) in shapes.items():
+        mats = [_weights(rng, N, K, args.dtype) for _ in range(2 if args.pair else 1)]
+        xd, xq = _weights(rng, 1, K, args.dtype)
+        xq = xq[0]
+        prods = [wq @ xq for _, wq in mats]
+        want = prods[0] / (1 + np.exp(-prods[0])) * prods[1] if args.pair else prods[0]
+        y = cp.zeros(N, dtype=xd.dtype)
+        nbytes = len(mats) * N * K * item
         # copies of W read in turn, together 3x the L2, so every launch reads its weights from
         # DRAM as a decode step does (each layer's weights once)
-        copies = [w] + [w.copy() for _ in range(max(0, -(-3 * L2_BYTES // nbytes) - 1))]
+        n_copies = max(1, -(-3 * L2_BYTES // nbytes))
+        copies = [tuple(w if c == 0 else w.copy() for w, _ in mats) for c in range(n_copies)]
         print(f"\n{label} ({nbytes / 1e6:.1f} MB, {len(copies)} copies read in turn): DRAM copy "
               f"bandwidth {copy_tbs:.2f} TB/s -> {nbytes / copy_tbs / 1e6:.2f} us")
         rows = []
@@ -109,20 +140,19 @@ def main():
             if wpr * 32 * V > K:
                 continue
             per_lane = K // (wpr * 32 * V)
-            iters = per_lane if per_lane * wpr * 32 * V == K and per_lane in (1, 2, 4, 8, 16) else 0
-            fn = mod.get_function(f"g_it{iters}")
+            iters = per_lane if per_lane * wpr * 32 * V == K and per_lane in unrolled else 0
             full = -(-N // (8 // wpr))
-            for grid in sorted({full, min(full, sms * 4), min(full, sms * 8), min(full, sms * 16)}):
-                turn = iter(range(10**9))
+            for it in sorted({0, iters}):
+                fn = mod.get_function(f"g_it{it}")
+                for grid in sorted({full, min(full, sms * 4), min(full, sms * 8), min(full, sms * 16)}):
+                    turn = iter(range(10**9))
 
-                def launch(fn=fn, grid=grid, wpr=wpr):
-                    wk = copies[next(turn) % len(copies)]
-                    fn((grid,), (256,), (wk, x, y, np.int32(N), np.int32(K), np.int32(wpr)))
-                us = graph_time_us(cp, launch)
-                got = cp.asnumpy(y).astype(np.float32) if args.dtype != "bfloat16" else \
-                    cp.asnumpy(y).view(ml_dtypes.bfloat16).astype(np.float32)
-                err = float(np.abs(got - want).max())
-                rows.append((us, wpr, iters, grid, err))
+                    def launch(fn=fn, grid=grid, wpr=wpr):
+                        ws = copies[next(turn) % len(copies)]
+                        fn((grid,), (256,), (*ws, xd, y, np.int32(N), np.int32(K), np.int32(wpr)))
+                    us = graph_time_us(cp, launch)
+                    err = float(np.abs(_host(y, args.dtype) - want).max())
+                    rows.append((us, wpr, it, grid, err))
         for us, wpr, iters, grid, err in sorted(rows):
             print(f"  wpr {wpr} iters {iters:2d} grid {grid:6d}: {us:7.2f} us  {nbytes / us / 1e6:5.2f} TB/s"
                   f" ({nbytes / us / 1e6 / copy_tbs:4.2f} of copy)"

@@ -279,20 +279,34 @@ __device__ void lf_gemv_partials_to(const float* __restrict__ partial, int N, co
 }
 
 // split_k.py's sum: store(n, the S partials of element n added in order) for MN elements (a
-// multiple of 4; each partial MN floats, 16-byte aligned), four elements a thread, all S loads
-// of them issued before the first add (S is known when the kernel is rendered).
-template <int S, typename Store>
+// multiple of E; each partial MN floats, aligned to E floats), E elements a thread (1, 2 or 4:
+// the planner picks the widest that still gives the device enough blocks), all S loads of them
+// issued before the first add (S is known when the kernel is rendered).
+template <int E> __device__ __forceinline__ void lf_ldg_floats(const float* __restrict__ p, float (&v)[E]) {
+  if constexpr (E == 4) {
+    const float4 t = __ldg((const float4*)p);
+    v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
+  } else if constexpr (E == 2) {
+    const float2 t = __ldg((const float2*)p);
+    v[0] = t.x; v[1] = t.y;
+  } else {
+    v[0] = __ldg(p);
+  }
+}
+
+template <int S, int E, typename Store>
 __device__ void lf_split_k_sum_to(const float* __restrict__ partial, int MN, const Store& store) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < MN / 4; i += blockDim.x * gridDim.x) {
-    float4 v[S];
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < MN / E; i += blockDim.x * gridDim.x) {
+    float v[S][E];
     #pragma unroll
-    for (int p = 0; p < S; ++p) v[p] = __ldg((const float4*)(partial + (long long)p * MN) + i);
-    float4 t = v[0];
+    for (int p = 0; p < S; ++p) lf_ldg_floats<E>(partial + (long long)p * MN + (long long)E * i, v[p]);
     #pragma unroll
-    for (int p = 1; p < S; ++p) {
-      t.x += v[p].x; t.y += v[p].y; t.z += v[p].z; t.w += v[p].w;
+    for (int e = 0; e < E; ++e) {
+      float t = v[0][e];
+      #pragma unroll
+      for (int p = 1; p < S; ++p) t += v[p][e];
+      store(E * i + e, t);
     }
-    store(4 * i, t.x); store(4 * i + 1, t.y); store(4 * i + 2, t.z); store(4 * i + 3, t.w);
   }
 }
 

@@ -291,6 +291,7 @@ _HAND_SHIM = r"""
 #undef __align__
 #define __align__(n) __attribute__((aligned(n)))
 inline float __shfl_xor_sync(unsigned, float v, int o) { return lf_shfl(v, o); }
+struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 template <typename T> inline T __ldg(const T* p) { return *p; }

@@ -20,6 +20,7 @@ import luminal_fn.numpy as lnp
 from luminal_fn.backends.cuda.executable import plan_graph
 from luminal_fn.backends.cuda.skinny import SWITCH, launch
 from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
+from luminal_fn.backends.cuda.split_k import SUM_WIDTH_SWITCH
 
 import cuda_cases as C
 from test_cuda_split_k import _inputs, project, residual  # a prompt's projection, its residual, their inputs
@@ -108,16 +109,20 @@ def test_skinny_on_the_cpu_emulation_matches_float64(tmp_path, monkeypatch, m, k
 
 
 @needs_gxx
+@pytest.mark.parametrize("width", ["1", "2", "4"])
 @pytest.mark.parametrize("k,labels", [
     (512, ["matmul (skinny tensor cores)", "matmul (split-K sum) + epilogue"]),
     (128, ["matmul (skinny tensor cores) + epilogue"])])
-def test_a_residual_add_folds_into_the_kernel_storing_c(tmp_path, monkeypatch, k, labels):
+def test_a_residual_add_folds_into_the_kernel_storing_c(tmp_path, monkeypatch, k, labels, width):
+    """(and with a split, the partials' sum at each width of elements a thread)"""
     import cuda_model_emulation as emu
 
     monkeypatch.setenv(SWITCH, "1")
+    monkeypatch.setenv(SUM_WIDTH_SWITCH, width)
     x, h, w = _inputs(24, k, 192, ml_dtypes.bfloat16, seed=k)
     bp = plan_graph(C.cheapest_llir(residual, (x, h, w)), {}, arch=90)
     assert _labels(bp) == labels
+    assert len(labels) == 1 or f", {width}>(b0, 4608, epilogue)" in bp.steps[1].source.text
     got = emu.run(emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path)), bp, [x, h, w], {})[0]
     prod = (h.astype(np.float64) @ w.astype(np.float64).T).astype(ml_dtypes.bfloat16).astype(np.float64)
     np.testing.assert_allclose(got.astype(np.float64), x.astype(np.float64) + prod, rtol=1e-2, atol=2e-2)
@@ -143,7 +148,9 @@ def test_symbolic_rows_read_the_calls_rows(tmp_path, monkeypatch):
 # ---- on the GPU ------------------------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("d", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bfloat16"])
-@pytest.mark.parametrize("m,k,n", [(32, 2048, 2048), (7, 2048, 512), (64, 8192, 2048), (17, 640, 100)])
+# (17 x 1024 x 1000: M and N ragged, and large enough that the search keeps a product; at
+# 17 x 640 x 100 it timed a plain fused reduction faster, run AP)
+@pytest.mark.parametrize("m,k,n", [(32, 2048, 2048), (7, 2048, 512), (64, 8192, 2048), (17, 1024, 1000)])
 def test_skinny_on_gpu_matches_float64(monkeypatch, d, m, k, n):
     monkeypatch.setenv(SWITCH, "1")
     x, h, w = _inputs(m, k, n, d, seed=m)

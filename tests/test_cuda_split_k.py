@@ -18,7 +18,7 @@ import luminal_fn.numpy as lnp
 from luminal_fn.backends.cuda.cublas import gemm_plan
 from luminal_fn.backends.cuda.executable import plan_graph
 from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
-from luminal_fn.backends.cuda.split_k import SWITCH, chunked, split_count
+from luminal_fn.backends.cuda.split_k import SUM_WIDTH_SWITCH, SWITCH, chunked, split_count, sum_width
 from luminal_fn.ir.view import View
 
 import cuda_cases as C
@@ -33,6 +33,18 @@ def test_split_count_fills_the_device_for_few_rows():
     assert split_count(65, 512, 2048, 132) == 1  # rows enough for cuBLAS
     assert split_count(32, 2048, 384, 132) == 1  # K too short to halve into 256-row chunks
     assert split_count(32, 2048, 1040, 132) == 1  # 1040 / 2 is not a multiple of 16
+
+
+def test_sum_width_keeps_blocks_enough_for_the_device(monkeypatch):
+    assert sum_width(32 * 2048, 132) == 1  # four a thread would be 64 blocks on 132 SMs
+    assert sum_width(32 * 512, 132) == 1
+    assert sum_width(32 * 8192, 132) == 2  # 512 blocks at two a thread
+    assert sum_width(64 * 8192, 132) == 4
+    monkeypatch.setenv(SUM_WIDTH_SWITCH, "4")
+    assert sum_width(32 * 2048, 132) == 4
+    monkeypatch.setenv(SUM_WIDTH_SWITCH, "3")
+    with pytest.raises(ValueError, match=SUM_WIDTH_SWITCH):
+        sum_width(32 * 2048, 132)
 
 
 @pytest.mark.parametrize("w_t", [False, True], ids=["x@W", "x@W.T"])
@@ -74,14 +86,14 @@ def test_the_plans_with_and_without_the_switch(monkeypatch):
     monkeypatch.setenv(SWITCH, "0")
     assert [s.label for s in plan_graph(C.cheapest_llir(project, (h, w)), {}).steps] == ["matmul (cuBLAS)", "output copy"]
     monkeypatch.setenv(SWITCH, "4")  # a cap on the split
-    assert "lf_split_k_sum_to<4>(" in plan_graph(C.cheapest_llir(project, (h, w)), {}).steps[1].source.text
+    assert "lf_split_k_sum_to<4, " in plan_graph(C.cheapest_llir(project, (h, w)), {}).steps[1].source.text
     monkeypatch.setenv(SWITCH, "lots")
     with pytest.raises(ValueError, match=SWITCH):
         plan_graph(C.cheapest_llir(project, (h, w)), {})
     monkeypatch.delenv(SWITCH)  # on by default
     bp = plan_graph(C.cheapest_llir(project, (h, w)), {})
     assert [s.label for s in bp.steps] == ["matmul (cuBLAS split-K)", "matmul (split-K sum)"]
-    assert "lf_split_k_sum_to<8>(b0, 16384, LfGemvStore<__nv_bfloat16>{out});" in bp.steps[1].source.text
+    assert "lf_split_k_sum_to<8, 1>(b0, 16384, LfGemvStore<__nv_bfloat16>{out});" in bp.steps[1].source.text
     assert bp.steps[0].dims == frozenset()  # static rows: the host call reads no dim
     bp = plan_graph(C.cheapest_llir(residual, (x, h, w)), {})
     assert [s.label for s in bp.steps] == ["matmul (cuBLAS split-K)", "matmul (split-K sum) + epilogue"]

@@ -138,17 +138,38 @@ def add_product(pl, node, kind: str, label: str, call: str, S: int, part_floats,
     return scratch
 
 
+SUM_WIDTH_SWITCH = "LUMINAL_CUDA_SUM_WIDTH"  # 1, 2 or 4 elements a thread (for A/B sweeps)
+SUM_BLOCKS_PER_SM = 2  # the fewest 256-thread blocks an SM the sum's width leaves the device
+
+
+def sum_width(mn_max: int, sm_count: int) -> int:
+    """Elements of C a thread of the partials' sum adds (E): the widest of 4, 2, 1 whose grid
+    still has SUM_BLOCKS_PER_SM blocks an SM (a 32-row, 2048-wide product at four a thread is 64
+    blocks on 132 SMs), unless LUMINAL_CUDA_SUM_WIDTH gives E."""
+    v = os.environ.get(SUM_WIDTH_SWITCH, "").strip()
+    if v:
+        if v not in ("1", "2", "4"):
+            raise ValueError(f"{SUM_WIDTH_SWITCH}={v!r}: expected 1, 2 or 4 elements a thread")
+        return int(v)
+    for E in (4, 2):
+        if mn_max // (256 * E) >= SUM_BLOCKS_PER_SM * sm_count:
+            return E
+    return 1
+
+
 def add_partials_sum(pl, node, scratch: int, S: int, M, N: int):
     """The kernel adding S float32 partials of C (M, N) (each M * N floats, row-major, at the
     call's M) in ``scratch`` and storing C: ``lf_split_k_sum_to``, whose store functor lets the
     elementwise step reading C fold in as its epilogue (epilogue.py). N must be a multiple of 4."""
     T = pl.lang.storage[node.dtype.name]
     mn = ix.r(as_expr(M) * N, ix.dim_names(pl.symbols))
-    call = f"lf_split_k_sum_to<{S}>(b0, {mn}, @STORE@);"  # (four elements a thread)
+    E = sum_width(int(evaluate(M, pl.dims_max)) * N, pl.sm_count)
+    call = f"lf_split_k_sum_to<{S}, {E}>(b0, {mn}, @STORE@);"  # (E elements a thread)
     src = finish(pl.lang, "split_k_sum", [call.replace("@STORE@", f"LfGemvStore<{T}>{{out}}")],
                  [("scratch", "b0", dt.float32, True), ("out", "out", node.dtype, False)], 256,
-                 as_expr(M) * (N // 4), 256, meta={"hand": True, "_store_call": call, "_store_T": T, "_guard": ()})
+                 as_expr(M) * (N // E), 256, meta={"hand": True, "_store_call": call, "_store_T": T, "_guard": ()})
     pl.add_kernel(src, [scratch, pl.node_buf[node.id]], node.id, "matmul (split-K sum)")
 
 
-__all__ = ["SWITCH", "split_count", "chunked", "try_split_k", "max_split", "add_product", "add_partials_sum"]
+__all__ = ["SWITCH", "SUM_WIDTH_SWITCH", "split_count", "chunked", "try_split_k", "max_split", "sum_width",
+           "add_product", "add_partials_sum"]
