@@ -165,6 +165,28 @@ def test_pair_epilogue_on_the_cpu_emulation_matches_float64(tmp_path, n, k, unro
     np.testing.assert_allclose(got.astype(np.float64), _gated_want(*ins, np.float32), rtol=2e-5, atol=1e-4)
 
 
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
+@pytest.mark.parametrize("unroll", ["0", "1"], ids=["loop", "unrolled"])
+@pytest.mark.parametrize("wpr", ["2", "4", "8"])
+def test_pair_with_more_warps_a_row_matches_float64(tmp_path, wpr, unroll, monkeypatch):
+    import cuda_model_emulation as emu
+    from luminal_fn.backends.cuda.epilogue import PAIR_UNROLL_SWITCH, PAIR_WPR_SWITCH
+
+    monkeypatch.setenv(PAIR_WPR_SWITCH, wpr)
+    monkeypatch.setenv(PAIR_UNROLL_SWITCH, unroll)
+    ins = _gated_inputs(40, 2048, np.float32, seed=5)
+    bp = plan_graph(C.cheapest_llir(gated, ins), {})
+    (step,) = bp.steps
+    iters = 2048 // (int(wpr) * 32 * 4) if unroll == "1" else 0
+    assert f"lf_gemv_nk_pair_to<float, {iters}>(" in step.source.text and f", {wpr}, blockIdx.x" in step.source.text
+    assert step.source.meta["grid3"] == (-(-40 // (8 // int(wpr))), 1, 1)
+    (got,) = emu.run(emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path)), bp, list(ins), {})
+    np.testing.assert_allclose(got.astype(np.float64), _gated_want(*ins, np.float32), rtol=2e-5, atol=1e-4)
+    monkeypatch.setenv(PAIR_WPR_SWITCH, "3")
+    with pytest.raises(ValueError, match=PAIR_WPR_SWITCH):
+        plan_graph(C.cheapest_llir(gated, ins), {})
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n,k,dname", [(128, 64, "float32"), (8192, 2048, "bfloat16")])
 def test_jitted_gated_mlp_on_gpu_matches_float64(n, k, dname):

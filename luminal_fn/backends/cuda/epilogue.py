@@ -88,17 +88,30 @@ def _gemv_segments(step):
 
 
 PAIR_UNROLL_SWITCH = "LUMINAL_CUDA_GEMV_PAIR_UNROLL"
+PAIR_WPR_SWITCH = "LUMINAL_CUDA_GEMV_PAIR_WPR"  # warps a row of the pair kernel (for A/B sweeps)
 MAX_PAIR_UNROLLED = 8  # 16-byte loads of each row a lane holds at once (2 rows: 64 registers of data)
 
 
-def pair_unroll(seg) -> int:
-    """The pair kernel's ITERS: the segment's unrolled count when it fits MAX_PAIR_UNROLLED, else
-    0 (the loop); ``LUMINAL_CUDA_GEMV_PAIR_UNROLL=0`` keeps the loop. H200, runs U and V: the
-    Llama decode step replayed alone 809.4 us unrolled against 818.8 us with the loop (gate/up
-    19.05 against 19.27 us each)."""
+def pair_launch(seg) -> tuple:
+    """(warps per row, ITERS, blocks) of the pair kernel. Warps per row: the segment's own, or
+    LUMINAL_CUDA_GEMV_PAIR_WPR's (1, 2, 4 or 8, at most what K's 16-byte loads allow). ITERS:
+    the unrolled count when it fits MAX_PAIR_UNROLLED, else 0 (the loop);
+    ``LUMINAL_CUDA_GEMV_PAIR_UNROLL=0`` keeps the loop. H200, runs U and V: the Llama decode step
+    replayed alone 809.4 us unrolled against 818.8 us with the loop (gate/up 19.05 against 19.27
+    us each)."""
+    V = 16 // seg.dtype.itemsize
+    wpr = seg.wpr
+    v = os.environ.get(PAIR_WPR_SWITCH, "").strip()
+    if v:
+        if v not in ("1", "2", "4", "8"):
+            raise ValueError(f"{PAIR_WPR_SWITCH}={v!r}: expected 1, 2, 4 or 8 warps a row")
+        wpr = max(1, min(int(v), seg.k // (32 * V)))
+    blocks = min(-(-seg.n // (8 // wpr)), 65535)
     if os.environ.get(PAIR_UNROLL_SWITCH, "1").strip().lower() in ("0", "off", "false"):
-        return 0
-    return seg.iters if 0 < seg.iters <= MAX_PAIR_UNROLLED else 0
+        return wpr, 0, blocks
+    per_lane = seg.k // (wpr * 32 * V)
+    iters = per_lane if per_lane * wpr * 32 * V == seg.k and 0 < per_lane <= MAX_PAIR_UNROLLED else 0
+    return wpr, iters, blocks
 
 
 def _in_order(pl, node, k) -> bool:
@@ -155,9 +168,11 @@ def _render(pl, s1, s2, node, segs, reads, inputs, tree):
     bufs += ebufs + [("out", "out", node.dtype, False)]
     ids += eids + [pl.node_buf[node.id]]
     weights = ", ".join(f"w{i} + ({s.w_offset}), (long long)({s.ldw})" for i, s in enumerate(segs))
+    wpr, blocks = seg.wpr, seg.blocks
     if pair:
-        call = (f"lf_gemv_nk_pair_to<{T}, {pair_unroll(seg)}>({weights}, {x} + ({seg.x_offset}), {seg.n}, {seg.k}, "
-                f"{seg.wpr}, blockIdx.x, gridDim.x, epilogue);")
+        wpr, iters, blocks = pair_launch(seg)
+        call = (f"lf_gemv_nk_pair_to<{T}, {iters}>({weights}, {x} + ({seg.x_offset}), {seg.n}, {seg.k}, "
+                f"{wpr}, blockIdx.x, gridDim.x, epilogue);")
     else:
         call = (f"lf_gemv_nk_to<{T}, {seg.iters}>({weights}, {x} + ({seg.x_offset}), {seg.n}, {seg.k}, "
                 f"{seg.wpr}, blockIdx.x, gridDim.x, epilogue);")
@@ -166,7 +181,7 @@ def _render(pl, s1, s2, node, segs, reads, inputs, tree):
     if pro is not None:
         kind = f"{kind}_{pro.tag}"
     src = finish(pl.lang, kind, body, bufs, 256, 1, 1,
-                 meta={"hand": True, "grid3": (seg.blocks, 1, 1), "wpr": seg.wpr,
+                 meta={"hand": True, "grid3": (blocks, 1, 1), "wpr": wpr,
                        "nodes": (s1.node, s2.node), "waits_inside": pro is None,
                        "_weights": tuple((len(xbufs) + i, s) for i, s in enumerate(segs))})
     label = "matmul (gemv nk pair) + epilogue" if pair else "matmul (gemv nk) + epilogue"
