@@ -315,6 +315,21 @@ def test_cuda_kernel_on_the_cpu_emulation_computes_the_reference(name, recompute
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
+@pytest.mark.parametrize("warps", ["2", "4", "16"])
+@pytest.mark.parametrize("name", ["decode_4x2x16", "mha_3x3x16", "static_6x3x40"])
+def test_rows_with_a_forced_block_size_compute_the_reference(name, warps, tmp_path, monkeypatch):
+    """LUMINAL_CUDA_ATTN_WARPS (the prompt's A/B of block sizes): each size computes the same."""
+    from luminal_fn.backends.cuda.attentionkernels import WARPS_SWITCH, row_warps
+
+    monkeypatch.setenv(WARPS_SWITCH, warps)
+    assert row_warps(128, 1) == int(warps)
+    test_cuda_kernel_on_the_cpu_emulation_computes_the_reference(name, False, tmp_path, monkeypatch)
+    monkeypatch.setenv(WARPS_SWITCH, "3")
+    with pytest.raises(ValueError, match=WARPS_SWITCH):
+        row_warps(128, 1)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
 @pytest.mark.parametrize("name", sorted(EMULATED))
 def test_split_rows_on_the_cpu_emulation_compute_the_reference(name, tmp_path, monkeypatch):
     """Flash decoding: with 8 keys a part (128 on the device) a row's keys are split among up to

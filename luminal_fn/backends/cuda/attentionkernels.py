@@ -28,6 +28,7 @@ PART_KEYS = 128  # the fewest keys a block takes when a row's keys are split (fl
 SPLIT_WARPS = 8
 MAX_PARTS = 32
 SPLIT_SWITCH = "LUMINAL_CUDA_ATTN_SPLIT"
+WARPS_SWITCH = "LUMINAL_CUDA_ATTN_WARPS"
 
 
 def _parts(pl, node, rows_max: int, c_max: int) -> int:
@@ -44,6 +45,18 @@ def _parts(pl, node, rows_max: int, c_max: int) -> int:
         return 1
     want = 2 * pl.sm_count // max(rows_max, 1)
     return max(1, min(want, -(-c_max // PART_KEYS), MAX_PARTS))
+
+
+def row_warps(c_max: int, parts: int) -> int:
+    """Warps of a row's block: one for every 16 keys of the bucket's largest C (2 to 16, or
+    SPLIT_WARPS with a split), unless LUMINAL_CUDA_ATTN_WARPS gives the number (2, 4, 8 or 16;
+    for A/B sweeps: a prompt's many short rows may do better with smaller blocks)."""
+    v = os.environ.get(WARPS_SWITCH, "").strip()
+    if v:
+        if v not in ("2", "4", "8", "16"):
+            raise ValueError(f"{WARPS_SWITCH}={v!r}: expected 2, 4, 8 or 16 warps a row")
+        return int(v)
+    return min(16 if parts == 1 else SPLIT_WARPS, max(2, 1 << max(0, (c_max // 16) - 1).bit_length()))
 
 
 def _unit_last(view) -> bool:
@@ -103,7 +116,7 @@ def lower_attention_rows(pl, node):
     ids.append(pl.node_buf[node.id])
     ne, nev = (-(-_at_most(pl, x) // 32) for x in (E, Ev))
     cs = -(-c_max // 32) * 32 if c_max <= SCORES_IN_SHARED else 0
-    warps = min(16 if parts == 1 else SPLIT_WARPS, max(2, 1 << max(0, (c_max // 16) - 1).bit_length()))
+    warps = row_warps(c_max, parts)
     threads = 32 * warps
     tuning = f"{threads}, {ne}, {nev}, {cs}" + (f", {parts}, {PART_KEYS}" if parts > 1 else "")
     call = AttnRowsCall(
