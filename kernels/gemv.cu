@@ -180,7 +180,7 @@ __device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __re
 // and lf_gemv_partials_to adds them up (and calls store). (H200: a second kernel beat the
 // stripe's last block adding them in the same launch, 10.2 against 10.8 us at 2048x8192 bf16;
 // docs/benchmarks.md.)
-template <typename T, int ROWS, int LC, bool PIPE, typename Store>
+template <typename T, int ROWS, int LC, typename Store>
 __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
                               float* __restrict__ partial, int N, int K, int S, const Store& store) {
   static_assert(LC == 4 || LC == 8 || LC == 16 || LC == 32, "LC lanes a row: 4, 8, 16 or 32");
@@ -194,44 +194,8 @@ __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* _
   float acc[V];
   #pragma unroll
   for (int j = 0; j < V; ++j) acc[j] = 0.f;
-  int k0 = blockIdx.y * share + ty;
-  if (PIPE && col0 < N && k0 + RS * (ROWS - 1) < k1) {
-    // whole chunks, software-pipelined: the next chunk's loads are issued before this chunk's
-    // multiplies, so a thread keeps a chunk in flight while it adds one up
-    float a[ROWS][V], xv[ROWS];
-    #pragma unroll
-    for (int i = 0; i < ROWS; ++i) {
-      lf_vld<V>(w + (long long)(k0 + RS * i) * ldw + col0, a[i]);
-      xv[i] = lf_ld(x[k0 + RS * i]);
-    }
-    for (;;) {
-      const int kn = k0 + KC;
-      const bool more = kn + RS * (ROWS - 1) < k1;
-      float b[ROWS][V], xb[ROWS];
-      if (more) {
-        #pragma unroll
-        for (int i = 0; i < ROWS; ++i) {
-          lf_vld<V>(w + (long long)(kn + RS * i) * ldw + col0, b[i]);
-          xb[i] = lf_ld(x[kn + RS * i]);
-        }
-      }
-      #pragma unroll
-      for (int i = 0; i < ROWS; ++i) {
-        #pragma unroll
-        for (int j = 0; j < V; ++j) acc[j] += xv[i] * a[i][j];
-      }
-      k0 = kn;
-      if (!more) break;
-      #pragma unroll
-      for (int i = 0; i < ROWS; ++i) {
-        xv[i] = xb[i];
-        #pragma unroll
-        for (int j = 0; j < V; ++j) a[i][j] = b[i][j];
-      }
-    }
-  }
-  if (col0 < N) {  // (with PIPE, only a last partial chunk is left here)
-    for (; k0 < k1; k0 += KC) {
+  if (col0 < N) {
+    for (int k0 = blockIdx.y * share + ty; k0 < k1; k0 += KC) {
       float a[ROWS][V], xv[ROWS];
       const T* wr = w + (long long)k0 * ldw + col0;
       if (k0 + RS * (ROWS - 1) < k1) {  // a whole chunk: no conditions between the loads

@@ -75,7 +75,7 @@ def test_a_split_gemv_plans_its_partials_and_their_sum():
     src = bp.steps[0].source
     S = src.meta["split"]
     assert src.meta["grid3"][:2] == (16, 8) and src.meta["lanes"] == 8  # 64-column stripes, 8 partials
-    assert f"lf_gemv_kn_to<__nv_bfloat16, {KN_ROWS}, 8, false>" in src.text and f"part, 1024, 2048, {S}, " in src.text
+    assert f"lf_gemv_kn_to<__nv_bfloat16, {KN_ROWS}, 8>" in src.text and f"part, 1024, 2048, {S}, " in src.text
     (scratch,) = [b for b in bp.steps[0].bufs if bp.bufs[b].kind == "scratch"]
     assert bp.bufs[scratch].dtype is dt.float32 and scratch in bp.steps[1].bufs
     # one chunk of K: no split, no scratch, one step
@@ -114,18 +114,15 @@ EMU_CASES = [  # (dtype, K, N, ldw, column offset, KN_MIN_LANES, the lanes a row
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
-@pytest.mark.parametrize("pipe", ["0", "1"], ids=["chunks", "pipelined"])
 @pytest.mark.parametrize("d,k,n,ldw,off,floor,lanes", EMU_CASES)
-def test_kn_gemv_on_the_cpu_emulation_matches_float64(tmp_path, monkeypatch, d, k, n, ldw, off, floor, lanes, pipe):
+def test_kn_gemv_on_the_cpu_emulation_matches_float64(tmp_path, monkeypatch, d, k, n, ldw, off, floor, lanes):
     import cuda_model_emulation as emu
     from luminal_fn.backends.cuda import matmul
 
     monkeypatch.setattr(matmul, "KN_MIN_LANES", floor)
-    monkeypatch.setenv(matmul.KN_PIPE_SWITCH, pipe)
     g, ins = _kn_graph(d, k, n, ldw, off)
     bp = plan_graph(g, {})
     assert bp.steps[0].label == "matmul (gemv kn)" and bp.steps[0].source.meta["lanes"] == lanes
-    assert f", {'true' if pipe == '1' else 'false'}>(" in bp.steps[0].source.text
     out = emu.run(emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path)), bp, ins, {})[0]
     want = ins[0].astype(np.float64) @ ins[1].astype(np.float64)[:, off:off + n]
     got = out.astype(np.float64)

@@ -6,8 +6,6 @@ A (..., M, K) and B (..., K, N) arrive as views; the output (..., M, N) is conti
 """
 from __future__ import annotations
 
-import os
-
 from ...ir import dtypes as dt
 from ...ir.expr import Expr, as_expr, same
 from ...ir.view import View
@@ -159,13 +157,6 @@ KN_MAX_SPLIT = 64  # chunks of K at most: lf_gemv_partials_to adds this many par
 # stripes read slower, 0.81 against 0.83 of copy at 2048x8192 bf16 unsplit; 128-byte ones with no
 # split took float32 2048x8192 from 0.80 to 0.94-0.96 of copy, the bf16 shapes within 2%)
 KN_MIN_LANES = 8
-KN_PIPE_SWITCH = "LUMINAL_CUDA_KN_PIPE"
-
-
-def kn_pipelined() -> bool:
-    """Whether lf_gemv_kn_to issues the next chunk's loads before this chunk's multiplies
-    (``LUMINAL_CUDA_KN_PIPE=1``; off until measured against the plain chunk loop)."""
-    return os.environ.get(KN_PIPE_SWITCH, "0").strip().lower() not in ("0", "", "off", "false", "no")
 
 
 def kn_launch(N: int, K: int, V: int, sm_count: int) -> tuple:
@@ -207,8 +198,7 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
     if layout == "kn":
         blocks_x, S, lanes = kn_launch(N, K, V, pl.sm_count)
         # (the kernel writing y calls store(n, value): epilogue.py may pass its own, "_store_call")
-        pipe = "true" if kn_pipelined() else "false"
-        call = (f"lf_gemv_kn_to<{T}, {KN_ROWS}, {lanes}, {pipe}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
+        call = (f"lf_gemv_kn_to<{T}, {KN_ROWS}, {lanes}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
                 f"b0 + ({r(va.offset)}), @PART@, {N}, {K}, {S}, @STORE@);")
         scratch = add_product(pl, node, "gemv_kn", "matmul (gemv kn)", call, S, N, 256, (blocks_x, S, 1),
                               guard, {"lanes": lanes})
