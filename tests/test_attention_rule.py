@@ -314,6 +314,16 @@ def test_cuda_kernel_on_the_cpu_emulation_computes_the_reference(name, recompute
         close(got, ref_attention(config, *args))
 
 
+def test_a_prompts_many_rows_get_smaller_blocks():
+    from luminal_fn.backends.cuda.attentionkernels import row_warps
+
+    assert row_warps(128, 1, 32, 132) == 8  # a decode step: 32 heads, one row each
+    assert row_warps(2048, 1, 32, 132) == 16
+    assert row_warps(128, 1, 2048, 132) == 4  # a prompt bucket up to 64 tokens: 2048 rows
+    assert row_warps(2048, 1, 2048, 132) == 4
+    assert row_warps(32, 1, 2048, 132) == 2  # few keys: fewer warps still
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
 @pytest.mark.parametrize("warps", ["2", "4", "16"])
 @pytest.mark.parametrize("name", ["decode_4x2x16", "mha_3x3x16", "static_6x3x40"])
@@ -322,11 +332,11 @@ def test_rows_with_a_forced_block_size_compute_the_reference(name, warps, tmp_pa
     from luminal_fn.backends.cuda.attentionkernels import WARPS_SWITCH, row_warps
 
     monkeypatch.setenv(WARPS_SWITCH, warps)
-    assert row_warps(128, 1) == int(warps)
+    assert row_warps(128, 1, 32, 132) == row_warps(128, 1, 4096, 132) == int(warps)
     test_cuda_kernel_on_the_cpu_emulation_computes_the_reference(name, False, tmp_path, monkeypatch)
     monkeypatch.setenv(WARPS_SWITCH, "3")
     with pytest.raises(ValueError, match=WARPS_SWITCH):
-        row_warps(128, 1)
+        row_warps(128, 1, 32, 132)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")

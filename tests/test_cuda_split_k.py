@@ -36,10 +36,10 @@ def test_split_count_fills_the_device_for_few_rows():
 
 
 def test_sum_width_keeps_blocks_enough_for_the_device(monkeypatch):
-    assert sum_width(32 * 2048, 132) == 1  # four a thread would be 64 blocks on 132 SMs
-    assert sum_width(32 * 512, 132) == 1
-    assert sum_width(32 * 8192, 132) == 2  # 512 blocks at two a thread
-    assert sum_width(64 * 8192, 132) == 4
+    assert sum_width(32 * 2048, 132) == 2  # four a thread would be 64 blocks on 132 SMs
+    assert sum_width(32 * 512, 132) == 2
+    assert sum_width(64 * 8192, 132) == 2  # split-K's largest: 512 blocks at four a thread
+    assert sum_width(1024 * 8192, 132) == 4
     monkeypatch.setenv(SUM_WIDTH_SWITCH, "4")
     assert sum_width(32 * 2048, 132) == 4
     monkeypatch.setenv(SUM_WIDTH_SWITCH, "3")
@@ -93,7 +93,7 @@ def test_the_plans_with_and_without_the_switch(monkeypatch):
     monkeypatch.delenv(SWITCH)  # on by default
     bp = plan_graph(C.cheapest_llir(project, (h, w)), {})
     assert [s.label for s in bp.steps] == ["matmul (cuBLAS split-K)", "matmul (split-K sum)"]
-    assert "lf_split_k_sum_to<8, 1>(b0, 16384, LfGemvStore<__nv_bfloat16>{out});" in bp.steps[1].source.text
+    assert "lf_split_k_sum_to<8, 2>(b0, 16384, LfGemvStore<__nv_bfloat16>{out});" in bp.steps[1].source.text
     assert bp.steps[0].dims == frozenset()  # static rows: the host call reads no dim
     bp = plan_graph(C.cheapest_llir(residual, (x, h, w)), {})
     assert [s.label for s in bp.steps] == ["matmul (cuBLAS split-K)", "matmul (split-K sum) + epilogue"]

@@ -47,16 +47,26 @@ def _parts(pl, node, rows_max: int, c_max: int) -> int:
     return max(1, min(want, -(-c_max // PART_KEYS), MAX_PARTS))
 
 
-def row_warps(c_max: int, parts: int) -> int:
+MANY_ROWS_PER_SM = 4  # rows an SM at the bucket's largest dims from which a row's block has at most 4 warps
+MANY_ROWS_WARPS = 4
+
+
+def row_warps(c_max: int, parts: int, rows_max: int, sm_count: int) -> int:
     """Warps of a row's block: one for every 16 keys of the bucket's largest C (2 to 16, or
-    SPLIT_WARPS with a split), unless LUMINAL_CUDA_ATTN_WARPS gives the number (2, 4, 8 or 16;
-    for A/B sweeps: a prompt's many short rows may do better with smaller blocks)."""
+    SPLIT_WARPS with a split), at most MANY_ROWS_WARPS when the rows alone fill the device (a
+    prompt's: 32 heads x 64 tokens, 2048 rows), unless LUMINAL_CUDA_ATTN_WARPS gives the number
+    (2, 4, 8 or 16). H200 run AR, the 32-token Llama-3.2-1B prompt (c up to 128): 8 warps 7.85 us
+    a layer and the step replayed alone in 1352.8-1353.2 us, 4 warps 4.77-4.80 us and 1300.8-1301.6
+    us, 2 warps 21.9-22.4 us and 1506.6-1507.0 us."""
     v = os.environ.get(WARPS_SWITCH, "").strip()
     if v:
         if v not in ("2", "4", "8", "16"):
             raise ValueError(f"{WARPS_SWITCH}={v!r}: expected 2, 4, 8 or 16 warps a row")
         return int(v)
-    return min(16 if parts == 1 else SPLIT_WARPS, max(2, 1 << max(0, (c_max // 16) - 1).bit_length()))
+    warps = min(16 if parts == 1 else SPLIT_WARPS, max(2, 1 << max(0, (c_max // 16) - 1).bit_length()))
+    if rows_max >= MANY_ROWS_PER_SM * sm_count:
+        warps = min(warps, MANY_ROWS_WARPS)
+    return warps
 
 
 def _unit_last(view) -> bool:
@@ -116,7 +126,7 @@ def lower_attention_rows(pl, node):
     ids.append(pl.node_buf[node.id])
     ne, nev = (-(-_at_most(pl, x) // 32) for x in (E, Ev))
     cs = -(-c_max // 32) * 32 if c_max <= SCORES_IN_SHARED else 0
-    warps = row_warps(c_max, parts)
+    warps = row_warps(c_max, parts, rows_max, pl.sm_count)
     threads = 32 * warps
     tuning = f"{threads}, {ne}, {nev}, {cs}" + (f", {parts}, {PART_KEYS}" if parts > 1 else "")
     call = AttnRowsCall(

@@ -139,22 +139,22 @@ def add_product(pl, node, kind: str, label: str, call: str, S: int, part_floats,
 
 
 SUM_WIDTH_SWITCH = "LUMINAL_CUDA_SUM_WIDTH"  # 1, 2 or 4 elements a thread (for A/B sweeps)
-SUM_BLOCKS_PER_SM = 2  # the fewest 256-thread blocks an SM the sum's width leaves the device
+SUM_WIDE_BLOCKS_PER_SM = 4  # four elements a thread only when that still gives this many blocks an SM
 
 
 def sum_width(mn_max: int, sm_count: int) -> int:
-    """Elements of C a thread of the partials' sum adds (E): the widest of 4, 2, 1 whose grid
-    still has SUM_BLOCKS_PER_SM blocks an SM (a 32-row, 2048-wide product at four a thread is 64
-    blocks on 132 SMs), unless LUMINAL_CUDA_SUM_WIDTH gives E."""
+    """Elements of C a thread of the partials' sum adds (E): 2, or 4 when the grid still has
+    SUM_WIDE_BLOCKS_PER_SM 256-thread blocks an SM (never at split-K's 64 rows and fewer: 4 was
+    the only width before, and gave a 32-row, 2048-wide product 64 blocks on 132 SMs), unless
+    LUMINAL_CUDA_SUM_WIDTH gives E. H200, the 32-token Llama-3.2-1B prompt step replayed alone
+    (runs AQ and AR, interleaved): E = 2 1352.8-1357.6 us, 4 1370.0-1374.6 us, 1 1410-1411 us,
+    1 for 2048 columns with 2 for 8192 1373.8 us."""
     v = os.environ.get(SUM_WIDTH_SWITCH, "").strip()
     if v:
         if v not in ("1", "2", "4"):
             raise ValueError(f"{SUM_WIDTH_SWITCH}={v!r}: expected 1, 2 or 4 elements a thread")
         return int(v)
-    for E in (4, 2):
-        if mn_max // (256 * E) >= SUM_BLOCKS_PER_SM * sm_count:
-            return E
-    return 1
+    return 4 if mn_max // (256 * 4) >= SUM_WIDE_BLOCKS_PER_SM * sm_count else 2
 
 
 def add_partials_sum(pl, node, scratch: int, S: int, M, N: int):
