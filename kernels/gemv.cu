@@ -279,8 +279,8 @@ __device__ void lf_gemv_partials_to(const float* __restrict__ partial, int N, co
 }
 
 // split_k.py's sum: store(n, the S partials of element n added in order) for MN elements (a
-// multiple of E; each partial MN floats, aligned to E floats), E elements a thread (1, 2 or 4:
-// the planner picks the widest that still gives the device enough blocks), all S loads of them
+// multiple of E; each partial MN floats, aligned to E floats), E elements a thread (1, 2 or 4;
+// split_k.sum_width: 2 unless 4 still leaves the device blocks enough), all S loads of them
 // issued before the first add (S is known when the kernel is rendered).
 template <int E> __device__ __forceinline__ void lf_ldg_floats(const float* __restrict__ p, float (&v)[E]) {
   if constexpr (E == 4) {

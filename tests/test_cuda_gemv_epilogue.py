@@ -182,6 +182,9 @@ def test_pair_with_more_warps_a_row_matches_float64(tmp_path, wpr, unroll, monke
     assert step.source.meta["grid3"] == (-(-40 // (8 // int(wpr))), 1, 1)
     (got,) = emu.run(emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path)), bp, list(ins), {})
     np.testing.assert_allclose(got.astype(np.float64), _gated_want(*ins, np.float32), rtol=2e-5, atol=1e-4)
+    monkeypatch.setenv(PAIR_WPR_SWITCH, "8")  # K = 768 has 16-byte loads for 6 warps: 4, a power of two
+    short = _gated_inputs(16, 768, np.float32, seed=6)
+    assert ", 4, blockIdx.x" in plan_graph(C.cheapest_llir(gated, short), {}).steps[0].source.text
     monkeypatch.setenv(PAIR_WPR_SWITCH, "3")
     with pytest.raises(ValueError, match=PAIR_WPR_SWITCH):
         plan_graph(C.cheapest_llir(gated, ins), {})

@@ -98,14 +98,17 @@ def pair_launch(seg) -> tuple:
     the unrolled count when it fits MAX_PAIR_UNROLLED, else 0 (the loop);
     ``LUMINAL_CUDA_GEMV_PAIR_UNROLL=0`` keeps the loop. H200, runs U and V: the Llama decode step
     replayed alone 809.4 us unrolled against 818.8 us with the loop (gate/up 19.05 against 19.27
-    us each)."""
+    us each); run AR: 820.3 and 822.3 us unrolled, 819.2 and 817.4 us with the loop, 841.7 and
+    841.5 us with the loop at 2 warps a row (the fastest launch alone, gemv_sweep.py --pair)."""
     V = 16 // seg.dtype.itemsize
     wpr = seg.wpr
     v = os.environ.get(PAIR_WPR_SWITCH, "").strip()
     if v:
         if v not in ("1", "2", "4", "8"):
             raise ValueError(f"{PAIR_WPR_SWITCH}={v!r}: expected 1, 2, 4 or 8 warps a row")
-        wpr = max(1, min(int(v), seg.k // (32 * V)))
+        wpr = int(v)
+        while wpr > 1 and wpr * 32 * V > seg.k:  # (a power of two: the block's 8 warps share rows)
+            wpr //= 2
     blocks = min(-(-seg.n // (8 // wpr)), 65535)
     if os.environ.get(PAIR_UNROLL_SWITCH, "1").strip().lower() in ("0", "off", "false"):
         return wpr, 0, blocks
