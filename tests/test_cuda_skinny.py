@@ -15,7 +15,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import luminal_fn as lf
 import luminal_fn.numpy as lnp
 from luminal_fn.backends.cuda.executable import plan_graph
 from luminal_fn.backends.cuda.skinny import SWITCH, launch
@@ -23,7 +22,7 @@ from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_
 from luminal_fn.backends.cuda.split_k import SUM_WIDTH_SWITCH
 
 import cuda_cases as C
-from test_cuda_split_k import _inputs, project, residual  # a prompt's projection, its residual, their inputs
+from test_cuda_split_k import _inputs, check_on_gpu, project, residual  # a prompt's projection, its residual, their inputs
 
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
 
@@ -153,13 +152,6 @@ def test_symbolic_rows_read_the_calls_rows(tmp_path, monkeypatch):
 @pytest.mark.parametrize("m,k,n", [(32, 2048, 2048), (7, 2048, 512), (64, 8192, 2048), (17, 1024, 1000)])
 def test_skinny_on_gpu_matches_float64(monkeypatch, d, m, k, n):
     monkeypatch.setenv(SWITCH, "1")
-    x, h, w = _inputs(m, k, n, d, seed=m)
-    prod = h.astype(np.float64) @ w.astype(np.float64).T
-    f = lf.jit(project, backend="cuda")
-    g = lf.jit(residual, backend="cuda")
-    for _ in range(2):
-        np.testing.assert_allclose(np.asarray(f(h, w)).astype(np.float64), prod, rtol=2e-2, atol=2e-2)
-        want = x.astype(np.float64) + prod.astype(d).astype(np.float64)
-        np.testing.assert_allclose(np.asarray(g(x, h, w)).astype(np.float64), want, rtol=1e-2, atol=2e-2)
+    f = check_on_gpu(m, k, n, d)
     (compiled,) = f.compiled()
     assert "skinny" in compiled.runner.plans[next(iter(compiled.runner.plans))].executable.describe()

@@ -123,14 +123,21 @@ def test_split_k_modules_compile_with_nvcc(monkeypatch):
 @pytest.mark.parametrize("m", [32, 7])
 def test_split_k_on_gpu_matches_float64(monkeypatch, d, m):
     monkeypatch.setenv(SWITCH, "1")
-    x, h, w = _inputs(m, 2048, 512, d, seed=m)
-    prod = (h.astype(np.float64) @ w.astype(np.float64).T)
+    check_on_gpu(m, 2048, 512, d)
+
+
+def check_on_gpu(m, k, n, d):
+    """The projection and its residual add, jitted on the GPU, against float64 twice (the second
+    call replays the captured graph); returns the jitted projection."""
+    x, h, w = _inputs(m, k, n, d, seed=m)
+    prod = h.astype(np.float64) @ w.astype(np.float64).T
     f = lf.jit(project, backend="cuda")
     g = lf.jit(residual, backend="cuda")
     for _ in range(2):
         np.testing.assert_allclose(np.asarray(f(h, w)).astype(np.float64), prod, rtol=2e-2, atol=2e-2)
         want = x.astype(np.float64) + prod.astype(d).astype(np.float64)
         np.testing.assert_allclose(np.asarray(g(x, h, w)).astype(np.float64), want, rtol=1e-2, atol=2e-2)
+    return f
 
 
 @pytest.mark.gpu

@@ -24,6 +24,7 @@ from ...ir.expr import same
 from ..render import index as ix
 from ..render.kernels import consumer_store, finish, inline_scalars, render_elementwise
 from ..render.tree import substitute_inputs, tree_has
+from .siblings import nk_shape
 
 
 def fold_adjacent(steps: list, fold, chain: bool = False) -> int:
@@ -109,11 +110,8 @@ def pair_launch(seg) -> tuple:
         wpr = int(v)
         while wpr > 1 and wpr * 32 * V > seg.k:  # (a power of two: the block's 8 warps share rows)
             wpr //= 2
-    blocks = min(-(-seg.n // (8 // wpr)), 65535)
-    if os.environ.get(PAIR_UNROLL_SWITCH, "1").strip().lower() in ("0", "off", "false"):
-        return wpr, 0, blocks
-    per_lane = seg.k // (wpr * 32 * V)
-    iters = per_lane if per_lane * wpr * 32 * V == seg.k and 0 < per_lane <= MAX_PAIR_UNROLLED else 0
+    unroll = os.environ.get(PAIR_UNROLL_SWITCH, "1").strip().lower() not in ("0", "off", "false")
+    iters, blocks = nk_shape(seg.n, seg.k, V, wpr, MAX_PAIR_UNROLLED if unroll else 0)
     return wpr, iters, blocks
 
 

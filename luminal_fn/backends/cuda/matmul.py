@@ -14,7 +14,7 @@ from ..render.reduce import render_reduce
 from ..render.kernels import KernelInput, finish
 from .cublas import gemm_plan, run_gemm
 from .plan import HostStep, evaluate, lowerer, sibling_key, symbols_of
-from .siblings import NkSegment, render_gemv_nk, skip_when_empty
+from .siblings import NkSegment, nk_shape, render_gemv_nk, skip_when_empty
 from .skinny import try_skinny
 from .split_k import add_product, try_split_k
 
@@ -210,11 +210,8 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
             pl.add_kernel(src2, [scratch, out], node.id, "matmul (gemv partials)")
         return True
     wpr = _warps_per_row(N, K, V, pl.sm_count)
-    rpb = 8 // wpr
-    per_lane = K // (wpr * 32 * V)
-    iters = per_lane if per_lane * wpr * 32 * V == K and 1 <= per_lane <= MAX_UNROLLED else 0
-    seg = NkSegment(node.dtype, T, iters, wpr, N, K, r(vb.offset), r(s_n), r(va.offset),
-                    min(-(-N // rpb), 65535), tuple(guard))
+    iters, blocks = nk_shape(N, K, V, wpr, MAX_UNROLLED)
+    seg = NkSegment(node.dtype, T, iters, wpr, N, K, r(vb.offset), r(s_n), r(va.offset), blocks, tuple(guard))
     # (siblings.merge_gemv_steps joins this step with adjacent ones that read the same x)
     pl.add_kernel(render_gemv_nk(pl.lang, [seg]), [b_a, b_w, out], node.id, "matmul (gemv nk)")
     return True

@@ -23,6 +23,16 @@ from ..render.kernels import KernelSource, finish
 MAX_SEGMENTS = 4  # GEMVs per launch: q, k, v (3) and gate, up (2) fit; more buys little
 
 
+def nk_shape(n: int, k: int, v: int, wpr: int, max_unrolled: int) -> tuple:
+    """(ITERS, blocks) of an ``lf_gemv_nk`` kernel (or its pair) for W (n, k) read in v-element
+    16-byte loads with ``wpr`` warps a row: ITERS the loads a lane holds when they cover k
+    exactly and are at most ``max_unrolled``, else 0 (the loop); a block of 8 warps per 8 / wpr
+    rows, the grid capped at 65535 (the blocks then loop over the rows)."""
+    per_lane = k // (wpr * 32 * v)
+    iters = per_lane if per_lane * wpr * 32 * v == k and 1 <= per_lane <= max_unrolled else 0
+    return iters, min(-(-n // (8 // wpr)), 65535)
+
+
 @dataclass(frozen=True)
 class NkSegment:
     """One ``lf_gemv_nk`` call as rendered: C type ``T`` of ``dtype``, unrolled ``iters``, warps
