@@ -460,7 +460,9 @@ def main():
                     help="comma-separated parts to run (the copy ceiling always runs): "
                          "elementwise, rows (softmax / rms norm), gemv, kn (a launch-shape sweep of "
                          "the x @ W GEMV), prompt (a 32-row prompt's projections: cuBLAS, split-K, tensor "
-                         "cores), mlp (a batch-1 dense relu MLP beside torch), gemm, step (100 kernels)")
+                         "cores), prompt_sweep (the tensor-core kernel's blocks an SM), mlp (a batch-1 dense relu MLP beside torch), gemm, step (100 kernels)")
+    ap.add_argument("--prompt-variants", default="cuBLAS,split-K,skinny",
+                    help="the prompt projections' plans to time (prompt)")
     args = ap.parse_args()
     only = set(args.only.split(","))
     import cupy as cp
@@ -494,11 +496,12 @@ def main():
                 for K, N in ((2048, 2048), (2048, 8192), (8192, 2048)):
                     gemv(be, cp, bw, K, N, d, tag=f" [kn rows {rows}, {per_sm} blocks/SM, lanes >= {lanes}]")
     if "prompt" in only:  # a 32-token prompt's projections (Llama-3.2-1B), three ways, same call
+        for K, N in ((2048, 2048), (2048, 512), (2048, 8192), (8192, 2048)):
+            for variant in args.prompt_variants.split(","):
+                prompt_gemm(be, cp, bw, 32, K, N, dt.bfloat16, variant)
+    if "prompt_sweep" in only:
         from luminal_fn.backends.cuda import skinny
 
-        for K, N in ((2048, 2048), (2048, 512), (2048, 8192), (8192, 2048)):
-            for variant in ("cuBLAS", "split-K", "skinny"):
-                prompt_gemm(be, cp, bw, 32, K, N, dt.bfloat16, variant)
         default = skinny.BLOCKS_PER_SM
         for per_sm in (2, 8):  # the skinny kernel's blocks an SM, swept
             skinny.BLOCKS_PER_SM = per_sm

@@ -107,3 +107,14 @@ class PdlLaunch:
 
 
 __all__ = ["PdlLaunch", "module_arch", "pdl_supported"]
+
+
+def prefetch_chunks(switch: str, default: int) -> int:
+    """Chunks of its weights a product kernel asks L2 for before its ``lf_pdl_wait`` (0: none):
+    the environment variable ``switch`` when set (an integer, for A/B runs), else ``default``."""
+    v = os.environ.get(switch, "").strip()
+    if not v:
+        return default
+    if not v.isdigit():
+        raise ValueError(f"{switch}={v!r}: expected the chunks to prefetch, an integer such as 0 or 1")
+    return int(v)

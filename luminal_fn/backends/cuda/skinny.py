@@ -21,6 +21,7 @@ from ...ir import dtypes as dt
 from ...ir.expr import to_int_or_expr
 from ...ir.view import View
 from ..render import index as ix
+from .pdl import prefetch_chunks
 from .plan import evaluate
 from .split_k import add_partials_sum, add_product
 
@@ -31,6 +32,8 @@ CHUNK = 64  # K a warp's loads cover at once (two 16-byte loads a row a lane)
 WARPS = 4
 BLOCKS_PER_SM = 4  # 128-thread blocks an SM the launch fills
 MAX_SPLIT = 8  # partials lf_split_k_sum_to adds
+PREFETCH = 1  # chunks of W a warp asks L2 for before its PDL wait (LUMINAL_CUDA_SKINNY_PREFETCH)
+PREFETCH_SWITCH = "LUMINAL_CUDA_SKINNY_PREFETCH"
 
 
 def enabled() -> bool:
@@ -71,10 +74,11 @@ def try_skinny(pl, node, va: View, vb: View) -> bool:
     if va.strides[1] != 1 or vb.strides[0] != 1 or None in (lda, ldw, off_a, off_w):
         return False
     blocks_x, S = launch(N, K, pl.sm_count)
-    call = (f"lf_skinny_nt_to<{pl.lang.storage[node.dtype.name]}, {-(-m_max // 16)}>(b0 + {off_a}, {lda}, "
+    pf = prefetch_chunks(PREFETCH_SWITCH, PREFETCH)
+    call = (f"lf_skinny_nt_to<{pl.lang.storage[node.dtype.name]}, {-(-m_max // 16)}, {pf}>(b0 + {off_a}, {lda}, "
             f"b1 + {off_w}, {ldw}, @PART@, {ix.r(M, ix.dim_names(pl.symbols))}, {N}, {K}, {S}, @STORE@);")
     scratch = add_product(pl, node, "skinny", "matmul (skinny tensor cores)", call, S, m_max * N,
-                          32 * WARPS, (blocks_x, S, 1))
+                          32 * WARPS, (blocks_x, S, 1), meta={"waits_inside": True})
     if S > 1:  # the blocks' float partials, added by a second kernel
         add_partials_sum(pl, node, scratch, S, M, N)
     return True
