@@ -491,7 +491,8 @@ def main():
         from luminal_fn.backends.cuda import matmul
 
         for d in (dt.bfloat16, dt.float32):
-            for rows, per_sm, lanes in ((8, 2, 32), (8, 2, 16), (8, 2, 8), (8, 2, 4), (4, 4, 4), (8, 3, 4)):
+            # (the default, then more blocks than one wave holds: each thread one chunk, as the nk GEMV's)
+            for rows, per_sm, lanes in ((8, 2, 8), (8, 4, 8), (8, 8, 8), (4, 4, 8), (4, 8, 8), (4, 16, 8)):
                 matmul.KN_ROWS, matmul.KN_BLOCKS_PER_SM, matmul.KN_MIN_LANES = rows, per_sm, lanes
                 for K, N in ((2048, 2048), (2048, 8192), (8192, 2048)):
                     gemv(be, cp, bw, K, N, d, tag=f" [kn rows {rows}, {per_sm} blocks/SM, lanes >= {lanes}]")

@@ -343,6 +343,7 @@ __device__ void lf_skinny_nt_to(const T* __restrict__ a, long long lda, const T*
   const int n0 = blockIdx.x * (NT * 8);
   const int chunks = K / KC, share = (chunks + S - 1) / S;
   const int c1 = min(chunks, (int)(blockIdx.y + 1) * share);
+  const int mts = min(MT, (M + 15) / 16);  // the tiles of 16 rows this call's M needs (MT: the bucket's)
   if (PF > 0 && q == 0) {  // W's rows of this warp's first PF chunks (128 bytes a row), before the wait
     for (int c = blockIdx.y * share + warp, i = 0; c < c1 && i < PF; c += 4, ++i)
       #pragma unroll
@@ -373,6 +374,7 @@ __device__ void lf_skinny_nt_to(const T* __restrict__ a, long long lda, const T*
     for (int mt = 0; mt < MT; ++mt)
       #pragma unroll
       for (int r = 0; r < 2; ++r) {
+        if (mt >= mts) break;
         const int m = 16 * mt + g + 8 * r;
         #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -386,6 +388,7 @@ __device__ void lf_skinny_nt_to(const T* __restrict__ a, long long lda, const T*
       for (int t = 0; t < 2; ++t)
         #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
+          if (mt >= mts) break;  // (warp-uniform: M is the call's)
           const unsigned af[4] = {x[mt][0][h][2 * t], x[mt][1][h][2 * t], x[mt][0][h][2 * t + 1], x[mt][1][h][2 * t + 1]};
           #pragma unroll
           for (int j = 0; j < NT; ++j) {
