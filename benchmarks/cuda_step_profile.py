@@ -41,7 +41,7 @@ def llama_bucket(args, cp):
     w = random_weights(cfg, args.dtype, backend="cuda")
     # llama_bench's buckets for its default run (prompt 32, 64 new tokens, cache 512): with the
     # same search cache this profiles the genome the benchmark's search chose
-    buckets = dim_buckets(*bucket_limits(32, 64, 512))
+    buckets = dim_buckets(*bucket_limits(max(32, args.prefill), 64, args.max_seq_len))
     if args.context_bucket:  # a longer decode bucket (where the attention's keys may be split)
         buckets["c"] = [(1, 1), (2, args.context_bucket, 16)]
     top = buckets["c"][-1][1]
@@ -193,6 +193,8 @@ def main():
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--context", type=int, default=40)
     ap.add_argument("--prefill", type=int, default=0, help="profile the step of a prompt of this many tokens")
+    ap.add_argument("--max-seq-len", type=int, default=512,
+                    help="llama_bench's --max-seq-len: with the prompt, it sets the buckets' tops")
     ap.add_argument("--context-bucket", type=int, default=0,
                     help="top of the decode bucket's contexts (default: llama_bench's, 128)")
     ap.add_argument("--num-cat", type=int, default=8)
