@@ -325,6 +325,15 @@ inline void lf_ld16(const void* p, unsigned (&r)[4]) {
   if ((uintptr_t)p & 15u) lf_misaligned.fetch_add(1);
   std::memcpy(r, p, 16);
 }
+static int lf_or_slots[1024];
+inline int __syncthreads_or(int p) {  // every thread's flag posted, then each reads them all
+  lf_or_slots[threadIdx.x] = p;
+  __syncthreads();
+  int r = 0;
+  for (unsigned i = 0; i < blockDim.x; ++i) r |= lf_or_slots[i];
+  __syncthreads();
+  return r;
+}
 // the attr-driven attention kernels of attention.cu need it to compile; they are not run here
 inline float __shfl_sync(unsigned, float, int) { std::abort(); }
 """

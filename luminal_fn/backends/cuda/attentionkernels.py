@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 
 from ...ir import dtypes as dt
-from ...ir.expr import as_expr, same
+from ...ir.expr import as_expr, same, to_int_or_expr
 from ..render import index as ix
 from .handkernels import hand_source, rexpr, storage
 from .plan import lowerer
@@ -84,10 +84,36 @@ class AttnRowsCall:
     tuning: str
     head: str
     tail: str
+    fn: str = "lf_attn_rows"  # or lf_attn_tiles (a long prompt's rows, tuning = QS)
 
     def line(self, ty: str, tr: str, strides: tuple) -> str:
         ys = ", ".join(f"(long long)({x})" for x in strides)
-        return f"lf_attn_rows<{self.types}, {ty}, {tr}, {self.tuning}>({self.head}, out, {ys}, {self.tail});"
+        return f"{self.fn}<{self.types}, {ty}, {tr}, {self.tuning}>({self.head}, out, {ys}, {self.tail});"
+
+
+TILE_ROWS = 64  # query rows a block of lf_attn_tiles takes (QS positions of each of G heads)
+TILE_MAX_HEAD = 64  # E and Ev it stages (zero-padded)
+TILES_MIN_S = 128  # the bucket's largest S from which a prompt's rows are tiled
+TILES_SWITCH = "LUMINAL_CUDA_ATTN_TILES"
+
+
+def _tiles(pl, node, G, S, E, Ev) -> int:
+    """QS, the positions a block of lf_attn_tiles takes of each query head, or 0 for one row a
+    block (lf_attn_rows): tiles when the bucket's prompts reach TILES_MIN_S tokens (a key read
+    once a block of 64 rows instead of once a row: the 1000-token prompt's attention_rows took
+    9.2 ms a layer on the H200), G divides 64, E and Ev are at most 64 and the traced shift is
+    x - max(x) (the online softmax relies on it). ``LUMINAL_CUDA_ATTN_TILES=0`` turns it off."""
+    if os.environ.get(TILES_SWITCH, "1").strip().lower() in ("0", "off", "false"):
+        return 0
+    g = to_int_or_expr(G)
+    if not isinstance(g, int) or g < 1 or TILE_ROWS % g or _at_most(pl, S) < TILES_MIN_S:
+        return 0
+    if max(_at_most(pl, E), _at_most(pl, Ev)) > TILE_MAX_HEAD:
+        return 0
+    neg = pl.kernel_input(node, 3).scalar
+    if neg is None or float(neg) != -1.0:
+        return 0
+    return TILE_ROWS // g
 
 
 @lowerer("attention_rows")
@@ -115,7 +141,8 @@ def lower_attention_rows(pl, node):
     c_max = _at_most(pl, C)
     rows = as_expr(Hk) * G * S
     rows_max = _at_most(pl, rows)
-    parts = _parts(pl, node, rows_max, c_max)
+    qs_tile = _tiles(pl, node, G, S, E, Ev)
+    parts = 1 if qs_tile else _parts(pl, node, rows_max, c_max)
     split = ""
     if parts > 1:  # the parts' (max, sum, values) and the per-row counts (zero between launches)
         ids.append(pl.scratch(dt.float32, rows_max * parts * (2 + _at_most(pl, Ev))))
@@ -126,9 +153,12 @@ def lower_attention_rows(pl, node):
     ids.append(pl.node_buf[node.id])
     ne, nev = (-(-_at_most(pl, x) // 32) for x in (E, Ev))
     cs = -(-c_max // 32) * 32 if c_max <= SCORES_IN_SHARED else 0
-    warps = row_warps(c_max, parts, rows_max, pl.sm_count)
-    threads = 32 * warps
-    tuning = f"{threads}, {ne}, {nev}, {cs}" + (f", {parts}, {PART_KEYS}" if parts > 1 else "")
+    if qs_tile:  # 128 threads a block of 64 rows
+        threads, per_block, tuning, fn = 128, TILE_ROWS, f"{qs_tile}", "lf_attn_tiles"
+    else:
+        threads = 32 * row_warps(c_max, parts, rows_max, pl.sm_count)
+        per_block, fn = 1, "lf_attn_rows"
+        tuning = f"{threads}, {ne}, {nev}, {cs}" + (f", {parts}, {PART_KEYS}" if parts > 1 else "")
     call = AttnRowsCall(
         ", ".join(types), tuning,
         f"b0 + ({r(qv.offset)}), (long long)({r(qv.strides[0])}), (long long)({r(qv.strides[1])}), "
@@ -136,11 +166,12 @@ def lower_attention_rows(pl, node):
         f"b1 + ({r(kv.offset)}), (long long)({r(kv.strides[0])}), (long long)({r(kv.strides[1])}), "
         f"b2 + ({r(vv.offset)}), (long long)({r(vv.strides[0])}), (long long)({r(vv.strides[1])}), "
         f"b6 + ({r(mv.offset)}), (long long)({r(mh)}), (long long)({r(ms)})",
-        f"{r(Hk)}, {r(G)}, {r(S)}, {r(C)}, {r(E)}, {r(Ev)}, {neg}, {log2e}, {scale}{split}")
+        f"{r(Hk)}, {r(G)}, {r(S)}, {r(C)}, {r(E)}, {r(Ev)}, {neg}, {log2e}, {scale}{split}", fn)
     ty = storage(pl, node.dtype)
     strides = tuple(r(x) for x in _contiguous_strides(G, S, Ev))
-    src = hand_source(pl, "attention_rows", [call.line(ty, ty, strides)], bufs, threads, rows * parts, 1,
-                      meta={"_attn_rows": call, "parts": parts, "min_blocks": 2 if parts > 1 else 0})
+    src = hand_source(pl, "attention_rows", [call.line(ty, ty, strides)], bufs, threads, rows * parts, per_block,
+                      meta={"_attn_rows": call, "parts": parts, "min_blocks": 2 if parts > 1 else 0,
+                            "tiles": qs_tile})
     pl.add_kernel(src, ids, node.id, "attention_rows")
 
 
