@@ -463,10 +463,25 @@ __device__ void lf_attn_rows(const TQ* __restrict__ q, long long qh, long long q
 // heads of hk) and runs over the keys in tiles of 32 staged in shared memory, with an online
 // softmax per row (running max and sum; needs neg == -1, as the split rows). A tile whose mask
 // is -inf for every row of the block adds nothing and is skipped (a causal prompt's later keys).
-// Thread t owns rows 4 (t / 8) .. + 3: it scores keys 4 (t % 8) .. + 3 of a tile and weighs
+// Thread t owns rows 4 (t / 8) .. + 3: it scores keys t % 8 + 8u (u < 4) of a tile and weighs
 // value columns 4 (t % 8) .. + 3 and 32 + 4 (t % 8) .. + 3, so a row's eight threads are lanes of
 // one warp, which shuffle its max and sum. E and Ev at most 64 (zero-padded in shared memory);
-// shared rows of 68 floats let each quarter-warp's 16-byte reads hit distinct banks.
+// shared rows of 68 floats let each quarter-warp's 16-byte reads hit distinct banks. Every
+// global load of a tile (its keys and values, the next tile's mask) is issued before the first
+// is stored, so a tile costs one round trip; the heaviest blocks (a causal prompt's last
+// positions) are scheduled first.
+template <typename TM>
+__device__ __forceinline__ void lf_attn_tile_mask(const TM* const (&mr)[4], const bool (&ok)[4], int j0, int C,
+                                                  int kg, float (&mk)[4][4]) {
+  #pragma unroll
+  for (int i = 0; i < 4; ++i)
+    #pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int j = j0 + kg + 8 * u;
+      mk[i][u] = ok[i] && j < C ? lf_ld(mr[i][j]) : -LF_INF;
+    }
+}
+
 template <typename TQ, typename TK, typename TV, typename TM, typename TY, typename TR, int QS>
 __device__ void lf_attn_tiles(const TQ* __restrict__ q, long long qh, long long qg, long long qs,
                               const TK* __restrict__ k, long long kh, long long kc,
@@ -475,29 +490,33 @@ __device__ void lf_attn_tiles(const TQ* __restrict__ q, long long qh, long long 
                               TY* __restrict__ y, long long yhk, long long yg, long long ys, long long ye,
                               int Hk, int G, int S, int C, int E, int Ev,
                               float neg, float log2e, float scale) {
-  constexpr int R = 64, TKEYS = 32, EM = 64, LD = EM + 4;
+  constexpr int R = 64, TKEYS = 32, EM = 64, LD = EM + 4, PQ = R * EM / 128, PK = TKEYS * EM / 128;
   __shared__ __align__(16) float sq[R][LD];      // the block's q rows
   __shared__ __align__(16) float sk[TKEYS][LD];  // a tile's keys
   __shared__ __align__(16) float sv[TKEYS][LD];  // and values
   __shared__ __align__(16) float sp[TKEYS][LD];  // its probabilities, sp[key][row]
-  const int t = threadIdx.x, rg = t >> 3, kg = t & 7;
+  const int t = threadIdx.x, rg = t >> 3, kg = t & 7, te = t & (EM - 1), tr = t / EM;
   const int tiles = (S + QS - 1) / QS;
   for (int tile = blockIdx.x; tile < Hk * tiles; tile += gridDim.x) {
-    const int hk = tile / tiles, s0 = (tile - hk * tiles) * QS;
-    __syncthreads();  // the previous tile's reads of sq are done
-    for (int i = t; i < R * EM; i += 128) {
-      const int rr = i / EM, e = i - rr * EM, g = rr / QS, s = s0 + rr - g * QS;
-      sq[rr][e] = g < G && s < S && e < E ? lf_ld(q[hk * qh + g * qg + s * qs + e]) : 0.f;
+    const int hk = tile / tiles, s0 = (tiles - 1 - (tile - hk * tiles)) * QS;  // the last positions first
+    float qv[PQ];  // thread t stages element t % 64 of rows t / 64 + 2 i
+    #pragma unroll
+    for (int i = 0; i < PQ; ++i) {
+      const int rr = tr + 2 * i, g = rr / QS, s = s0 + rr - g * QS;
+      qv[i] = s < S && te < E ? lf_ld(q[hk * qh + g * qg + s * qs + te]) : 0.f;
     }
+    __syncthreads();  // the previous tile's reads of sq are done
+    #pragma unroll
+    for (int i = 0; i < PQ; ++i) sq[tr + 2 * i][te] = qv[i];
     bool ok[4];
     const TM* mr[4];
     #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int rr = 4 * rg + i, g = rr / QS, s = s0 + rr - g * QS;
-      ok[i] = g < G && s < S;
+      ok[i] = s < S;
       mr[i] = m + (hk * G + g) * mh + s * ms;
     }
-    float mrun[4], lrun[4], acc[4][8];
+    float mrun[4], lrun[4], acc[4][8], x[4][4];
     #pragma unroll
     for (int i = 0; i < 4; ++i) {
       mrun[i] = -LF_INF;
@@ -507,23 +526,30 @@ __device__ void lf_attn_tiles(const TQ* __restrict__ q, long long qh, long long 
     }
     const TK* kb = k + hk * kh;
     const TV* vb = v + hk * vh;
+    lf_attn_tile_mask(mr, ok, 0, C, kg, x);  // x holds the tile's mask until its scores are added
     for (int j0 = 0; j0 < C; j0 += TKEYS) {
-      float x[4][4];
       int live = 0;
       #pragma unroll
       for (int i = 0; i < 4; ++i)
         #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const int j = j0 + 4 * kg + u;
-          x[i][u] = ok[i] && j < C ? lf_ld(mr[i][j]) : -LF_INF;  // the mask, for now
-          live |= x[i][u] != -LF_INF;
-        }
+        for (int u = 0; u < 4; ++u) live |= x[i][u] != -LF_INF;
       // (block-uniform; its barrier also ends the previous tile's reads of sk, sv and sp)
-      if (!__syncthreads_or(live)) continue;
-      for (int i = t; i < TKEYS * EM; i += 128) {
-        const int jj = i / EM, e = i - jj * EM, j = j0 + jj;
-        sk[jj][e] = j < C && e < E ? lf_ld(kb[j * kc + e]) : 0.f;
-        sv[jj][e] = j < C && e < Ev ? lf_ld(vb[j * vc + e]) : 0.f;
+      if (!__syncthreads_or(live)) {
+        lf_attn_tile_mask(mr, ok, j0 + TKEYS, C, kg, x);
+        continue;
+      }
+      float kv[PK], vv[PK], mk[4][4];
+      #pragma unroll
+      for (int i = 0; i < PK; ++i) {
+        const int j = j0 + tr + 2 * i;
+        kv[i] = j < C && te < E ? lf_ld(kb[j * kc + te]) : 0.f;
+        vv[i] = j < C && te < Ev ? lf_ld(vb[j * vc + te]) : 0.f;
+      }
+      lf_attn_tile_mask(mr, ok, j0 + TKEYS, C, kg, mk);
+      #pragma unroll
+      for (int i = 0; i < PK; ++i) {
+        sk[tr + 2 * i][te] = kv[i];
+        sv[tr + 2 * i][te] = vv[i];
       }
       __syncthreads();
       float d[4][4];
@@ -537,7 +563,7 @@ __device__ void lf_attn_tiles(const TQ* __restrict__ q, long long qh, long long 
         #pragma unroll
         for (int i = 0; i < 4; ++i) a[i] = *(const float4*)&sq[4 * rg + i][e];
         #pragma unroll
-        for (int u = 0; u < 4; ++u) b[u] = *(const float4*)&sk[4 * kg + u][e];
+        for (int u = 0; u < 4; ++u) b[u] = *(const float4*)&sk[kg + 8 * u][e];
         #pragma unroll
         for (int i = 0; i < 4; ++i)
           #pragma unroll
@@ -561,7 +587,7 @@ __device__ void lf_attn_tiles(const TQ* __restrict__ q, long long qh, long long 
         #pragma unroll
         for (int u = 0; u < 4; ++u) {
           const float p = mn == -LF_INF ? 0.f : exp2f((x[i][u] + mn * neg) * log2e);
-          sp[4 * kg + u][4 * rg + i] = p;
+          sp[kg + 8 * u][4 * rg + i] = p;
           ps += p;
         }
         #pragma unroll
@@ -582,6 +608,10 @@ __device__ void lf_attn_tiles(const TQ* __restrict__ q, long long qh, long long 
           #pragma unroll
           for (int c = 0; c < 8; ++c) acc[i][c] += pw[i] * vw[c];
       }
+      #pragma unroll
+      for (int i = 0; i < 4; ++i)
+        #pragma unroll
+        for (int u = 0; u < 4; ++u) x[i][u] = mk[i][u];
     }
     #pragma unroll
     for (int i = 0; i < 4; ++i) {

@@ -95,6 +95,7 @@ TILE_ROWS = 64  # query rows a block of lf_attn_tiles takes (QS positions of eac
 TILE_MAX_HEAD = 64  # E and Ev it stages (zero-padded)
 TILES_MIN_S = 128  # the bucket's largest S from which a prompt's rows are tiled
 TILES_SWITCH = "LUMINAL_CUDA_ATTN_TILES"
+TILE_BLOCKS_PER_SM = 3  # lf_attn_tiles' launch bound (at most 170 registers a thread)
 
 
 def _tiles(pl, node, G, S, E, Ev) -> int:
@@ -169,8 +170,11 @@ def lower_attention_rows(pl, node):
         f"{r(Hk)}, {r(G)}, {r(S)}, {r(C)}, {r(E)}, {r(Ev)}, {neg}, {log2e}, {scale}{split}", fn)
     ty = storage(pl, node.dtype)
     strides = tuple(r(x) for x in _contiguous_strides(G, S, Ev))
-    src = hand_source(pl, "attention_rows", [call.line(ty, ty, strides)], bufs, threads, rows * parts, per_block,
-                      meta={"_attn_rows": call, "parts": parts, "min_blocks": 2 if parts > 1 else 0,
+    # (tiles: a block for each QS positions of a kv head's G query heads, so the grid is exact)
+    work = as_expr(Hk) * ((as_expr(S) + (qs_tile - 1)) // qs_tile) * TILE_ROWS if qs_tile else rows * parts
+    src = hand_source(pl, "attention_rows", [call.line(ty, ty, strides)], bufs, threads, work, per_block,
+                      meta={"_attn_rows": call, "parts": parts,
+                            "min_blocks": 2 if parts > 1 else TILE_BLOCKS_PER_SM if qs_tile else 0,
                             "tiles": qs_tile})
     pl.add_kernel(src, ids, node.id, "attention_rows")
 
