@@ -179,10 +179,9 @@ __device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __re
 // sum to store(col, value); with S > 1 it writes its float sums to partial[blockIdx.y * N + col]
 // and lf_gemv_partials_to adds them up (and calls store). (H200: a second kernel beat the
 // stripe's last block adding them in the same launch, 10.2 against 10.8 us at 2048x8192 bf16;
-// docs/benchmarks.md.) Before waiting for the kernel before (lf_pdl_wait: the caller renders it
-// with meta waits_inside), each thread asks L2 for the rows of its first PF chunks: a weight is
-// never written by an earlier kernel, so it streams during that kernel's tail.
-template <typename T, int ROWS, int LC, int PF, typename Store>
+// docs/benchmarks.md.) Asking L2 for each thread's first chunk before the PDL wait measured no
+// different (H200 run AU, 10.1-10.3 us either way at 2048x8192 and 8192x2048 bf16).
+template <typename T, int ROWS, int LC, typename Store>
 __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
                               float* __restrict__ partial, int N, int K, int S, const Store& store) {
   static_assert(LC == 4 || LC == 8 || LC == 16 || LC == 32, "LC lanes a row: 4, 8, 16 or 32");
@@ -193,14 +192,6 @@ __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* _
   const int col0 = (blockIdx.x * LC + tx) * V;
   const int share = (K + S * KC - 1) / (S * KC) * KC;  // rows of K this block reads
   const int k1 = min(K, (int)(blockIdx.y + 1) * share);
-  if (PF > 0 && col0 < N && tx % 8 == 0) {  // one lane a 128-byte line
-    #pragma unroll
-    for (int c = 0; c < PF * ROWS; ++c) {
-      const int k = blockIdx.y * share + ty + RS * c;
-      if (k < k1) lf_prefetch_l2(w + (long long)k * ldw + col0);
-    }
-  }
-  lf_pdl_wait();
   float acc[V];
   #pragma unroll
   for (int j = 0; j < V; ++j) acc[j] = 0.f;
@@ -332,7 +323,8 @@ __device__ void lf_split_k_sum_to(const float* __restrict__ partial, int MN, con
 // chunk's halves t = 0, 1 of each 16-byte load) and a sum does not depend on its order. Shared
 // memory adds the 4 warps. With S == 1 the block hands element (m, n) to store(m * N + n, v);
 // with S > 1 it writes partial[blockIdx.y * M * N + m * N + n] and lf_split_k_sum_to adds them.
-// As lf_gemv_kn_to, it asks L2 for the W rows of its first PF chunks before lf_pdl_wait.
+// Before lf_pdl_wait it asks L2 for the W rows of its first PF chunks (W is never written by an
+// earlier kernel, so it streams during that kernel's tail; the caller renders meta waits_inside).
 // Needs K % 64 == 0, lda and ldw multiples of 8 and 16-byte aligned bases (the planner checks).
 template <typename T, int MT, int PF, typename Store>
 __device__ void lf_skinny_nt_to(const T* __restrict__ a, long long lda, const T* __restrict__ w, long long ldw,

@@ -17,7 +17,7 @@ import pytest
 
 import luminal_fn as lf
 from luminal_fn.backends.cuda.executable import plan_graph
-from luminal_fn.backends.cuda.matmul import KN_MAX_SPLIT, KN_PREFETCH, KN_PREFETCH_SWITCH, KN_ROWS, kn_launch
+from luminal_fn.backends.cuda.matmul import KN_MAX_SPLIT, KN_ROWS, kn_launch
 from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
 from luminal_fn.ir import dtypes as dt
 from luminal_fn.ir.view import View
@@ -75,10 +75,7 @@ def test_a_split_gemv_plans_its_partials_and_their_sum():
     src = bp.steps[0].source
     S = src.meta["split"]
     assert src.meta["grid3"][:2] == (16, 8) and src.meta["lanes"] == 8  # 64-column stripes, 8 partials
-    assert f"lf_gemv_kn_to<__nv_bfloat16, {KN_ROWS}, 8, {KN_PREFETCH}>" in src.text
-    assert f"part, 1024, 2048, {S}, " in src.text
-    # the kernel waits for the one before itself, after asking L2 for its first weight chunk
-    assert src.meta["waits_inside"] and "lf_pdl_wait" not in src.text.split("lf_gemv_kn_to<")[0].split("{", 1)[1]
+    assert f"lf_gemv_kn_to<__nv_bfloat16, {KN_ROWS}, 8>" in src.text and f"part, 1024, 2048, {S}, " in src.text
     (scratch,) = [b for b in bp.steps[0].bufs if bp.bufs[b].kind == "scratch"]
     assert bp.bufs[scratch].dtype is dt.float32 and scratch in bp.steps[1].bufs
     # one chunk of K: no split, no scratch, one step
@@ -239,13 +236,3 @@ def test_kn_gemv_jitted_on_gpu_matches_float64(dname):
     for _ in range(2):
         np.testing.assert_allclose(np.asarray(f(x, w)).astype(np.float64), want, rtol=tol, atol=tol * np.sqrt(2048))
 
-
-def test_the_weight_prefetch_switch(monkeypatch):
-    g, _ = _kn_graph(dt.bfloat16, 2048, 1024)
-    monkeypatch.setenv(KN_PREFETCH_SWITCH, "0")
-    assert f"lf_gemv_kn_to<__nv_bfloat16, {KN_ROWS}, 8, 0>" in plan_graph(g, {}).steps[0].source.text
-    monkeypatch.setenv(KN_PREFETCH_SWITCH, "2")
-    assert f"lf_gemv_kn_to<__nv_bfloat16, {KN_ROWS}, 8, 2>" in plan_graph(g, {}).steps[0].source.text
-    monkeypatch.setenv(KN_PREFETCH_SWITCH, "yes")
-    with pytest.raises(ValueError, match="LUMINAL_CUDA_KN_PREFETCH='yes'"):
-        plan_graph(g, {})

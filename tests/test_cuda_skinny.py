@@ -17,7 +17,7 @@ import pytest
 
 import luminal_fn.numpy as lnp
 from luminal_fn.backends.cuda.executable import plan_graph
-from luminal_fn.backends.cuda.skinny import PREFETCH, SWITCH, launch
+from luminal_fn.backends.cuda.skinny import PREFETCH, PREFETCH_SWITCH, SWITCH, launch
 from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
 from luminal_fn.backends.cuda.split_k import SUM_WIDTH_SWITCH
 
@@ -54,6 +54,13 @@ def test_which_products_it_plans(monkeypatch):
     src = bp.steps[0].source
     assert src.meta["grid3"] == (16, 8, 1) and src.block == 128
     assert f"lf_skinny_nt_to<__nv_bfloat16, 2, {PREFETCH}>(b0 + 0, 2048, b1 + 0, 2048, part, 32, 512, 2048, 8, " in src.text
+    assert src.meta["waits_inside"]  # (it asks L2 for its first W chunk, then waits for the kernel before)
+    monkeypatch.setenv(PREFETCH_SWITCH, "0")
+    assert "lf_skinny_nt_to<__nv_bfloat16, 2, 0>(" in plan_graph(ll, {}, arch=90).steps[0].source.text
+    monkeypatch.setenv(PREFETCH_SWITCH, "one")
+    with pytest.raises(ValueError, match="LUMINAL_CUDA_SKINNY_PREFETCH='one'"):
+        plan_graph(ll, {}, arch=90)
+    monkeypatch.delenv(PREFETCH_SWITCH)
     assert _labels(plan_graph(ll, {}, arch=75))[0] == "matmul (cuBLAS split-K)"  # no mma.sync bf16 before sm_80
     assert _labels(plan_graph(ll, {}, arch=0))[0] == "matmul (cuBLAS split-K)"  # device unknown
     # not read as it lies: W stored (K, N) (x @ W), K not a multiple of 64, too many rows

@@ -13,7 +13,6 @@ from ..render import index as ix
 from ..render.reduce import render_reduce
 from ..render.kernels import KernelInput, finish
 from .cublas import gemm_plan, run_gemm
-from .pdl import prefetch_chunks
 from .plan import HostStep, evaluate, lowerer, sibling_key, symbols_of
 from .siblings import NkSegment, nk_shape, render_gemv_nk, skip_when_empty
 from .skinny import try_skinny
@@ -158,10 +157,6 @@ KN_MAX_SPLIT = 64  # chunks of K at most: lf_gemv_partials_to adds this many par
 # stripes read slower, 0.81 against 0.83 of copy at 2048x8192 bf16 unsplit; 128-byte ones with no
 # split took float32 2048x8192 from 0.80 to 0.94-0.96 of copy, the bf16 shapes within 2%)
 KN_MIN_LANES = 8
-# chunks of its weights a thread asks L2 for before waiting for the kernel before (programmatic
-# dependent launch: they stream during that kernel's tail); LUMINAL_CUDA_KN_PREFETCH overrides
-KN_PREFETCH = 1
-KN_PREFETCH_SWITCH = "LUMINAL_CUDA_KN_PREFETCH"
 
 
 def kn_launch(N: int, K: int, V: int, sm_count: int) -> tuple:
@@ -203,11 +198,10 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
     if layout == "kn":
         blocks_x, S, lanes = kn_launch(N, K, V, pl.sm_count)
         # (the kernel writing y calls store(n, value): epilogue.py may pass its own, "_store_call")
-        pf = prefetch_chunks(KN_PREFETCH_SWITCH, KN_PREFETCH)
-        call = (f"lf_gemv_kn_to<{T}, {KN_ROWS}, {lanes}, {pf}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
+        call = (f"lf_gemv_kn_to<{T}, {KN_ROWS}, {lanes}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
                 f"b0 + ({r(va.offset)}), @PART@, {N}, {K}, {S}, @STORE@);")
         scratch = add_product(pl, node, "gemv_kn", "matmul (gemv kn)", call, S, N, 256, (blocks_x, S, 1),
-                              guard, {"lanes": lanes, "waits_inside": True})
+                              guard, {"lanes": lanes})
         if S > 1:  # the blocks' float partials, added up by a second kernel
             call2 = f"lf_gemv_partials_to<{S}>(b0, {N}, @STORE@);"  # (a block for 128 columns)
             src2 = finish(pl.lang, "gemv_part", guard + [call2.replace("@STORE@", f"LfGemvStore<{T}>{{out}}")],

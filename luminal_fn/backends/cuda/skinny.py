@@ -9,9 +9,12 @@ next elementwise step folds in).
 
 Opt-in (``LUMINAL_CUDA_SKINNY=1``): correct on the H200 but slower than cuBLAS split-K (run AP
 in docs/benchmarks.md: 8.3 against 6.6 us at 32 x 2048 x 2048, 15.7 against 13.1 us at 32 x
-8192 x 2048; the 32-token prompt step 1961-1965 us against 1371 us). A warp keeps one 64-wide
-chunk of K in flight and every block reloads A's rows; a faster version would stage A in shared
-memory once a block and keep several chunks of W in flight (cp.async).
+8192 x 2048; the 32-token prompt step 1961-1965 us against 1371 us). Since run AV it skips the
+16-row tiles past the call's M (a 32-token prompt in a bucket up to 64 multiplied 64 rows) and
+asks L2 for its first W chunk before the PDL wait (``LUMINAL_CUDA_SKINNY_PREFETCH``): the step
+1705-1709 us against 1303 us. A warp keeps one 64-wide chunk of K in flight and every block
+reloads A's rows; a faster version would stage A in shared memory once a block and keep several
+chunks of W in flight (cp.async).
 """
 from __future__ import annotations
 
