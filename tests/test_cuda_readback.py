@@ -132,3 +132,64 @@ def test_arguments_over_one_slot_together_are_sent_one_by_one(staging):
     for g, h in zip(got, hosts):
         np.testing.assert_array_equal(np.asarray(g), h)
     assert len({g.ctypes.data for g in got}) == 3
+
+
+# ---- large uploads: LargeUploads (pinned buffers per power-of-two size, reused after their copy) --
+class _PendingEvent:
+    """An event whose copy is done only after ``synchronize`` (or when marked done)."""
+
+    made = []
+
+    def __init__(self, **_):
+        self.done = False
+        self.waited = 0
+        _PendingEvent.made.append(self)
+
+    def record(self, stream):
+        self.done = False
+
+    def synchronize(self):
+        self.waited += 1
+        self.done = True
+
+
+@pytest.fixture
+def large(monkeypatch):
+    fake_cupyx = types.ModuleType("cupyx")
+    fake_cupyx.empty_pinned = lambda shape, dtype: np.empty(shape, dtype)
+    monkeypatch.setitem(sys.modules, "cupyx", fake_cupyx)
+    from luminal_fn.backends.cuda.staging import LargeUploads
+
+    _PendingEvent.made = []
+    cp = types.SimpleNamespace(cuda=types.SimpleNamespace(Event=_PendingEvent, get_current_stream=lambda: None),
+                               empty=lambda shape, dtype: np.empty(shape, dtype).view(_DeviceBuffer))
+    return LargeUploads(cp)
+
+
+def test_large_uploads_reuse_a_buffer_only_after_its_copy(large):
+    from luminal_fn.backends.cuda import staging
+
+    mask = np.arange(1_000_000, dtype=np.float32).reshape(1000, 1000)  # 4 MB: a 1000-token prompt's
+    got = [large.upload(mask + k) for k in range(staging.LARGE_PER_SIZE)]  # all in flight: one buffer each
+    assert list(large.pools) == [4 << 20] and len(large.pools[4 << 20]) == staging.LARGE_PER_SIZE
+    for k, g in enumerate(got):
+        assert g.shape == mask.shape and g.dtype == mask.dtype
+        np.testing.assert_array_equal(np.asarray(g), mask + k)
+    assert not any(e.waited for e in _PendingEvent.made)
+    again = large.upload(mask + 9)  # every buffer of the size busy: it waits for one, allocates none
+    np.testing.assert_array_equal(np.asarray(again), mask + 9)
+    assert len(large.pools[4 << 20]) == staging.LARGE_PER_SIZE and sum(e.waited for e in _PendingEvent.made) == 1
+    for e in _PendingEvent.made:
+        e.done = True
+    large.upload(np.ones(300_000, np.int32))  # a done buffer is reused; another size has its own
+    assert sorted(large.pools) == [2 << 20, 4 << 20] and large.held == (2 << 20) + staging.LARGE_PER_SIZE * (4 << 20)
+
+
+def test_uploads_past_the_pool_take_the_ordinary_path(large, monkeypatch):
+    from luminal_fn.backends.cuda import staging
+
+    monkeypatch.setattr(staging, "LARGE_POOL_BYTES", 1 << 20)
+    assert large.upload(np.zeros(1 << 19, np.float32)) is None  # 2 MiB: over the whole pool
+    assert large.upload(np.zeros(1 << 17, np.float32)) is not None  # 512 KiB fits
+    assert large.upload(np.zeros(1 << 17, np.float32)) is not None  # a second buffer (the first in flight)
+    assert large.upload(np.zeros(1 << 18, np.float32)) is None  # 1 MiB more would pass the cap

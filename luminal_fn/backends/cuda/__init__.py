@@ -14,7 +14,7 @@ from ...ir import dtypes as dt
 from ..base import Backend, register_backend
 from ..dlpack import CUDA_READABLE, dlpack_device_type, host_from_dlpack
 from .device import INSTALL_HINT, cupy, cupy_dtype, dtype_of_storage, host_to_storage
-from .staging import STAGE_BYTES, HostReadback, HostStaging
+from .staging import STAGE_BYTES, HostReadback, HostStaging, LargeUploads
 
 # CustomOp kernel names the optimizer may offer beyond fused/fused_reduce/matmul: the model
 # kernels of optimize/rules/specialize_models.egg (lowered in modelkernels.py) and the row kernels
@@ -61,7 +61,8 @@ class CudaBackend(Backend):
         host = self._host(arr)
         if host.nbytes <= STAGE_BYTES:
             return self._staging.upload(host)
-        return self.cp.asarray(host)
+        out = self._large_uploads.upload(host)  # pinned and asynchronous, as the small ones
+        return out if out is not None else self.cp.asarray(host)
 
     def from_numpy_many(self, arrs: list) -> list:
         """The small ones sent together: one pinned staging slot and one copy (a decode step's
@@ -115,6 +116,10 @@ class CudaBackend(Backend):
     @functools.cached_property
     def _staging(self):  # pinned rings made on first use (CuPy loads only then)
         return HostStaging(self.cp)
+
+    @functools.cached_property
+    def _large_uploads(self):
+        return LargeUploads(self.cp)
 
     @functools.cached_property
     def _readback(self):
