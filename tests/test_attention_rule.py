@@ -405,7 +405,7 @@ def test_tiled_rows_on_the_cpu_emulation_compute_the_reference(name, tmp_path, m
     qs = 64 // (heads // kv_heads)
     assert step.source.meta["tiles"] == qs and "lf_attn_tiles<" in step.source.text
     assert f", {qs}>(" in step.source.text and step.source.block == 128
-    lib = emu.build_with_hand(bp, ("rms_norm.cu", "attention.cu"), str(tmp_path))
+    lib = emu.build_with_hand(bp, ("rms_norm.cu", "attention.cu", "attention_tiles.cu"), str(tmp_path))
     for s, c in calls:
         args = decode_args(config, c, s)
         got = emu.run(lib, bp, list(args), {"s": s, "c": c})[0]

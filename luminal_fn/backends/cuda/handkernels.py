@@ -17,8 +17,6 @@ from ..render import index as ix
 from ..render.kernels import finish
 from .plan import lowerer
 
-HAND_FILES = ("rms_norm.cu", "softmax.cu", "gemv.cu", "attention.cu", "rope.cu")
-
 
 def hand_source(pl, kind, body, bufs, block, work, per_block=1, meta=None, grid3=None):
     m = {"hand": True, **(meta or {})}

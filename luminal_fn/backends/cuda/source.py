@@ -15,7 +15,7 @@ import tempfile
 from ..render import CUDA
 from ..render.files import kernel_file
 
-HAND_ORDER = ("rms_norm.cu", "softmax.cu", "rope.cu", "gemv.cu", "attention.cu")
+HAND_ORDER = ("rms_norm.cu", "softmax.cu", "rope.cu", "gemv.cu", "attention.cu", "attention_tiles.cu")
 
 
 def module_source(kernels) -> str:
