@@ -10,7 +10,7 @@
 # A cap of 0 skips that part. The whole call must stay under the device's 10 minutes a command.
 # Environment: LLAMA_DTYPES (default bfloat16,float32); T_LONG=seconds adds a long-context Llama
 # run (a 1000-token prompt, cache of 2048) with the attention split on and off (LONG_SPLITS, default
-# "1 0"); STEP_ONLY=1 keeps only the decode step's profile and its A/B of the split at c = 40 in a
+# "1 0") and, unless the anchors' cap is 0, HF transformers' time to first token for that prompt; STEP_ONLY=1 keeps only the decode step's profile and its A/B of the split at c = 40 in a
 # bucket up to 2048 (SHORT_SPLITS, default "1 0"); T_KERN=seconds runs cuda_kernels.py --quick
 # (KERN_ONLY picks its parts, default elementwise,rows,gemv,mlp,gemm,step; kn sweeps the
 # x @ W GEMV's launch shape; prompt times a 32-row prompt's projections three ways).
@@ -63,6 +63,10 @@ if [ "${T_LONG:-0}" != 0 ]; then  # a long context: the attention's keys split a
       >> "$OUT/llama.log" 2>&1
     echo "long context split=$split rc=$?"; tail -n 2 "$OUT/llama.log"
   done
+  if [ "$T_ANCH" != 0 ]; then  # the peer's time to first token for the same prompt (HF transformers)
+    timeout -s INT -k 10 "$T_LONG" python3 benchmarks/long_prompt_peers.py --prompt-tokens 1000 >> "$OUT/llama.log" 2>&1
+    echo "long prompt peer rc=$?"; tail -n 1 "$OUT/llama.log" | cut -c1-300
+  fi
 fi
 if [ "$T_PROF" != 0 ] && [ "${STEP_ONLY:-0}" = 1 ]; then
   { timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 12
