@@ -131,6 +131,25 @@ def test_results_stay_correct_without_sync_between_calls(cuda):
         _assert_close(cuda.to_numpy(o), want, dt.float32)
 
 
+def test_large_host_inputs_are_sent_asynchronously_and_keep_their_values(cuda):
+    """Host arrays over the small-copy ring's slots (a long prompt's mask) go through pinned
+    buffers per size, reused after their copy: each call's values arrive, also when the host array
+    is changed at once and when more uploads of a size are in flight than it keeps buffers."""
+    from luminal_fn.backends.cuda import staging
+
+    host = np.zeros((1000, 1000), np.float32)  # 4 MB, over STAGE_BYTES
+    sent = []
+    for k in range(3 * staging.LARGE_PER_SIZE):
+        host[...] = k
+        sent.append(cuda.from_numpy(host))
+        host[...] = -1.0  # changed right after: the upload already holds its own copy
+    for k, d in enumerate(sent):
+        np.testing.assert_array_equal(cuda.to_numpy(d), np.full((1000, 1000), k, np.float32))
+    g, ins, dims = C.CASES["reduce_sum_rows"]()  # a graph's 192 KB NumPy input takes the same path
+    assert ins[0].nbytes > staging.STAGE_BYTES
+    _assert_close(cuda.to_numpy(cuda.compile(g).run(ins, dims)[0]), _numpy_ref(g, ins, dims)[0], dt.float32)
+
+
 # ---- the traced equivalence cases: the traced HLIR (primitives) run by both backends ------------
 def _check_jit(fn, *args, rtol=1e-5, atol=1e-6):
     """The traced graph of ``fn`` run by the CUDA and the NumPy backend (HLIR primitives, no
