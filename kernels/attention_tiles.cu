@@ -1,30 +1,33 @@
 // lf_attn_tiles: attention_rows for a long prompt's many query rows (same arguments and formula
 // as lf_attn_rows). One row a block reads every key and value of its head once, so a prompt of S
-// tokens reads them S times (H200: 9.2 ms a layer at S = C = 1000). Here a block takes 64 rows
-// that share a key/value head (QS = 64 / G positions s0 .. s0 + QS - 1 of each of the G query
-// heads of hk) and runs over the keys in tiles of 32 staged in shared memory, with an online
-// softmax per row (running max and sum; needs neg == -1, as the split rows). A tile whose mask
-// is -inf for every row of the block adds nothing and is skipped (a causal prompt's later keys).
-// Thread t owns rows 4 (t / 8) .. + 3: it scores keys t % 8 + 8u (u < 4) of a tile and weighs
-// value columns 4 (t % 8) .. + 3 and 32 + 4 (t % 8) .. + 3, so a row's eight threads are lanes of
-// one warp, which shuffle its max and sum. E and Ev at most 64 (zero-padded in shared memory);
-// shared rows of 68 floats let each quarter-warp's 16-byte reads hit distinct banks. Every
-// global load of a tile (its keys and values, the next tile's mask) is issued before the first
-// is stored, so a tile costs one round trip; the heaviest blocks (a causal prompt's last
+// tokens reads them S times (H200: 9.2 ms a layer at S = C = 1000). Here a block of 128 threads
+// takes R rows that share a key/value head (QS = R / G positions s0 .. s0 + QS - 1 of each of the
+// G query heads of hk) and runs over the keys in tiles of TK staged in shared memory, with an
+// online softmax per row (running max and sum; needs neg == -1, as the split rows). A tile whose
+// mask is -inf for every row of the block adds nothing and is skipped (a causal prompt's later
+// keys). E and Ev at most EM (zero-padded in shared memory): (R, TK, EM) = (64, 32, 64), or
+// (32, 16, 128) for heads of up to 128, which keeps the block within 48 KiB of shared memory.
+// Thread t owns rows 4 (t / L) .. + 3, L = 128 / (R / 4) threads a row group (8 or 16): it scores
+// keys t % L + L u (u < TK / L) of a tile and weighs value columns 4 (t % L) .. + 3 and
+// EM / 2 + 4 (t % L) .. + 3, so a row's L threads are lanes of one warp, which shuffle its max
+// and sum. Shared rows of EM + 4 floats let each quarter-warp's 16-byte reads hit distinct banks.
+// Every global load of a tile (its keys and values, the next tile's mask) is issued before the
+// first is stored, so a tile costs one round trip; the heaviest blocks (a causal prompt's last
 // positions) are scheduled first.
-template <typename TM>
+template <typename TM, int L, int KPT>
 __device__ __forceinline__ void lf_attn_tile_mask(const TM* const (&mr)[4], const bool (&ok)[4], int j0, int C,
-                                                  int kg, float (&mk)[4][4]) {
+                                                  int kg, float (&mk)[4][KPT]) {
   #pragma unroll
   for (int i = 0; i < 4; ++i)
     #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int j = j0 + kg + 8 * u;
+    for (int u = 0; u < KPT; ++u) {
+      const int j = j0 + kg + L * u;
       mk[i][u] = ok[i] && j < C ? lf_ld(mr[i][j]) : -LF_INF;
     }
 }
 
-template <typename TQ, typename TK, typename TV, typename TM, typename TY, typename TR, int QS>
+template <typename TQ, typename TK, typename TV, typename TM, typename TY, typename TR, int QS, int R, int TKEYS,
+          int EM>
 __device__ void lf_attn_tiles(const TQ* __restrict__ q, long long qh, long long qg, long long qs,
                               const TK* __restrict__ k, long long kh, long long kc,
                               const TV* __restrict__ v, long long vh, long long vc,
@@ -32,24 +35,27 @@ __device__ void lf_attn_tiles(const TQ* __restrict__ q, long long qh, long long 
                               TY* __restrict__ y, long long yhk, long long yg, long long ys, long long ye,
                               int Hk, int G, int S, int C, int E, int Ev,
                               float neg, float log2e, float scale) {
-  constexpr int R = 64, TKEYS = 32, EM = 64, LD = EM + 4, PQ = R * EM / 128, PK = TKEYS * EM / 128;
+  constexpr int L = 128 / (R / 4), KPT = TKEYS / L, LD = EM + 4, RPI = 128 / EM;
+  constexpr int PQ = R * EM / 128, PK = TKEYS * EM / 128;
+  static_assert((L == 8 || L == 16) && (EM == 64 || EM == 128) && KPT >= 1 && EM / L == 8, "lf_attn_tiles: geometry");
   __shared__ __align__(16) float sq[R][LD];      // the block's q rows
   __shared__ __align__(16) float sk[TKEYS][LD];  // a tile's keys
   __shared__ __align__(16) float sv[TKEYS][LD];  // and values
-  __shared__ __align__(16) float sp[TKEYS][LD];  // its probabilities, sp[key][row]
-  const int t = threadIdx.x, rg = t >> 3, kg = t & 7, te = t & (EM - 1), tr = t / EM;
+  __shared__ __align__(16) float sp[TKEYS][R + 4];  // its probabilities, sp[key][row]
+  constexpr int LS = L == 16 ? 4 : 3, ES = EM == 128 ? 7 : 6;  // log2 L, log2 EM
+  const int t = threadIdx.x, rg = t >> LS, kg = t & (L - 1), te = t & (EM - 1), tr = t >> ES;
   const int tiles = (S + QS - 1) / QS;
   for (int tile = blockIdx.x; tile < Hk * tiles; tile += gridDim.x) {
     const int hk = tile / tiles, s0 = (tiles - 1 - (tile - hk * tiles)) * QS;  // the last positions first
-    float qv[PQ];  // thread t stages element t % 64 of rows t / 64 + 2 i
+    float qv[PQ];  // thread t stages element t % EM of rows t / EM + RPI i
     #pragma unroll
     for (int i = 0; i < PQ; ++i) {
-      const int rr = tr + 2 * i, g = rr / QS, s = s0 + rr - g * QS;
+      const int rr = tr + RPI * i, g = rr / QS, s = s0 + rr - g * QS;
       qv[i] = s < S && te < E ? lf_ld(q[hk * qh + g * qg + s * qs + te]) : 0.f;
     }
     __syncthreads();  // the previous tile's reads of sq are done
     #pragma unroll
-    for (int i = 0; i < PQ; ++i) sq[tr + 2 * i][te] = qv[i];
+    for (int i = 0; i < PQ; ++i) sq[tr + RPI * i][te] = qv[i];
     bool ok[4];
     const TM* mr[4];
     #pragma unroll
@@ -58,7 +64,7 @@ __device__ void lf_attn_tiles(const TQ* __restrict__ q, long long qh, long long 
       ok[i] = s < S;
       mr[i] = m + (hk * G + g) * mh + s * ms;
     }
-    float mrun[4], lrun[4], acc[4][8], x[4][4];
+    float mrun[4], lrun[4], acc[4][8], x[4][KPT];
     #pragma unroll
     for (int i = 0; i < 4; ++i) {
       mrun[i] = -LF_INF;
@@ -68,72 +74,72 @@ __device__ void lf_attn_tiles(const TQ* __restrict__ q, long long qh, long long 
     }
     const TK* kb = k + hk * kh;
     const TV* vb = v + hk * vh;
-    lf_attn_tile_mask(mr, ok, 0, C, kg, x);  // x holds the tile's mask until its scores are added
+    lf_attn_tile_mask<TM, L, KPT>(mr, ok, 0, C, kg, x);  // x holds the tile's mask until its scores are added
     for (int j0 = 0; j0 < C; j0 += TKEYS) {
       int live = 0;
       #pragma unroll
       for (int i = 0; i < 4; ++i)
         #pragma unroll
-        for (int u = 0; u < 4; ++u) live |= x[i][u] != -LF_INF;
+        for (int u = 0; u < KPT; ++u) live |= x[i][u] != -LF_INF;
       // (block-uniform; its barrier also ends the previous tile's reads of sk, sv and sp)
       if (!__syncthreads_or(live)) {
-        lf_attn_tile_mask(mr, ok, j0 + TKEYS, C, kg, x);
+        lf_attn_tile_mask<TM, L, KPT>(mr, ok, j0 + TKEYS, C, kg, x);
         continue;
       }
-      float kv[PK], vv[PK], mk[4][4];
+      float kv[PK], vv[PK], mk[4][KPT];
       #pragma unroll
       for (int i = 0; i < PK; ++i) {
-        const int j = j0 + tr + 2 * i;
+        const int j = j0 + tr + RPI * i;
         kv[i] = j < C && te < E ? lf_ld(kb[j * kc + te]) : 0.f;
         vv[i] = j < C && te < Ev ? lf_ld(vb[j * vc + te]) : 0.f;
       }
-      lf_attn_tile_mask(mr, ok, j0 + TKEYS, C, kg, mk);
+      lf_attn_tile_mask<TM, L, KPT>(mr, ok, j0 + TKEYS, C, kg, mk);
       #pragma unroll
       for (int i = 0; i < PK; ++i) {
-        sk[tr + 2 * i][te] = kv[i];
-        sv[tr + 2 * i][te] = vv[i];
+        sk[tr + RPI * i][te] = kv[i];
+        sv[tr + RPI * i][te] = vv[i];
       }
       __syncthreads();
-      float d[4][4];
+      float d[4][KPT];
       #pragma unroll
       for (int i = 0; i < 4; ++i)
         #pragma unroll
-        for (int u = 0; u < 4; ++u) d[i][u] = 0.f;
+        for (int u = 0; u < KPT; ++u) d[i][u] = 0.f;
       #pragma unroll 4
       for (int e = 0; e < EM; e += 4) {
-        float4 a[4], b[4];
+        float4 a[4], b[KPT];
         #pragma unroll
         for (int i = 0; i < 4; ++i) a[i] = *(const float4*)&sq[4 * rg + i][e];
         #pragma unroll
-        for (int u = 0; u < 4; ++u) b[u] = *(const float4*)&sk[kg + 8 * u][e];
+        for (int u = 0; u < KPT; ++u) b[u] = *(const float4*)&sk[kg + L * u][e];
         #pragma unroll
         for (int i = 0; i < 4; ++i)
           #pragma unroll
-          for (int u = 0; u < 4; ++u)
+          for (int u = 0; u < KPT; ++u)
             d[i][u] += a[i].x * b[u].x + a[i].y * b[u].y + a[i].z * b[u].z + a[i].w * b[u].w;
       }
       #pragma unroll
       for (int i = 0; i < 4; ++i) {
         float mt = -LF_INF;
         #pragma unroll
-        for (int u = 0; u < 4; ++u) {
+        for (int u = 0; u < KPT; ++u) {
           x[i][u] = d[i][u] * scale + x[i][u];
           mt = lf_max(mt, x[i][u]);
         }
         #pragma unroll
-        for (int o = 1; o < 8; o <<= 1) mt = lf_max(mt, __shfl_xor_sync(0xffffffffu, mt, o));
+        for (int o = 1; o < L; o <<= 1) mt = lf_max(mt, __shfl_xor_sync(0xffffffffu, mt, o));
         const float mn = lf_max(mrun[i], mt);
         // (mn == -inf: every key so far masked; nothing to weigh yet)
         const float corr = mn == -LF_INF ? 1.f : exp2f((mrun[i] + mn * neg) * log2e);
         float ps = 0.f;
         #pragma unroll
-        for (int u = 0; u < 4; ++u) {
+        for (int u = 0; u < KPT; ++u) {
           const float p = mn == -LF_INF ? 0.f : exp2f((x[i][u] + mn * neg) * log2e);
-          sp[kg + 8 * u][4 * rg + i] = p;
+          sp[kg + L * u][4 * rg + i] = p;
           ps += p;
         }
         #pragma unroll
-        for (int o = 1; o < 8; o <<= 1) ps += __shfl_xor_sync(0xffffffffu, ps, o);
+        for (int o = 1; o < L; o <<= 1) ps += __shfl_xor_sync(0xffffffffu, ps, o);
         lrun[i] = lrun[i] * corr + ps;
         mrun[i] = mn;
         #pragma unroll
@@ -143,7 +149,7 @@ __device__ void lf_attn_tiles(const TQ* __restrict__ q, long long qh, long long 
       #pragma unroll 4
       for (int jj = 0; jj < TKEYS; ++jj) {
         const float4 p = *(const float4*)&sp[jj][4 * rg];
-        const float4 v0 = *(const float4*)&sv[jj][4 * kg], v1 = *(const float4*)&sv[jj][32 + 4 * kg];
+        const float4 v0 = *(const float4*)&sv[jj][4 * kg], v1 = *(const float4*)&sv[jj][EM / 2 + 4 * kg];
         const float pw[4] = {p.x, p.y, p.z, p.w}, vw[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
         #pragma unroll
         for (int i = 0; i < 4; ++i)
@@ -153,7 +159,7 @@ __device__ void lf_attn_tiles(const TQ* __restrict__ q, long long qh, long long 
       #pragma unroll
       for (int i = 0; i < 4; ++i)
         #pragma unroll
-        for (int u = 0; u < 4; ++u) x[i][u] = mk[i][u];
+        for (int u = 0; u < KPT; ++u) x[i][u] = mk[i][u];
     }
     #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -163,7 +169,7 @@ __device__ void lf_attn_tiles(const TQ* __restrict__ q, long long qh, long long 
       TY* yr = y + hk * yhk + g * yg + s * ys;
       #pragma unroll
       for (int c = 0; c < 8; ++c) {
-        const int col = (c < 4 ? 0 : 28) + 4 * kg + c;  // 4 kg + c, then 32 + 4 kg + c - 4
+        const int col = (c < 4 ? 0 : EM / 2 - 4) + 4 * kg + c;  // 4 kg + c, then EM / 2 + 4 kg + c - 4
         if (col < Ev) yr[col * ye] = lf_st<TY>(lf_round<TR>(acc[i][c] * inv));
       }
     }

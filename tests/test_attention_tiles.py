@@ -20,21 +20,31 @@ from test_attention_rule import (BUCKETS, DECODE, N_CACHE, attention_genome, clo
 
 
 # name -> (heads, kv heads, head dim, the calls' (s, c)): G = 8, 4, 2, 1 (QS = 8, 16, 32, 64 positions
-# a block); s = c = 40 with QS = 8 leaves a block's later key tile wholly masked (skipped)
+# a block of 64 rows); s = c = 40 with QS = 8 leaves a block's later key tile wholly masked
+# (skipped). Heads over 64 (up to 128) take blocks of 32 rows over key tiles of 16.
 TILED = {
     "tiles_16x2x24": (16, 2, 24, ((40, 40), (13, 40), (48, 64), (1, 1), (5, 64))),
     "tiles_8x2x32": (8, 2, 32, ((17, 17), (33, 64), (2, 2))),
     "tiles_4x2x64": (4, 2, 64, ((48, 48), (3, 64))),
     "tiles_3x3x16": (3, 3, 16, ((48, 60), (7, 7))),
+    "tiles_8x2x128": (8, 2, 128, ((40, 40), (13, 64), (1, 1))),
+    "tiles_4x4x96": (4, 4, 96, ((33, 33), (48, 64))),
 }
+
+
+def _geometry(heads, kv_heads, head_dim) -> tuple:
+    """(QS, R, TK, EM) the planner should pick."""
+    em, r, tk = (64, 64, 32) if head_dim <= 64 else (128, 32, 16)
+    return r // (heads // kv_heads), r, tk, em
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
 @pytest.mark.parametrize("name", sorted(TILED))
 def test_tiled_rows_on_the_cpu_emulation_compute_the_reference(name, tmp_path, monkeypatch):
-    """A long prompt's rows (here: from a bucket top of 1 token): lf_attn_tiles takes 64 rows that
-    share a key/value head a block, the keys in tiles of 32 with an online softmax; ragged S and C,
-    E under 64 (zero-padded), the causal mask's wholly masked tiles skipped."""
+    """A long prompt's rows (here: from a bucket top of 1 token): lf_attn_tiles takes 64 rows (32
+    for heads over 64) that share a key/value head a block, the keys in tiles of 32 (16) with an
+    online softmax; ragged S and C, heads zero-padded, the causal mask's wholly masked tiles
+    skipped."""
     import cuda_model_emulation as emu
     from luminal_fn.backends.cuda import KERNEL_KINDS, attentionkernels
     from luminal_fn.backends.cuda.executable import plan_graph
@@ -48,9 +58,9 @@ def test_tiled_rows_on_the_cpu_emulation_compute_the_reference(name, tmp_path, m
     ll = ex.extract(attention_genome(ex))
     bp = plan_graph(ll, {"s": 48, "c": N_CACHE})
     (step,) = [st for st in bp.steps if st.label == "attention_rows"]
-    qs = 64 // (heads // kv_heads)
-    assert step.source.meta["tiles"] == qs and "lf_attn_tiles<" in step.source.text
-    assert f", {qs}>(" in step.source.text and step.source.block == 128
+    geometry = _geometry(heads, kv_heads, head_dim)
+    assert step.source.meta["tiles"] == geometry and "lf_attn_tiles<" in step.source.text
+    assert ", {}>(".format(", ".join(map(str, geometry))) in step.source.text and step.source.block == 128
     lib = emu.build_with_hand(bp, ("rms_norm.cu", "attention.cu", "attention_tiles.cu"), str(tmp_path))
     for s, c in calls:
         args = decode_args(config, c, s)
@@ -72,27 +82,29 @@ def test_rows_are_tiled_only_for_long_prompts(monkeypatch):
         (step,) = [st for st in plan_graph(ll, {"s": 16, "c": N_CACHE}).steps if st.label == "attention_rows"]
         return step.source.meta["tiles"]
 
-    assert tiles() == 0  # a bucket of prompts up to 16 tokens: one row a block
+    assert tiles() is None  # a bucket of prompts up to 16 tokens: one row a block
     monkeypatch.setattr(attentionkernels, "TILES_MIN_S", 16)
-    assert tiles() == 16
+    assert tiles() == (16, 64, 32, 64)
     monkeypatch.setenv(attentionkernels.TILES_SWITCH, "0")
-    assert tiles() == 0
+    assert tiles() is None
 
 
 @pytest.mark.gpu
-def test_tiled_prompt_rows_on_the_gpu_match_float64():
-    """Llama-3.2-1B's attention for a prompt bucket of up to 1024 tokens over a cache of 1536
-    rows: lf_attn_tiles (64 rows that share a key/value head a block, causal tiles skipped)
-    matches float64 for a whole prompt, a prompt after a cached context, and one token."""
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_tiled_prompt_rows_on_the_gpu_match_float64(head_dim):
+    """Llama-3.2-1B's attention (heads of 64; of 128: Llama-3 8B's) for a prompt bucket of up to
+    1024 tokens over a cache of 1536 rows: lf_attn_tiles (64 or 32 rows that share a key/value
+    head a block, causal tiles skipped) matches float64 for a whole prompt, a prompt after a
+    cached context, and one token."""
     from luminal_fn.backends import get_backend
     from luminal_fn.backends.cuda import KERNEL_KINDS
     from luminal_fn.backends.cuda.executable import plan_graph
 
-    config, n = gqa_config(32, 8, 64), 1536
+    config, n = gqa_config(32, 8, head_dim), 1536
 
     def args(c, s):
         q = f32(s, config.q_dim)
-        kc, vc = (f32(n, 512) for _ in range(2))
+        kc, vc = (f32(n, 8 * head_dim) for _ in range(2))
         return q, kc, vc, model.causal_mask(np.arange(c - s, c), c)
 
     buckets = {"s": [(1, 1), (2, 1024)], "c": [(1, n)]}
@@ -100,7 +112,7 @@ def test_tiled_prompt_rows_on_the_gpu_match_float64():
     ex = Extractor(build_egraph(graph), graph, kernel_kinds=KERNEL_KINDS)
     ll = ex.extract(attention_genome(ex))
     (step,) = [st for st in plan_graph(ll, {"s": 1024, "c": n}).steps if st.label == "attention_rows"]
-    assert step.source.meta["tiles"] == 16  # 64 rows: 16 positions of each of the 4 heads sharing a kv head
+    assert step.source.meta["tiles"] == _geometry(32, 8, head_dim)  # (16, 64, 32, 64): 16 positions of 4 heads
     be = get_backend("cuda")
     exe = be.compile(ll)
     for s, c in ((1000, 1000), (333, 1200), (2, 2), (17, 1536)):

@@ -84,37 +84,40 @@ class AttnRowsCall:
     tuning: str
     head: str
     tail: str
-    fn: str = "lf_attn_rows"  # or lf_attn_tiles (a long prompt's rows, tuning = QS)
+    fn: str = "lf_attn_rows"  # or lf_attn_tiles (a long prompt's rows, tuning = QS, R, TK, EM)
 
     def line(self, ty: str, tr: str, strides: tuple) -> str:
         ys = ", ".join(f"(long long)({x})" for x in strides)
         return f"{self.fn}<{self.types}, {ty}, {tr}, {self.tuning}>({self.head}, out, {ys}, {self.tail});"
 
 
-TILE_ROWS = 64  # query rows a block of lf_attn_tiles takes (QS positions of each of G heads)
-TILE_MAX_HEAD = 64  # E and Ev it stages (zero-padded)
+# lf_attn_tiles' (rows a block, keys a tile, the largest E and Ev) by head size: 128-wide heads take
+# half the rows and keys so that the block's shared memory stays within 48 KiB
+TILE_SHAPES = ((64, 64, 32), (128, 32, 16))  # (largest head, R, TK)
 TILES_MIN_S = 128  # the bucket's largest S from which a prompt's rows are tiled
 TILES_SWITCH = "LUMINAL_CUDA_ATTN_TILES"
 TILE_BLOCKS_PER_SM = 3  # lf_attn_tiles' launch bound (at most 170 registers a thread)
 
 
-def _tiles(pl, node, G, S, E, Ev) -> int:
-    """QS, the positions a block of lf_attn_tiles takes of each query head, or 0 for one row a
-    block (lf_attn_rows): tiles when the bucket's prompts reach TILES_MIN_S tokens (a key read
-    once a block of 64 rows instead of once a row: the 1000-token prompt's attention_rows took
-    9.2 ms a layer on the H200), G divides 64, E and Ev are at most 64 and the traced shift is
-    x - max(x) (the online softmax relies on it). ``LUMINAL_CUDA_ATTN_TILES=0`` turns it off."""
+def _tiles(pl, node, G, S, E, Ev):
+    """(QS, R, TK, EM) of lf_attn_tiles (QS positions of each of the G query heads in a block of R
+    rows, keys in tiles of TK, heads zero-padded to EM), or None for one row a block
+    (lf_attn_rows): tiles when the bucket's prompts reach TILES_MIN_S tokens (a key read once a
+    block of R rows instead of once a row: the 1000-token prompt's attention_rows took 9.2 ms a
+    layer on the H200), E and Ev are at most 128, G divides R and the traced shift is x - max(x)
+    (the online softmax relies on it). ``LUMINAL_CUDA_ATTN_TILES=0`` turns it off."""
     if os.environ.get(TILES_SWITCH, "1").strip().lower() in ("0", "off", "false"):
-        return 0
+        return None
     g = to_int_or_expr(G)
-    if not isinstance(g, int) or g < 1 or TILE_ROWS % g or _at_most(pl, S) < TILES_MIN_S:
-        return 0
-    if max(_at_most(pl, E), _at_most(pl, Ev)) > TILE_MAX_HEAD:
-        return 0
+    if not isinstance(g, int) or g < 1 or _at_most(pl, S) < TILES_MIN_S:
+        return None
+    head = max(_at_most(pl, E), _at_most(pl, Ev))
+    shape = next(((em, r, tk) for em, r, tk in TILE_SHAPES if head <= em and r % g == 0), None)
     neg = pl.kernel_input(node, 3).scalar
-    if neg is None or float(neg) != -1.0:
-        return 0
-    return TILE_ROWS // g
+    if shape is None or neg is None or float(neg) != -1.0:
+        return None
+    em, r, tk = shape
+    return r // g, r, tk, em
 
 
 @lowerer("attention_rows")
@@ -142,8 +145,8 @@ def lower_attention_rows(pl, node):
     c_max = _at_most(pl, C)
     rows = as_expr(Hk) * G * S
     rows_max = _at_most(pl, rows)
-    qs_tile = _tiles(pl, node, G, S, E, Ev)
-    parts = 1 if qs_tile else _parts(pl, node, rows_max, c_max)
+    tiles = _tiles(pl, node, G, S, E, Ev)
+    parts = 1 if tiles else _parts(pl, node, rows_max, c_max)
     split = ""
     if parts > 1:  # the parts' (max, sum, values) and the per-row counts (zero between launches)
         ids.append(pl.scratch(dt.float32, rows_max * parts * (2 + _at_most(pl, Ev))))
@@ -154,8 +157,8 @@ def lower_attention_rows(pl, node):
     ids.append(pl.node_buf[node.id])
     ne, nev = (-(-_at_most(pl, x) // 32) for x in (E, Ev))
     cs = -(-c_max // 32) * 32 if c_max <= SCORES_IN_SHARED else 0
-    if qs_tile:  # 128 threads a block of 64 rows
-        threads, per_block, tuning, fn = 128, TILE_ROWS, f"{qs_tile}", "lf_attn_tiles"
+    if tiles:  # 128 threads a block of R rows
+        threads, per_block, tuning, fn = 128, tiles[1], ", ".join(map(str, tiles)), "lf_attn_tiles"
     else:
         threads = 32 * row_warps(c_max, parts, rows_max, pl.sm_count)
         per_block, fn = 1, "lf_attn_rows"
@@ -171,11 +174,11 @@ def lower_attention_rows(pl, node):
     ty = storage(pl, node.dtype)
     strides = tuple(r(x) for x in _contiguous_strides(G, S, Ev))
     # (tiles: a block for each QS positions of a kv head's G query heads, so the grid is exact)
-    work = as_expr(Hk) * ((as_expr(S) + (qs_tile - 1)) // qs_tile) * TILE_ROWS if qs_tile else rows * parts
+    work = as_expr(Hk) * ((as_expr(S) + (tiles[0] - 1)) // tiles[0]) * tiles[1] if tiles else rows * parts
     src = hand_source(pl, "attention_rows", [call.line(ty, ty, strides)], bufs, threads, work, per_block,
                       meta={"_attn_rows": call, "parts": parts,
-                            "min_blocks": 2 if parts > 1 else TILE_BLOCKS_PER_SM if qs_tile else 0,
-                            "tiles": qs_tile})
+                            "min_blocks": 2 if parts > 1 else TILE_BLOCKS_PER_SM if tiles else 0,
+                            "tiles": tiles})
     pl.add_kernel(src, ids, node.id, "attention_rows")
 
 
