@@ -235,4 +235,3 @@ def test_kn_gemv_jitted_on_gpu_matches_float64(dname):
     tol = 1e-5 if dname == "float32" else 1e-2
     for _ in range(2):
         np.testing.assert_allclose(np.asarray(f(x, w)).astype(np.float64), want, rtol=tol, atol=tol * np.sqrt(2048))
-

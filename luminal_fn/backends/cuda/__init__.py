@@ -58,10 +58,14 @@ class CudaBackend(Backend):
     def from_numpy(self, arr):
         if isinstance(arr, self.cp.ndarray):
             return arr
-        host = self._host(arr)
+        return self._upload(self._host(arr))
+
+    def _upload(self, host: np.ndarray):
+        """A device copy of the contiguous storage array ``host``, sent asynchronously from pinned
+        memory (CuPy's blocking copy only past the large buffers' cap)."""
         if host.nbytes <= STAGE_BYTES:
             return self._staging.upload(host)
-        out = self._large_uploads.upload(host)  # pinned and asynchronous, as the small ones
+        out = self._large_uploads.upload(host)
         return out if out is not None else self.cp.asarray(host)
 
     def from_numpy_many(self, arrs: list) -> list:
@@ -77,7 +81,7 @@ class CudaBackend(Backend):
                 small.append(k)
                 hosts.append(h)
             else:
-                out[k] = self.from_numpy(h)  # (large or empty: from_numpy's own path)
+                out[k] = self._upload(h)  # (large or empty: sent on its own)
         for k, buf in zip(small, self._staging.upload_many(hosts) if hosts else ()):
             out[k] = buf
         return out

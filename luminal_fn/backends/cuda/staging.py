@@ -28,6 +28,19 @@ LARGE_POOL_BYTES = 256 << 20  # pinned memory kept for large uploads; past it, C
 LARGE_PER_SIZE = 4  # buffers of one size class in flight at once before an upload waits for one
 
 
+def _send(cp, host: np.ndarray, pinned: np.ndarray, ptr, event):
+    """A new device array holding ``host``: its bytes copied into the pinned uint8 array ``pinned``
+    (at address ``ptr``), then sent with an asynchronous copy that ``event`` is recorded behind."""
+    n = host.nbytes
+    pinned[:n] = host.reshape(-1).view(np.uint8)
+    out = cp.empty(host.shape, dtype=host.dtype)
+    if n:
+        stream = cp.cuda.get_current_stream()
+        out.data.copy_from_host_async(ptr, n, stream)
+        event.record(stream)
+    return out
+
+
 class _PinnedRing:
     """SLOTS pinned slots of STAGE_BYTES handed out in turn; one backend serves every thread,
     so a slot is claimed under the lock."""
@@ -71,18 +84,10 @@ class HostStaging(_PinnedRing):
     def upload(self, host: np.ndarray):
         """A new device array holding ``host`` (contiguous, storage dtype); the host array may be
         changed as soon as this returns."""
-        cp = self.cp
         with self.lock:
             k, ev = self._free_slot()
-            n = host.nbytes
-            slot, ptr = self._slot(k, n)
-            slot[...] = host.reshape(-1).view(np.uint8)
-            out = cp.empty(host.shape, dtype=host.dtype)
-            if n:
-                stream = cp.cuda.get_current_stream()
-                out.data.copy_from_host_async(ptr, n, stream)
-                ev.record(stream)
-        return out
+            slot, ptr = self._slot(k, host.nbytes)
+            return _send(self.cp, host, slot, ptr, ev)
 
     def upload_many(self, hosts: list) -> list:
         """Device arrays holding ``hosts`` (contiguous, storage dtypes, none empty), sent with
@@ -117,21 +122,22 @@ class LargeUploads:
     def __init__(self, cp):
         self.cp = cp
         self.lock = threading.Lock()
-        self.pools: dict = {}  # size -> [[pinned uint8 array, event or None], ...]
+        self.pools: dict = {}  # size -> [(pinned uint8 array, the event behind its last copy), ...]
         self.turn: dict = {}  # size -> the index of the buffer used last
         self.held = 0
 
     def _buffer(self, size: int):
-        """A free [buffer, event] of ``size`` bytes, or None when the pool is full (call with the
+        """A free (buffer, event) of ``size`` bytes, or None when the pool is full (call with the
         lock held)."""
         import cupyx
 
         pool = self.pools.setdefault(size, [])
         for entry in pool:
-            if entry[1] is None or entry[1].done:
+            if entry[1].done:
                 return entry
         if len(pool) < LARGE_PER_SIZE and self.held + size <= LARGE_POOL_BYTES:
-            entry = [cupyx.empty_pinned((size,), dtype=np.uint8), None]
+            entry = (cupyx.empty_pinned((size,), dtype=np.uint8),
+                     self.cp.cuda.Event(block=False, disable_timing=True))
             pool.append(entry)
             self.held += size
             return entry
@@ -148,20 +154,12 @@ class LargeUploads:
         size = max(2 * STAGE_BYTES, 1 << (n - 1).bit_length())
         if size > LARGE_POOL_BYTES:
             return None
-        cp = self.cp
         with self.lock:
             entry = self._buffer(size)
             if entry is None:
                 return None
-            buf = entry[0]
-            buf[:n] = host.reshape(-1).view(np.uint8)
-            out = cp.empty(host.shape, dtype=host.dtype)
-            stream = cp.cuda.get_current_stream()
-            out.data.copy_from_host_async(ctypes.c_void_p(buf.ctypes.data), n, stream)
-            if entry[1] is None:
-                entry[1] = cp.cuda.Event(block=False, disable_timing=True)
-            entry[1].record(stream)
-        return out
+            buf, ev = entry
+            return _send(self.cp, host, buf, ctypes.c_void_p(buf.ctypes.data), ev)
 
 
 class PendingRead:
