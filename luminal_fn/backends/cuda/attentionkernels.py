@@ -31,6 +31,16 @@ SPLIT_SWITCH = "LUMINAL_CUDA_ATTN_SPLIT"
 WARPS_SWITCH = "LUMINAL_CUDA_ATTN_WARPS"
 
 
+def _online_softmax_allowed(pl, node, switch: str) -> bool:
+    """Whether a variant that runs an online softmax (running max and sum: the split rows, the
+    tiles) may be planned: ``switch`` not 0/off/false, and the traced shift x - max(x) (neg = -1,
+    which rescaling by the running max relies on)."""
+    if os.environ.get(switch, "1").strip().lower() in ("0", "off", "false"):
+        return False
+    neg = pl.kernel_input(node, 3).scalar
+    return neg is not None and float(neg) == -1.0
+
+
 def _parts(pl, node, rows_max: int, c_max: int) -> int:
     """Blocks a row's keys are split among (lf_attn_rows' PARTS): as many as two blocks an SM
     hold at once when the rows alone are fewer (a decode step: one query row per head; a grid of
@@ -38,10 +48,7 @@ def _parts(pl, node, rows_max: int, c_max: int) -> int:
     PART_KEYS keys of the bucket's largest C; 1 (no split) otherwise, when the traced softmax
     shift is not x - max(x) (neg = -1, which the parts' merge relies on), or with
     ``LUMINAL_CUDA_ATTN_SPLIT=0``."""
-    if os.environ.get(SPLIT_SWITCH, "1").strip().lower() in ("0", "off", "false"):
-        return 1
-    neg = pl.kernel_input(node, 3).scalar
-    if neg is None or float(neg) != -1.0:
+    if not _online_softmax_allowed(pl, node, SPLIT_SWITCH):
         return 1
     want = 2 * pl.sm_count // max(rows_max, 1)
     return max(1, min(want, -(-c_max // PART_KEYS), MAX_PARTS))
@@ -106,15 +113,12 @@ def _tiles(pl, node, G, S, E, Ev):
     block of R rows instead of once a row: the 1000-token prompt's attention_rows took 9.2 ms a
     layer on the H200), E and Ev are at most 128, G divides R and the traced shift is x - max(x)
     (the online softmax relies on it). ``LUMINAL_CUDA_ATTN_TILES=0`` turns it off."""
-    if os.environ.get(TILES_SWITCH, "1").strip().lower() in ("0", "off", "false"):
-        return None
     g = to_int_or_expr(G)
     if not isinstance(g, int) or g < 1 or _at_most(pl, S) < TILES_MIN_S:
         return None
     head = max(_at_most(pl, E), _at_most(pl, Ev))
     shape = next(((em, r, tk) for em, r, tk in TILE_SHAPES if head <= em and r % g == 0), None)
-    neg = pl.kernel_input(node, 3).scalar
-    if shape is None or neg is None or float(neg) != -1.0:
+    if shape is None or not _online_softmax_allowed(pl, node, TILES_SWITCH):
         return None
     em, r, tk = shape
     return r // g, r, tk, em

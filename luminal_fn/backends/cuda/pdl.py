@@ -106,9 +106,6 @@ class PdlLaunch:
                                "programmatic dependent launch")
 
 
-__all__ = ["PdlLaunch", "module_arch", "pdl_supported"]
-
-
 def prefetch_chunks(switch: str, default: int) -> int:
     """Chunks of its weights a product kernel asks L2 for before its ``lf_pdl_wait`` (0: none):
     the environment variable ``switch`` when set (an integer, for A/B runs), else ``default``."""
@@ -118,3 +115,7 @@ def prefetch_chunks(switch: str, default: int) -> int:
     if not v.isdigit():
         raise ValueError(f"{switch}={v!r}: expected the chunks to prefetch, an integer such as 0 or 1")
     return int(v)
+
+
+__all__ = ["PdlLaunch", "module_arch", "pdl_supported", "prefetch_chunks"]
+
