@@ -1,6 +1,7 @@
 """A Llama-3.2-1B prompt step on the CUDA backend at several (prompt, context) pairs, its attention
-planned as tiles (lf_attn_tiles, a block of 64 rows) and as one row a block (lf_attn_rows), one
-after the other in the same process: where each wins, so the plan can choose between them.
+planned as tiles (lf_attn_tiles, a block of 64 rows), as one row a block (lf_attn_rows) and as
+the default (both planned, the prompt's length choosing at run time), one after the other in the
+same process: where each wins, so the plan can choose between them.
 
 Both run in the bucket a 1000-token prompt gets (prompts of 2..1024 tokens, contexts up to the
 cache), so a short prompt after a long context (a chat's next turn) is timed in the bucket it
@@ -28,7 +29,9 @@ from llama.checkpoint import random_weights  # noqa: E402
 from llama.config import llama_3_2_1b_config  # noqa: E402
 from llama.model import bucket_limits, dim_buckets, make_step, new_cache, step_inputs  # noqa: E402
 
-MODES = {"tiles": "1", "rows": "0"}  # LUMINAL_CUDA_ATTN_TILES, read when a bucket is planned
+# (LUMINAL_CUDA_ATTN_TILES, LUMINAL_CUDA_ATTN_TILES_FROM), read when a bucket is planned: every
+# prompt tiled, none, or the default (prompts from attentionkernels.TILES_MIN_S tokens tiled)
+MODES = {"tiles": ("1", "1"), "rows": ("0", ""), "auto": ("1", "")}
 
 
 def _cases(text: str) -> list:
@@ -39,15 +42,24 @@ def _cases(text: str) -> list:
     return out
 
 
+def _attention_kernels(step) -> dict:
+    """The prompt bucket's attention: how many steps run lf_attn_tiles, lf_attn_rows, or neither
+    (the search may pick the generic products and softmax)."""
+    (compiled,) = step.compiled()
+    (plan,) = [p for p in compiled.runner.plans.values() if p.dims.get("s") != 1]
+    bucket = plan.executable._last_bucket  # (the bucket the last call ran: this prompt's)
+    texts = [st.source.text for st in bucket.plan.steps if st.label == "attention_rows"]
+    return {"tiles": sum("lf_attn_tiles<" in t for t in texts), "rows": sum("lf_attn_rows<" in t for t in texts)}
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--max-seq-len", type=int, default=2048)
     ap.add_argument("--bucket-prompt", type=int, default=1000, help="the prompt whose buckets are used")
     ap.add_argument("--cases", default="16@0,16@1000,64@0,64@1000,128@0,128@1000,256@0,512@0,1000@0")
-    ap.add_argument("--modes", default="tiles,rows")
+    ap.add_argument("--modes", default="tiles,rows,auto")
     ap.add_argument("--calls", type=int, default=15)
-    ap.add_argument("--search", type=int, default=1)
+    ap.add_argument("--search", type=int, default=3, help="candidates timed (llama_bench's default)")
     args = ap.parse_args()
     import cupy as cp
 
@@ -61,13 +73,15 @@ def main():
                              f"contexts up to {args.max_seq_len})")
     rng = np.random.default_rng(0)
     for mode in args.modes.split(","):
-        os.environ["LUMINAL_CUDA_ATTN_TILES"] = MODES[mode]
+        os.environ["LUMINAL_CUDA_ATTN_TILES"], os.environ["LUMINAL_CUDA_ATTN_TILES_FROM"] = MODES[mode]
         step = make_step(cfg, backend="cuda", buckets=buckets, search=lf.SearchOptions(limit=args.search))
         cache = new_cache(cfg, args.max_seq_len, backend="cuda")
         for s, p in cases:
             inputs = step_inputs(rng.integers(0, cfg.vocab_size, s).tolist(), p)
             for _ in range(2):  # (the first call of the bucket plans, compiles and captures)
                 _, cache = step(w, *inputs, cache)
+            if (s, p) == cases[0]:
+                print(json.dumps({"mode": mode, "attention": _attention_kernels(step)}), flush=True)
             e0, e1 = cp.cuda.Event(), cp.cuda.Event()
             ts = []
             for _ in range(args.calls):
