@@ -42,14 +42,20 @@ def _cases(text: str) -> list:
     return out
 
 
-def _attention_kernels(step) -> dict:
-    """The prompt bucket's attention: how many steps run lf_attn_tiles, lf_attn_rows, or neither
-    (the search may pick the generic products and softmax)."""
+def _attention_kernels(step) -> list:
+    """Each prompt-bucket plan's attention: how many steps run lf_attn_tiles, lf_attn_rows, or
+    neither (the search may pick the generic products and softmax)."""
     (compiled,) = step.compiled()
-    (plan,) = [p for p in compiled.runner.plans.values() if p.dims.get("s") != 1]
-    bucket = plan.executable._last_bucket  # (the bucket the last call ran: this prompt's)
-    texts = [st.source.text for st in bucket.plan.steps if st.label == "attention_rows"]
-    return {"tiles": sum("lf_attn_tiles<" in t for t in texts), "rows": sum("lf_attn_rows<" in t for t in texts)}
+    out = []
+    for p in compiled.runner.plans.values():
+        bucket = getattr(p.executable, "_last_bucket", None)
+        if p.dims.get("s") == 1 or bucket is None:
+            continue
+        texts = [st.source.text for st in bucket.plan.steps if st.label == "attention_rows"]
+        out.append({"dims": p.dims, "tiles": sum("lf_attn_tiles<" in t for t in texts),
+                    "rows": sum("lf_attn_rows<" in t for t in texts)})
+    return out
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

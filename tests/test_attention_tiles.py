@@ -126,11 +126,12 @@ def test_tiled_prompt_rows_on_the_gpu_match_float64(head_dim):
     graph = lf.jit(llama_attention(config), dynamic_axes=DECODE, buckets=buckets).trace(*args(40, 40)).hlir
     ex = Extractor(build_egraph(graph), graph, kernel_kinds=KERNEL_KINDS)
     ll = ex.extract(attention_genome(ex))
-    (step,) = [st for st in plan_graph(ll, {"s": 1024, "c": n}).steps if st.label == "attention_rows"]
-    assert step.source.meta["tiles"] == _geometry(32, 8, head_dim)  # (16, 64, 32, 64): 16 positions of 4 heads
+    steps = [st for st in plan_graph(ll, {"s": 1024, "c": n}).steps if st.label == "attention_rows"]
+    # one row a block for prompts under 128 tokens, then tiles of (16, 64, 32, 64): 16 positions of 4 heads
+    assert [st.source.meta["tiles"] for st in steps] == [None, _geometry(32, 8, head_dim)]
     be = get_backend("cuda")
     exe = be.compile(ll)
-    for s, c in ((1000, 1000), (333, 1200), (2, 2), (17, 1536)):
+    for s, c in ((1000, 1000), (333, 1200), (2, 2), (17, 1536), (127, 1100), (128, 128)):
         a = args(c, s)
         got = be.to_numpy(exe.run([be.from_numpy(x) for x in a], {"s": s, "c": c})[0])
         np.testing.assert_allclose(np.asarray(got, np.float64), ref_attention(config, *a),
