@@ -1,7 +1,6 @@
 """A Llama-3.2-1B prompt step on the CUDA backend at several (prompt, context) pairs, its attention
-planned as tiles (lf_attn_tiles, a block of 64 rows), as one row a block (lf_attn_rows) and as
-the default (both planned, the prompt's length choosing at run time), one after the other in the
-same process: where each wins, so the plan can choose between them.
+planned as tiles (lf_attn_tiles, a block of 64 rows) and as one row a block (lf_attn_rows), one
+after the other in the same process: where each wins, so the plan can choose between them.
 
 Both run in the bucket a 1000-token prompt gets (prompts of 2..1024 tokens, contexts up to the
 cache), so a short prompt after a long context (a chat's next turn) is timed in the bucket it
@@ -29,9 +28,9 @@ from llama.checkpoint import random_weights  # noqa: E402
 from llama.config import llama_3_2_1b_config  # noqa: E402
 from llama.model import bucket_limits, dim_buckets, make_step, new_cache, step_inputs  # noqa: E402
 
-# (LUMINAL_CUDA_ATTN_TILES, LUMINAL_CUDA_ATTN_TILES_FROM), read when a bucket is planned: every
-# prompt tiled, none, or the default (prompts from attentionkernels.TILES_MIN_S tokens tiled)
-MODES = {"tiles": ("1", "1"), "rows": ("0", ""), "auto": ("1", "")}
+# (LUMINAL_CUDA_ATTN_TILES, LUMINAL_CUDA_ATTN_TILES_FROM), read when a bucket is planned: tiles
+# whatever the bucket's largest prompt, one row a block, or the default (attentionkernels.TILES_MIN_S)
+MODES = {"tiles": ("1", "1"), "rows": ("0", ""), "default": ("1", "")}
 
 
 def _cases(text: str) -> list:
@@ -63,7 +62,7 @@ def main():
     ap.add_argument("--max-seq-len", type=int, default=2048)
     ap.add_argument("--bucket-prompt", type=int, default=1000, help="the prompt whose buckets are used")
     ap.add_argument("--cases", default="16@0,16@1000,64@0,64@1000,128@0,128@1000,256@0,512@0,1000@0")
-    ap.add_argument("--modes", default="tiles,rows,auto")
+    ap.add_argument("--modes", default="tiles,rows")
     ap.add_argument("--calls", type=int, default=15)
     ap.add_argument("--search", type=int, default=3, help="candidates timed (llama_bench's default)")
     args = ap.parse_args()

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 from test_attention_rule import DECODE, N_CACHE, attention_genome, decode_args, extractor, gqa_config  # noqa: E402
 
 
-def _tiny_llama_plan(layers=2, dims=None):
+def _tiny_llama_plan(layers=2):
     from llama.checkpoint import random_weights
     from llama.config import llama_3_2_1b_config
     from llama.model import make_step, new_cache, step_inputs
@@ -41,8 +41,7 @@ def _tiny_llama_plan(layers=2, dims=None):
     genome = next(g for g in ex.kernel_genomes()
                   if any(n.attrs.get("name") == "attention_rows" for n in ex.extract(g).live_nodes()))
     leaves = len(lf.tree_leaves(args))  # the caches are donated, as the model's step donates them
-    return plan_graph(ex.extract(genome), dims or {"s": 1, "c": 64},
-                      donated=tuple(range(leaves - 2 * layers, leaves)))
+    return plan_graph(ex.extract(genome), {"s": 1, "c": 64}, donated=tuple(range(leaves - 2 * layers, leaves)))
 
 
 def test_the_llama_step_attention_writes_the_o_projections_input():
@@ -59,29 +58,6 @@ def test_the_llama_step_attention_writes_the_o_projections_input():
         assert "__nv_bfloat16* __restrict__ out" in src.text
         # (hk, g, s, e) -> (s, hk * 2 + g, e) of 4 heads of 16: strides 32, 16, 64, 1
         assert "out, (long long)(32), (long long)(16), (long long)(64), (long long)(1)" in src.text
-
-
-def test_a_prompt_buckets_two_attention_kernels_store_alike(monkeypatch):
-    """A prompt bucket plans lf_attn_rows for its short prompts and lf_attn_tiles for its long
-    ones (tiles from 4 tokens here); the copies after the attention fold into both, which write
-    the o projection's input in bfloat16 with the same strides."""
-    from luminal_fn.backends.cuda import attentionkernels
-
-    monkeypatch.setattr(attentionkernels, "TILES_MIN_S", 4)
-    steps = _tiny_llama_plan(dims={"s": 16, "c": 64}).steps
-    at = [i for i, s in enumerate(steps) if s.label == "attention_rows"]
-    assert len(at) == 4 and at[1] == at[0] + 1 and at[3] == at[2] + 1
-    for i in at[::2]:
-        rows, tiles = steps[i].source, steps[i + 1].source
-        assert "lf_attn_rows<" in rows.text and ") >= 4) return;" in rows.text
-        assert "lf_attn_tiles<" in tiles.text and ") < 4) return;" in tiles.text
-        assert rows.meta["stores_into"] == tiles.meta["stores_into"] and len(rows.meta["stores_into"]) == 2
-        assert steps[i].bufs[-1] == steps[i + 1].bufs[-1] == steps[i + 2].bufs[0]
-        for src in (rows, tiles):
-            assert "__nv_bfloat16* __restrict__ out" in src.text
-            out = src.text.split("out, ")[-1]
-            # (hk, g, s, e) -> (s, hk * 2 + g, e) of 4 heads of 16: strides 32, 16, 64, 1
-            assert out.startswith("(long long)(32), (long long)(16), (long long)(64), (long long)(1)"), out
 
 
 def test_the_llama_step_runs_eight_launches_a_layer():

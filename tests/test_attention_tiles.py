@@ -39,35 +39,28 @@ def _geometry(heads, kv_heads, head_dim) -> tuple:
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
-@pytest.mark.parametrize("tiles_from", [1, 16])
 @pytest.mark.parametrize("name", sorted(TILED))
-def test_tiled_rows_on_the_cpu_emulation_compute_the_reference(name, tiles_from, tmp_path, monkeypatch):
-    """A long prompt's rows (here: from a bucket top of 48 tokens): lf_attn_tiles takes 64 rows (32
+def test_tiled_rows_on_the_cpu_emulation_compute_the_reference(name, tmp_path, monkeypatch):
+    """A long prompt's rows (here: from a bucket top of 1 token): lf_attn_tiles takes 64 rows (32
     for heads over 64) that share a key/value head a block, the keys in tiles of 32 (16) with an
     online softmax; ragged S and C, heads zero-padded, the causal mask's wholly masked tiles
-    skipped. With tiles from 16 tokens the bucket also plans lf_attn_rows, which serves the
-    shorter prompts (each kernel returns at once for the other's)."""
+    skipped."""
     import cuda_model_emulation as emu
     from luminal_fn.backends.cuda import KERNEL_KINDS, attentionkernels
     from luminal_fn.backends.cuda.executable import plan_graph
     from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
 
-    monkeypatch.setattr(attentionkernels, "TILES_MIN_S", tiles_from)
+    monkeypatch.setattr(attentionkernels, "TILES_MIN_S", 1)
     monkeypatch.setitem(BUCKETS, "s", [(1, 1), (2, 48)])
     heads, kv_heads, head_dim, calls = TILED[name]
     config = gqa_config(heads, kv_heads, head_dim)
     ex = extractor(llama_attention(config), decode_args(config, *calls[0][::-1]), kinds=KERNEL_KINDS)
     ll = ex.extract(attention_genome(ex))
     bp = plan_graph(ll, {"s": 48, "c": N_CACHE})
-    steps = [st for st in bp.steps if st.label == "attention_rows"]
+    (step,) = [st for st in bp.steps if st.label == "attention_rows"]
     geometry = _geometry(heads, kv_heads, head_dim)
-    assert [st.source.meta["tiles"] for st in steps] == ([geometry] if tiles_from == 1 else [None, geometry])
-    tiled = steps[-1].source
-    assert "lf_attn_tiles<" in tiled.text and tiled.block == 128
-    assert ", {}>(".format(", ".join(map(str, geometry))) in tiled.text
-    if tiles_from > 1:
-        assert "lf_attn_rows<" in steps[0].source.text and steps[0].bufs[-1] == steps[1].bufs[-1]
-        assert ") >= 16) return;" in steps[0].source.text and ") < 16) return;" in tiled.text
+    assert step.source.meta["tiles"] == geometry and "lf_attn_tiles<" in step.source.text
+    assert ", {}>(".format(", ".join(map(str, geometry))) in step.source.text and step.source.block == 128
     lib = emu.build_with_hand(bp, ("rms_norm.cu", "attention.cu", "attention_tiles.cu"), str(tmp_path))
     for s, c in calls:
         args = decode_args(config, c, s)
@@ -85,23 +78,24 @@ def test_rows_are_tiled_only_for_long_prompts(monkeypatch):
     ex = extractor(llama_attention(config), decode_args(config, 16, 16), kinds=KERNEL_KINDS)
     ll = ex.extract(attention_genome(ex))
 
-    def tiles(s_max=16):
-        steps = [st for st in plan_graph(ll, {"s": s_max, "c": N_CACHE}).steps if st.label == "attention_rows"]
-        return [st.source.meta["tiles"] for st in steps]
+    def tiles():
+        (step,) = [st for st in plan_graph(ll, {"s": 16, "c": N_CACHE}).steps if st.label == "attention_rows"]
+        return step.source.meta["tiles"]
 
-    assert tiles() == [None]  # a bucket of prompts up to 16 tokens: one row a block
+    assert tiles() is None  # a bucket of prompts up to 16 tokens: one row a block
     monkeypatch.setattr(attentionkernels, "TILES_MIN_S", 16)
-    assert tiles() == [None, (16, 64, 32, 64)]  # the bucket's prompts under 16 tokens: one row a block
-    monkeypatch.setenv(attentionkernels.TILES_FROM_SWITCH, "1")
-    assert tiles() == [(16, 64, 32, 64)]  # every prompt tiled
+    assert tiles() == (16, 64, 32, 64)
+    monkeypatch.setattr(attentionkernels, "TILES_MIN_S", 128)
+    monkeypatch.setenv(attentionkernels.TILES_FROM_SWITCH, "16")  # the threshold from the environment
+    assert tiles() == (16, 64, 32, 64)
     monkeypatch.setenv(attentionkernels.TILES_FROM_SWITCH, "17")
-    assert tiles() == [None] and tiles(17) == [None, (16, 64, 32, 64)]
+    assert tiles() is None
     monkeypatch.setenv(attentionkernels.TILES_FROM_SWITCH, "many")
     with pytest.raises(ValueError, match="LUMINAL_CUDA_ATTN_TILES_FROM='many'"):
         tiles()
-    monkeypatch.delenv(attentionkernels.TILES_FROM_SWITCH)
+    monkeypatch.setenv(attentionkernels.TILES_FROM_SWITCH, "16")
     monkeypatch.setenv(attentionkernels.TILES_SWITCH, "0")
-    assert tiles() == [None]
+    assert tiles() is None
 
 
 @pytest.mark.gpu
@@ -126,12 +120,11 @@ def test_tiled_prompt_rows_on_the_gpu_match_float64(head_dim):
     graph = lf.jit(llama_attention(config), dynamic_axes=DECODE, buckets=buckets).trace(*args(40, 40)).hlir
     ex = Extractor(build_egraph(graph), graph, kernel_kinds=KERNEL_KINDS)
     ll = ex.extract(attention_genome(ex))
-    steps = [st for st in plan_graph(ll, {"s": 1024, "c": n}).steps if st.label == "attention_rows"]
-    # one row a block for prompts under 128 tokens, then tiles of (16, 64, 32, 64): 16 positions of 4 heads
-    assert [st.source.meta["tiles"] for st in steps] == [None, _geometry(32, 8, head_dim)]
+    (step,) = [st for st in plan_graph(ll, {"s": 1024, "c": n}).steps if st.label == "attention_rows"]
+    assert step.source.meta["tiles"] == _geometry(32, 8, head_dim)  # (16, 64, 32, 64): 16 positions of 4 heads
     be = get_backend("cuda")
     exe = be.compile(ll)
-    for s, c in ((1000, 1000), (333, 1200), (2, 2), (17, 1536), (127, 1100), (128, 128)):
+    for s, c in ((1000, 1000), (333, 1200), (2, 2), (17, 1536), (127, 1100)):
         a = args(c, s)
         got = be.to_numpy(exe.run([be.from_numpy(x) for x in a], {"s": s, "c": c})[0])
         np.testing.assert_allclose(np.asarray(got, np.float64), ref_attention(config, *a),

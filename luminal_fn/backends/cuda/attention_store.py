@@ -73,8 +73,7 @@ def _fold(pl, s1, s2):
     if len(c.inputs) != 1 or c.inputs[0][0] != state.holder or pl.kernel_input(c, 0).scalar is not None:
         return None
     buf = s1.bufs[-1]
-    partner = _partner(pl, s1)
-    if s2.bufs[0] != buf or not _only_between(pl, buf, s1, s2, partner):
+    if s2.bufs[0] != buf or not _only_between(pl, buf, s1, s2):
         return None
     casts = _cast_chain(c.attrs["expr"])
     if casts is None:
@@ -87,18 +86,7 @@ def _fold(pl, s1, s2):
     narrow = _narrow_rounding(roundings)
     if narrow is False or not (c.dtype.is_float and all(d.is_float for d in roundings)):
         return None
-    new_state = _Store(c.id, c.dtype, roundings, axes)
-    if partner is not None:  # the other variant of the same attention stores as this one does
-        pl.steps[pl.steps.index(partner)] = _render(pl, partner, s2, c, axes, narrow, new_state)
-    return _render(pl, s1, s2, c, axes, narrow, new_state)
-
-
-def _partner(pl, step):
-    """The other attention_rows step of the same node (a prompt bucket plans lf_attn_rows for
-    short prompts and lf_attn_tiles for long ones, each ending when the other runs), or None."""
-    return next((st for st in pl.steps if st is not step
-                 and "_attn_rows" in getattr(getattr(st, "source", None), "meta", {})
-                 and st.node == step.node), None)
+    return _render(pl, s1, s2, c, axes, narrow, _Store(c.id, c.dtype, roundings, axes))
 
 
 def _cast_chain(tree):
@@ -163,12 +151,11 @@ def _render(pl, s1, s2, c, axes, narrow, state):
     ty = pl.lang.storage[c.dtype.name]
     tr = pl.lang.storage[narrow.name] if narrow is not None else "float"
     line = call.line(ty, tr, tuple(ix.r(st, names) for _, _, st in axes))
-    guard = src.meta.get("_attn_guard")
     bufs = [b if b[0] != "out" else ("out", "out", c.dtype, False) for b in src.meta["_bufs"]]
     meta = {k: v for k, v in src.meta.items() if k not in ("_body", "_bufs")}
     meta["stores_into"] = meta.get("stores_into", ()) + (c.id,)
     meta["_attn_store"] = state  # (for the next copy the chain may fold)
-    new = finish(pl.lang, src.kind, ([guard] if guard else []) + [line], bufs, src.block, src.work, src.per_block,
+    new = finish(pl.lang, src.kind, [line], bufs, src.block, src.work, src.per_block,
                  grid_cap=src.grid_cap, meta=meta, shared_bytes=src.shared_bytes)
     return replace(s1, source=new, bufs=list(s1.bufs[:-1]) + [s2.bufs[-1]])
 

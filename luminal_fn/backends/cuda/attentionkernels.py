@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 
 from ...ir import dtypes as dt
-from ...ir.expr import as_expr, minimum, same, to_int_or_expr
+from ...ir.expr import as_expr, same, to_int_or_expr
 from ..render import index as ix
 from .handkernels import hand_source, rexpr, storage
 from .plan import lowerer
@@ -101,19 +101,20 @@ class AttnRowsCall:
 # lf_attn_tiles' (rows a block, keys a tile, the largest E and Ev) by head size: 128-wide heads take
 # half the rows and keys so that the block's shared memory stays within 48 KiB
 TILE_SHAPES = ((64, 64, 32), (128, 32, 16))  # (largest head, R, TK)
-TILES_MIN_S = 128  # the prompts (S) from which rows are tiled; shorter ones run one row a block
+TILES_MIN_S = 128  # the bucket's largest S from which a prompt's rows are tiled
 TILES_SWITCH = "LUMINAL_CUDA_ATTN_TILES"
 TILES_FROM_SWITCH = "LUMINAL_CUDA_ATTN_TILES_FROM"
 TILE_BLOCKS_PER_SM = 3  # lf_attn_tiles' launch bound (at most 170 registers a thread)
 
 
 def tiles_from() -> int:
-    """The shortest prompt run as tiles: TILES_MIN_S, or LUMINAL_CUDA_ATTN_TILES_FROM when set."""
+    """The bucket's largest S from which rows are tiled: TILES_MIN_S, or
+    LUMINAL_CUDA_ATTN_TILES_FROM when set (for sweeps: benchmarks/prompt_attention_sweep.py)."""
     v = os.environ.get(TILES_FROM_SWITCH, "").strip()
     if not v:
         return TILES_MIN_S
     if not v.isdigit() or int(v) < 1:
-        raise ValueError(f"{TILES_FROM_SWITCH}={v!r}: expected the shortest prompt (tokens) to tile, such as 128")
+        raise ValueError(f"{TILES_FROM_SWITCH}={v!r}: expected a prompt length in tokens, such as 128")
     return int(v)
 
 
@@ -157,71 +158,43 @@ def lower_attention_rows(pl, node):
     scale = _scalar_operand(pl, node, 5, bufs, ids)
     qv, kv, vv = views
     mh, ms = _lead(mv)
-    head = (f"b0 + ({r(qv.offset)}), (long long)({r(qv.strides[0])}), (long long)({r(qv.strides[1])}), "
-            f"(long long)({r(qv.strides[2])}), "
-            f"b1 + ({r(kv.offset)}), (long long)({r(kv.strides[0])}), (long long)({r(kv.strides[1])}), "
-            f"b2 + ({r(vv.offset)}), (long long)({r(vv.strides[0])}), (long long)({r(vv.strides[1])}), "
-            f"b6 + ({r(mv.offset)}), (long long)({r(mh)}), (long long)({r(ms)})")
-    args = (pl, node, ", ".join(types), head, f"{r(Hk)}, {r(G)}, {r(S)}, {r(C)}, {r(E)}, {r(Ev)}, {neg}, "
-            f"{log2e}, {scale}", bufs, ids)
-    tiles = _tiles(pl, node, G, S, E, Ev)
-    if tiles is None:
-        _emit_rows(*args, S, "")
-        return
-    start = tiles_from()
-    if not isinstance(to_int_or_expr(S), int) and start > 1:
-        # a bucket of prompts from 2 tokens: the shorter ones (a chat's next turn after a long
-        # context) run one row a block, as a tile block's 64 rows would leave the device idle
-        _emit_rows(*args, minimum(S, start - 1), f"if (({r(S)}) >= {start}) return;")
-        _emit_tiles(*args, tiles, f"if (({r(S)}) < {start}) return;")
-    else:
-        _emit_tiles(*args, tiles, "")
-
-
-def _emit_rows(pl, node, types, head, tail, bufs, ids, S_cap, guard):
-    """lf_attn_rows: a block (or PARTS blocks) a query row, for prompts of up to S_cap tokens."""
-    Hk, G, _S, C, _E, Ev = node.attrs["params"]
-    bufs, ids = list(bufs), list(ids)
     c_max = _at_most(pl, C)
-    rows = as_expr(Hk) * G * S_cap
+    rows = as_expr(Hk) * G * S
     rows_max = _at_most(pl, rows)
-    parts = _parts(pl, node, rows_max, c_max)
+    tiles = _tiles(pl, node, G, S, E, Ev)
+    parts = 1 if tiles else _parts(pl, node, rows_max, c_max)
     split = ""
     if parts > 1:  # the parts' (max, sum, values) and the per-row counts (zero between launches)
         ids.append(pl.scratch(dt.float32, rows_max * parts * (2 + _at_most(pl, Ev))))
         ids.append(pl.zeroed_counters(rows_max, ("attention_rows count", node.id)))
         bufs += [("scratch", "part", dt.float32, False), ("count", "cnt", dt.int32, False)]
         split = ", part, cnt"
-    ne, nev = (-(-_at_most(pl, x) // 32) for x in (node.attrs["params"][4], Ev))
+    bufs.append(("out", "out", node.dtype, False))
+    ids.append(pl.node_buf[node.id])
+    ne, nev = (-(-_at_most(pl, x) // 32) for x in (E, Ev))
     cs = -(-c_max // 32) * 32 if c_max <= SCORES_IN_SHARED else 0
-    threads = 32 * row_warps(c_max, parts, rows_max, pl.sm_count)
-    tuning = f"{threads}, {ne}, {nev}, {cs}" + (f", {parts}, {PART_KEYS}" if parts > 1 else "")
-    call = AttnRowsCall(types, tuning, head, tail + split, "lf_attn_rows")
-    _add(pl, node, call, bufs, ids, threads, rows * parts, 1, guard,
-         {"parts": parts, "min_blocks": 2 if parts > 1 else 0, "tiles": None})
-
-
-def _emit_tiles(pl, node, types, head, tail, bufs, ids, tiles, guard):
-    """lf_attn_tiles: a block of 128 threads for each QS positions of a kv head's G query heads
-    (so the grid is exact at the bucket's largest S)."""
-    Hk, _G, S, _C, _E, _Ev = node.attrs["params"]
-    call = AttnRowsCall(types, ", ".join(map(str, tiles)), head, tail, "lf_attn_tiles")
-    work = as_expr(Hk) * ((as_expr(S) + (tiles[0] - 1)) // tiles[0]) * tiles[1]
-    _add(pl, node, call, list(bufs), list(ids), 128, work, tiles[1], guard,
-         {"parts": 1, "min_blocks": TILE_BLOCKS_PER_SM, "tiles": tiles})
-
-
-def _add(pl, node, call, bufs, ids, threads, work, per_block, guard, meta):
-    """The kernel: ``guard`` (a statement ending it for the calls the other variant serves: each
-    kernel waits for the one before it on entry, so returning early keeps the order) and the call."""
-    Hk, G, S, _C, _E, Ev = node.attrs["params"]
-    bufs = bufs + [("out", "out", node.dtype, False)]
-    ids = ids + [pl.node_buf[node.id]]
+    if tiles:  # 128 threads a block of R rows
+        threads, per_block, tuning, fn = 128, tiles[1], ", ".join(map(str, tiles)), "lf_attn_tiles"
+    else:
+        threads = 32 * row_warps(c_max, parts, rows_max, pl.sm_count)
+        per_block, fn = 1, "lf_attn_rows"
+        tuning = f"{threads}, {ne}, {nev}, {cs}" + (f", {parts}, {PART_KEYS}" if parts > 1 else "")
+    call = AttnRowsCall(
+        ", ".join(types), tuning,
+        f"b0 + ({r(qv.offset)}), (long long)({r(qv.strides[0])}), (long long)({r(qv.strides[1])}), "
+        f"(long long)({r(qv.strides[2])}), "
+        f"b1 + ({r(kv.offset)}), (long long)({r(kv.strides[0])}), (long long)({r(kv.strides[1])}), "
+        f"b2 + ({r(vv.offset)}), (long long)({r(vv.strides[0])}), (long long)({r(vv.strides[1])}), "
+        f"b6 + ({r(mv.offset)}), (long long)({r(mh)}), (long long)({r(ms)})",
+        f"{r(Hk)}, {r(G)}, {r(S)}, {r(C)}, {r(E)}, {r(Ev)}, {neg}, {log2e}, {scale}{split}", fn)
     ty = storage(pl, node.dtype)
-    strides = tuple(rexpr(pl, x) for x in _contiguous_strides(G, S, Ev))
-    body = ([guard] if guard else []) + [call.line(ty, ty, strides)]
-    src = hand_source(pl, "attention_rows", body, bufs, threads, work, per_block,
-                      meta={"_attn_rows": call, "_attn_guard": guard, **meta})
+    strides = tuple(r(x) for x in _contiguous_strides(G, S, Ev))
+    # (tiles: a block for each QS positions of a kv head's G query heads, so the grid is exact)
+    work = as_expr(Hk) * ((as_expr(S) + (tiles[0] - 1)) // tiles[0]) * tiles[1] if tiles else rows * parts
+    src = hand_source(pl, "attention_rows", [call.line(ty, ty, strides)], bufs, threads, work, per_block,
+                      meta={"_attn_rows": call, "parts": parts,
+                            "min_blocks": 2 if parts > 1 else TILE_BLOCKS_PER_SM if tiles else 0,
+                            "tiles": tiles})
     pl.add_kernel(src, ids, node.id, "attention_rows")
 
 

@@ -124,11 +124,10 @@ def _in_order(pl, node, k) -> bool:
             and same(ix.numel(view.shape), n) and same(ix.numel(node.shape), n))
 
 
-def _only_between(pl, buf, s1, s2, also=None) -> bool:
-    """Whether only steps s1 (writing it), s2 (reading it) and ``also`` (a step writing it in
-    s1's place for other dims) touch the intermediate ``buf``."""
+def _only_between(pl, buf, s1, s2) -> bool:
+    """Whether only steps s1 (writing it) and s2 (reading it) touch the intermediate ``buf``."""
     return pl.bufs[buf].kind == "arena" and not any(buf in st.bufs for st in pl.steps
-                                                    if st is not s1 and st is not s2 and st is not also)
+                                                    if st is not s1 and st is not s2)
 
 
 def _epilogue_lambda(pl, node, reads, inputs, tree, T) -> tuple:
