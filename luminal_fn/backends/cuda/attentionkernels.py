@@ -101,7 +101,11 @@ class AttnRowsCall:
 # lf_attn_tiles' (rows a block, keys a tile, the largest E and Ev) by head size: 128-wide heads take
 # half the rows and keys so that the block's shared memory stays within 48 KiB
 TILE_SHAPES = ((64, 64, 32), (128, 32, 16))  # (largest head, R, TK)
-TILES_MIN_S = 128  # the bucket's largest S from which a prompt's rows are tiled
+# the bucket's largest S from which a prompt's rows are tiled. H200 runs BD and BE
+# (benchmarks/prompt_attention_sweep.py, Llama-3.2-1B bf16 step ms, tiles / one row a block): in a
+# bucket of prompts up to 64 tokens, 32 tokens 1.50 / 1.48, 64 tokens 1.64 / 2.17, 32 after 64
+# 1.60 / 1.94; up to 1024, 16 after 1000 3.57 / 5.21, 16 alone 1.80 / 1.78.
+TILES_MIN_S = 64
 TILES_SWITCH = "LUMINAL_CUDA_ATTN_TILES"
 TILES_FROM_SWITCH = "LUMINAL_CUDA_ATTN_TILES_FROM"
 TILE_BLOCKS_PER_SM = 3  # lf_attn_tiles' launch bound (at most 170 registers a thread)
