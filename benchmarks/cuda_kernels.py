@@ -487,14 +487,6 @@ def main():
         for K, N in shapes[:3]:
             gemv(be, cp, bw, K, N, dt.bfloat16, transposed=True)
         gemv(be, cp, bw, 2048, 8192, dt.float16)
-    if "kn_wide" in only:  # lf_gemv_kn with stripes of whole warps side by side (1 to 4 KiB of a row)
-        from luminal_fn.backends.cuda import matmul
-
-        for lanes in (8, 32, 64, 128, 256):
-            matmul.KN_LANES = lanes
-            for K, N in ((2048, 2048), (2048, 8192), (8192, 2048)):
-                gemv(be, cp, bw, K, N, dt.bfloat16, tag=f" [kn {lanes} lanes a row]")
-        matmul.KN_LANES = None
     if "kn" in only:  # lf_gemv_kn's rows a thread, blocks an SM and narrowest stripe, swept (x @ W)
         from luminal_fn.backends.cuda import matmul
 

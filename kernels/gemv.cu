@@ -184,13 +184,11 @@ __device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __re
 template <typename T, int ROWS, int LC, typename Store>
 __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
                               float* __restrict__ partial, int N, int K, int S, const Store& store) {
-  static_assert(LC == 4 || LC == 8 || LC == 16 || LC == 32 || LC == 64 || LC == 128 || LC == 256,
-                "LC lanes a row: a power of two from 4 to 256");
-  // NG: the groups whose sums shared memory adds (a warp's when LC <= 32, a row's when wider)
-  constexpr int V = 16 / sizeof(T), RS = 256 / LC, KC = RS * ROWS, COLS = LC * V, NG = LC <= 32 ? 8 : RS;
-  __shared__ float red[NG][COLS + 1];
+  static_assert(LC == 4 || LC == 8 || LC == 16 || LC == 32, "LC lanes a row: 4, 8, 16 or 32");
+  constexpr int V = 16 / sizeof(T), RW = 32 / LC, RS = 8 * RW, KC = RS * ROWS, COLS = LC * V;
+  __shared__ float red[8][COLS + 1];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int tx = threadIdx.x % LC, ty = threadIdx.x / LC;
+  const int tx = lane % LC, ty = warp * RW + lane / LC;
   const int col0 = (blockIdx.x * LC + tx) * V;
   const int share = (K + S * KC - 1) / (S * KC) * KC;  // rows of K this block reads
   const int k1 = min(K, (int)(blockIdx.y + 1) * share);
@@ -226,20 +224,20 @@ __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* _
     }
   }
   #pragma unroll
-  for (int o = LC; o < 32; o <<= 1) {  // the lanes holding the same columns (none when LC >= 32)
+  for (int o = LC; o < 32; o <<= 1) {  // the lanes holding the same columns (none when LC == 32)
     #pragma unroll
     for (int j = 0; j < V; ++j) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
   }
-  if (LC > 32 || lane < LC) {
+  if (lane < LC) {
     #pragma unroll
-    for (int j = 0; j < V; ++j) red[LC <= 32 ? warp : ty][tx * V + j] = acc[j];
+    for (int j = 0; j < V; ++j) red[warp][tx * V + j] = acc[j];
   }
   __syncthreads();
   const int base = blockIdx.x * COLS;
   for (int c = threadIdx.x; c < COLS; c += 256) {
     float s = 0.f;
     #pragma unroll
-    for (int g = 0; g < NG; ++g) s += red[g][c];
+    for (int g = 0; g < 8; ++g) s += red[g][c];
     if (base + c < N) {
       if (S == 1) store(base + c, s);
       else partial[(long long)blockIdx.y * N + base + c] = s;

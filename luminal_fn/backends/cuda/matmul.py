@@ -157,7 +157,6 @@ KN_MAX_SPLIT = 64  # chunks of K at most: lf_gemv_partials_to adds this many par
 # stripes read slower, 0.81 against 0.83 of copy at 2048x8192 bf16 unsplit; 128-byte ones with no
 # split took float32 2048x8192 from 0.80 to 0.94-0.96 of copy, the bf16 shapes within 2%)
 KN_MIN_LANES = 8
-KN_LANES = None  # a stripe width to use alone (lanes a row, 4 to 256; wider than 32: warps side by side)
 
 
 def kn_launch(N: int, K: int, V: int, sm_count: int) -> tuple:
@@ -169,11 +168,11 @@ def kn_launch(N: int, K: int, V: int, sm_count: int) -> tuple:
     float32 product of 8192 columns fills the device in 128-byte stripes with no split (and no
     second kernel adding partials)."""
     best = None
-    for lc in (KN_LANES,) if KN_LANES else (32, 16, 8, 4):
-        if lc < KN_MIN_LANES and not KN_LANES:
+    for lc in (32, 16, 8, 4):
+        if lc < KN_MIN_LANES:
             break
         blocks_x = -(-N // (lc * V))
-        chunks = -(-K // (256 // lc * KN_ROWS))  # a chunk: 256 / lc rows a step, KN_ROWS steps
+        chunks = -(-K // (8 * (32 // lc) * KN_ROWS))
         S = max(1, min(chunks, KN_MAX_SPLIT, KN_BLOCKS_PER_SM * sm_count // blocks_x))
         S = -(-chunks // -(-chunks // S))
         if best is None or S < best[1]:
