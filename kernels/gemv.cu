@@ -197,19 +197,24 @@ __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* _
   for (int j = 0; j < V; ++j) acc[j] = 0.f;
   if (col0 < N) {
     for (int k0 = blockIdx.y * share + ty; k0 < k1; k0 += KC) {
-      // One path for whole and ragged chunks: a row past k1 reads row k0 again and is zeroed
-      // after the load (never multiplied, so an inf in row k0 adds nothing). ptxas then keeps
-      // it to 31 registers (118 with a separate ragged path), so 8 blocks of 256 threads fit an SM.
-      const T* wr = w + (long long)k0 * ldw + col0;
       float a[ROWS][V], xv[ROWS];
-      #pragma unroll
-      for (int i = 0; i < ROWS; ++i) {
-        const bool in = k0 + RS * i < k1;
-        lf_vld<V>(wr + (in ? RS * i : 0) * ldw, a[i]);
-        const float xi = lf_ld(x[in ? k0 + RS * i : k0]);
-        xv[i] = in ? xi : 0.f;
+      const T* wr = w + (long long)k0 * ldw + col0;
+      if (k0 + RS * (ROWS - 1) < k1) {  // a whole chunk: no conditions between the loads
         #pragma unroll
-        for (int j = 0; j < V; ++j) a[i][j] = in ? a[i][j] : 0.f;
+        for (int i = 0; i < ROWS; ++i) lf_vld<V>(wr + RS * i * ldw, a[i]);
+        #pragma unroll
+        for (int i = 0; i < ROWS; ++i) xv[i] = lf_ld(x[k0 + RS * i]);
+      } else {
+        #pragma unroll
+        for (int i = 0; i < ROWS; ++i) {
+          xv[i] = 0.f;
+          #pragma unroll
+          for (int j = 0; j < V; ++j) a[i][j] = 0.f;
+          if (k0 + RS * i < k1) {
+            lf_vld<V>(wr + RS * i * ldw, a[i]);
+            xv[i] = lf_ld(x[k0 + RS * i]);
+          }
+        }
       }
       #pragma unroll
       for (int i = 0; i < ROWS; ++i) {
