@@ -181,35 +181,27 @@ __device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __re
 // stripe's last block adding them in the same launch, 10.2 against 10.8 us at 2048x8192 bf16;
 // docs/benchmarks.md.) Asking L2 for each thread's first chunk before the PDL wait measured no
 // different (H200 run AU, 10.1-10.3 us either way at 2048x8192 and 8192x2048 bf16).
-template <typename T, int ROWS, int LC, int J = 1, typename Store>
+template <typename T, int ROWS, int LC, typename Store>
 __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
                               float* __restrict__ partial, int N, int K, int S, const Store& store) {
   static_assert(LC == 4 || LC == 8 || LC == 16 || LC == 32, "LC lanes a row: 4, 8, 16 or 32");
-  static_assert(J >= 1 && J <= 4, "J vectors a lane along a row: 1 to 4");
-  // CW: the columns one load of the LC lanes covers; a lane's J vectors lie CW apart, so a warp
-  // reads J * LC * 16 contiguous bytes of each row it visits
-  constexpr int V = 16 / sizeof(T), RW = 32 / LC, RS = 8 * RW, KC = RS * ROWS, CW = LC * V, COLS = CW * J;
+  constexpr int V = 16 / sizeof(T), RW = 32 / LC, RS = 8 * RW, KC = RS * ROWS, COLS = LC * V;
   __shared__ float red[8][COLS + 1];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int tx = lane % LC, ty = warp * RW + lane / LC;
-  const int base = blockIdx.x * COLS, col0 = base + tx * V;
+  const int col0 = (blockIdx.x * LC + tx) * V;
   const int share = (K + S * KC - 1) / (S * KC) * KC;  // rows of K this block reads
   const int k1 = min(K, (int)(blockIdx.y + 1) * share);
-  const bool whole = base + COLS <= N;  // every vector of the stripe inside the matrix
-  float acc[J][V];
+  float acc[V];
   #pragma unroll
-  for (int u = 0; u < J; ++u)
-    #pragma unroll
-    for (int j = 0; j < V; ++j) acc[u][j] = 0.f;
+  for (int j = 0; j < V; ++j) acc[j] = 0.f;
   if (col0 < N) {
     for (int k0 = blockIdx.y * share + ty; k0 < k1; k0 += KC) {
-      float a[ROWS][J][V], xv[ROWS];
+      float a[ROWS][V], xv[ROWS];
       const T* wr = w + (long long)k0 * ldw + col0;
-      if (whole && k0 + RS * (ROWS - 1) < k1) {  // a whole chunk: no conditions between the loads
+      if (k0 + RS * (ROWS - 1) < k1) {  // a whole chunk: no conditions between the loads
         #pragma unroll
-        for (int i = 0; i < ROWS; ++i)
-          #pragma unroll
-          for (int u = 0; u < J; ++u) lf_vld<V>(wr + RS * i * ldw + u * CW, a[i][u]);
+        for (int i = 0; i < ROWS; ++i) lf_vld<V>(wr + RS * i * ldw, a[i]);
         #pragma unroll
         for (int i = 0; i < ROWS; ++i) xv[i] = lf_ld(x[k0 + RS * i]);
       } else {
@@ -217,36 +209,31 @@ __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* _
         for (int i = 0; i < ROWS; ++i) {
           xv[i] = 0.f;
           #pragma unroll
-          for (int u = 0; u < J; ++u) {
-            #pragma unroll
-            for (int j = 0; j < V; ++j) a[i][u][j] = 0.f;
-            if (k0 + RS * i < k1 && col0 + u * CW < N) lf_vld<V>(wr + RS * i * ldw + u * CW, a[i][u]);
+          for (int j = 0; j < V; ++j) a[i][j] = 0.f;
+          if (k0 + RS * i < k1) {
+            lf_vld<V>(wr + RS * i * ldw, a[i]);
+            xv[i] = lf_ld(x[k0 + RS * i]);
           }
-          if (k0 + RS * i < k1) xv[i] = lf_ld(x[k0 + RS * i]);
         }
       }
       #pragma unroll
-      for (int i = 0; i < ROWS; ++i)
+      for (int i = 0; i < ROWS; ++i) {
         #pragma unroll
-        for (int u = 0; u < J; ++u)
-          #pragma unroll
-          for (int j = 0; j < V; ++j) acc[u][j] += xv[i] * a[i][u][j];
+        for (int j = 0; j < V; ++j) acc[j] += xv[i] * a[i][j];
+      }
     }
   }
   #pragma unroll
   for (int o = LC; o < 32; o <<= 1) {  // the lanes holding the same columns (none when LC == 32)
     #pragma unroll
-    for (int u = 0; u < J; ++u)
-      #pragma unroll
-      for (int j = 0; j < V; ++j) acc[u][j] += __shfl_xor_sync(0xffffffffu, acc[u][j], o);
+    for (int j = 0; j < V; ++j) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
   }
   if (lane < LC) {
     #pragma unroll
-    for (int u = 0; u < J; ++u)
-      #pragma unroll
-      for (int j = 0; j < V; ++j) red[warp][u * CW + tx * V + j] = acc[u][j];
+    for (int j = 0; j < V; ++j) red[warp][tx * V + j] = acc[j];
   }
   __syncthreads();
+  const int base = blockIdx.x * COLS;
   for (int c = threadIdx.x; c < COLS; c += 256) {
     float s = 0.f;
     #pragma unroll

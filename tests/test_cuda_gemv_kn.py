@@ -133,35 +133,6 @@ def test_kn_gemv_on_the_cpu_emulation_matches_float64(tmp_path, monkeypatch, d, 
         assert np.all(np.abs(got - want) <= eps * np.abs(want) + 1e-5 * np.sqrt(k)), np.abs(got - want).max()
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
-@pytest.mark.parametrize("d,k,n,ldw,off,j,rows", [
-    (dt.bfloat16, 2048, 1024, None, 0, 2, 4),  # 2 vectors a lane along the row, split
-    (dt.bfloat16, 520, 3000, 3072, 8, 4, 2),  # 4 a lane: the last stripe ragged, strided, from column 8
-    (dt.float32, 200, 100, None, 0, 2, 4),  # K not a whole number of chunks, N ragged within a stripe
-    (dt.float16, 64, 8192, None, 0, 4, 2),  # one chunk: no split
-])
-def test_kn_gemv_with_several_vectors_a_lane_on_the_cpu_emulation(tmp_path, monkeypatch, d, k, n, ldw, off, j, rows):
-    """KN_J vectors of 16 bytes a lane, KN_J * LC * 16 contiguous bytes a warp and row."""
-    import cuda_model_emulation as emu
-    from luminal_fn.backends.cuda import matmul
-
-    monkeypatch.setattr(matmul, "KN_J", j)
-    monkeypatch.setattr(matmul, "KN_ROWS", rows)
-    g, ins = _kn_graph(d, k, n, ldw, off)
-    bp = plan_graph(g, {})
-    lanes = bp.steps[0].source.meta["lanes"]
-    assert f"lf_gemv_kn_to<{emu_type(d)}, {rows}, {lanes}, {j}>(" in bp.steps[0].source.text
-    out = emu.run(emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path)), bp, ins, {})[0]
-    want = ins[0].astype(np.float64) @ ins[1].astype(np.float64)[:, off:off + n]
-    got = out.astype(np.float64)
-    eps = {dt.float32: 1e-6, dt.bfloat16: 2.0 ** -8, dt.float16: 2.0 ** -11}[d]
-    assert np.all(np.abs(got - want) <= eps * np.abs(want) + 1e-5 * np.sqrt(k)), np.abs(got - want).max()
-
-
-def emu_type(d) -> str:
-    return {dt.float32: "float", dt.bfloat16: "__nv_bfloat16", dt.float16: "__half"}[d]
-
-
 # ---- an elementwise epilogue (backends/cuda/epilogue.py) -----------------------------------------
 def dense_relu(h, w, b):
     """A layer as a user writes it with luminal_fn.nn.linear: relu(h @ W + b), W stored (K, N)."""

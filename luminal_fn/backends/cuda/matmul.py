@@ -157,7 +157,6 @@ KN_MAX_SPLIT = 64  # chunks of K at most: lf_gemv_partials_to adds this many par
 # stripes read slower, 0.81 against 0.83 of copy at 2048x8192 bf16 unsplit; 128-byte ones with no
 # split took float32 2048x8192 from 0.80 to 0.94-0.96 of copy, the bf16 shapes within 2%)
 KN_MIN_LANES = 8
-KN_J = 1  # 16-byte vectors a lane reads along a row (J * LC * 16 contiguous bytes a warp and row)
 
 
 def kn_launch(N: int, K: int, V: int, sm_count: int) -> tuple:
@@ -172,7 +171,7 @@ def kn_launch(N: int, K: int, V: int, sm_count: int) -> tuple:
     for lc in (32, 16, 8, 4):
         if lc < KN_MIN_LANES:
             break
-        blocks_x = -(-N // (lc * V * KN_J))
+        blocks_x = -(-N // (lc * V))
         chunks = -(-K // (8 * (32 // lc) * KN_ROWS))
         S = max(1, min(chunks, KN_MAX_SPLIT, KN_BLOCKS_PER_SM * sm_count // blocks_x))
         S = -(-chunks // -(-chunks // S))
@@ -199,8 +198,7 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
     if layout == "kn":
         blocks_x, S, lanes = kn_launch(N, K, V, pl.sm_count)
         # (the kernel writing y calls store(n, value): epilogue.py may pass its own, "_store_call")
-        j = f", {KN_J}" if KN_J > 1 else ""
-        call = (f"lf_gemv_kn_to<{T}, {KN_ROWS}, {lanes}{j}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
+        call = (f"lf_gemv_kn_to<{T}, {KN_ROWS}, {lanes}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
                 f"b0 + ({r(va.offset)}), @PART@, {N}, {K}, {S}, @STORE@);")
         scratch = add_product(pl, node, "gemv_kn", "matmul (gemv kn)", call, S, N, 256, (blocks_x, S, 1),
                               guard, {"lanes": lanes})
