@@ -323,7 +323,7 @@ def prompt_gemm(be, cp, bw, M, K, N, d, variant, tag=""):
 
 
 @guarded
-def dense_mlp(be, cp, bw, width=4096, layers=12, d=dt.bfloat16):
+def dense_mlp(be, cp, bw, width=4096, layers=12, d=dt.bfloat16, tag=""):
     """A batch-1 MLP as a user writes it with luminal_fn.nn.linear: ``layers`` of relu(h @ W + b),
     W stored (K, N) (the x @ W GEMV, its bias and relu as the epilogue), the cheapest plan the
     CUDA backend extracts; beside the same chain in torch, eager and replayed from a CUDA graph
@@ -391,7 +391,7 @@ def dense_mlp(be, cp, bw, width=4096, layers=12, d=dt.bfloat16):
         note += f"; torch eager {eager * 1e3:.3f} ms, torch CUDA graph {ref * 1e3:.3f} ms ({ref / t:.2f}x ours)"
     except ImportError:
         note += "; torch not installed"
-    row(f"dense relu MLP {layers}x{width}^2 {d.name}, batch 1 (lf.nn.linear)", t, wbytes, err=err,
+    row(f"dense relu MLP {layers}x{width}^2 {d.name}, batch 1 (lf.nn.linear){tag}", t, wbytes, err=err,
         note=note)
 
 
@@ -490,12 +490,18 @@ def main():
     if "kn" in only:  # lf_gemv_kn's rows a thread, blocks an SM and narrowest stripe, swept (x @ W)
         from luminal_fn.backends.cuda import matmul
 
-        for d in (dt.bfloat16, dt.float32):
-            # (the default, then more blocks than one wave holds: each thread one chunk, as the nk GEMV's)
-            for rows, per_sm, lanes in ((8, 2, 8), (8, 4, 8), (8, 8, 8), (4, 4, 8), (4, 8, 8), (4, 16, 8)):
-                matmul.KN_ROWS, matmul.KN_BLOCKS_PER_SM, matmul.KN_MIN_LANES = rows, per_sm, lanes
+        # KN_SWEEP="rows,blocks,lanes;...": the launches to time (default: the current default first)
+        default = (matmul.KN_ROWS, matmul.KN_BLOCKS_PER_SM, matmul.KN_MIN_LANES)
+        sweep = [tuple(int(v) for v in c.split(",")) for c in os.environ.get("KN_SWEEP", "").split(";") if c]
+        for rows, per_sm, lanes in sweep or [default, (8, 2, 8), (16, 2, 8), (4, 4, 8)]:
+            matmul.KN_ROWS, matmul.KN_BLOCKS_PER_SM, matmul.KN_MIN_LANES = rows, per_sm, lanes
+            tag = f" [kn rows {rows}, {per_sm} blocks/SM, lanes >= {lanes}]"
+            for d in (dt.bfloat16, dt.float32):
                 for K, N in ((2048, 2048), (2048, 8192), (8192, 2048)):
-                    gemv(be, cp, bw, K, N, d, tag=f" [kn rows {rows}, {per_sm} blocks/SM, lanes >= {lanes}]")
+                    gemv(be, cp, bw, K, N, d, tag=tag)
+            if "kn_mlp" in only:
+                dense_mlp(be, cp, bw, tag=tag)
+        matmul.KN_ROWS, matmul.KN_BLOCKS_PER_SM, matmul.KN_MIN_LANES = default
     if "prompt" in only:  # a 32-token prompt's projections (Llama-3.2-1B), three ways, same call
         for K, N in ((2048, 2048), (2048, 512), (2048, 8192), (8192, 2048)):
             for variant in args.prompt_variants.split(","):
