@@ -233,7 +233,11 @@ def _gemv_layers(K, N, d, R, transposed):
 
 
 @guarded
-def gemv(be, cp, bw, K, N, d, transposed=False, tag=""):
+def gemv(be, cp, bw, K, N, d, transposed=False, tag="", merged=True):
+    """x (1, K) times R weights in turn. The Linear layout's GEMVs that read the same x share a
+    launch (siblings.py) unless ``merged`` is False: then each has its own, as the x @ W GEMVs."""
+    from luminal_fn.backends.cuda import siblings
+
     wbytes = K * N * d.itemsize
     R = int(max(1, min(48, -(-(384 << 20) // wbytes))))
     g = _gemv_layers(K, N, d, R, transposed)
@@ -244,8 +248,13 @@ def gemv(be, cp, bw, K, N, d, transposed=False, tag=""):
             np.float16 if d is dt.float16 else np.float32) if d is not dt.bfloat16 else
         cp.random.randint(0x3c00, 0x3f80, (N, K) if transposed else (K, N), dtype=np.uint16)
         for _ in range(R - 1)]
-    exe = be.compile(g)
-    outs = exe.run(bufs, {})
+    segments = siblings.MAX_SEGMENTS
+    siblings.MAX_SEGMENTS = segments if merged else 1
+    try:
+        exe = be.compile(g)
+        outs = exe.run(bufs, {})  # (plans the bucket)
+    finally:
+        siblings.MAX_SEGMENTS = segments
     wf = w0.astype(np.float32)
     want = x.astype(np.float32) @ (wf.T if transposed else wf)
     err = np.abs(be.to_numpy(outs[0]).astype(np.float32) - want).max() / max(np.abs(want).max(), 1e-9)
@@ -255,7 +264,8 @@ def gemv(be, cp, bw, K, N, d, transposed=False, tag=""):
         a = bufs[0]
         wv = [w.T if transposed else w for w in bufs[1:]]
         ref = timed(lambda: [cp.matmul(a, w) for w in wv], iters=5, warm=2) / R
-    r = row(f"gemv 1x{K} @ {K}x{N} {d.name}{' (W^T)' if transposed else ''}{tag}", t, wbytes, ref=ref, err=err)
+    what = f"gemv 1x{K} @ {K}x{N} {d.name}{' (W^T)' if transposed else ''}{'' if merged else ', a launch each'}{tag}"
+    r = row(what, t, wbytes, ref=ref, err=err)
     desc = exe.describe()
     kind = desc.splitlines()[1].strip().split(":")[0].split("(")[-1].rstrip(")")
     shape = re.search(r"split=(\d+).*?lanes=(\d+)", desc)  # the x @ W GEMV's launch
@@ -486,6 +496,7 @@ def main():
                 gemv(be, cp, bw, K, N, d)
         for K, N in shapes[:3]:
             gemv(be, cp, bw, K, N, dt.bfloat16, transposed=True)
+            gemv(be, cp, bw, K, N, dt.bfloat16, transposed=True, merged=False)
         gemv(be, cp, bw, 2048, 8192, dt.float16)
     if "kn" in only:  # lf_gemv_kn's rows a thread, blocks an SM and narrowest stripe, swept (x @ W)
         from luminal_fn.backends.cuda import matmul

@@ -231,7 +231,7 @@ def test_symbolic_rows_guard_the_whole_launch():
 # ---- the rendered source -------------------------------------------------------------------------
 CALL = re.compile(r"if \(blk < (\d+)\) \{ lf_gemv_nk<([\w ]+), (\d+)>\((w\d) \+ \(([^)]*)\), "
                   r"\(long long\)\(([^)]*)\), b0 \+ \(([^)]*)\), (y\d), (\d+), (\d+), (\d+), "
-                  r"blk - (\d+), (\d+)\); return; \}")
+                  r"blk - (\d+), (\d+)\); \}")
 
 
 def _segments(text):

@@ -49,11 +49,12 @@ def test_the_switch_and_the_architecture(monkeypatch):
 
 
 def _body_lines(text: str) -> list:
-    """The kernel's statements after its signature and its reads of the parameter table."""
+    """The kernel's statements after its signature, its block-timing mark (empty unless
+    LF_TRACE) and its reads of the parameter table."""
     lines = [ln.strip() for ln in text.split("\n")]
     start = next(i for i, ln in enumerate(lines) if ln.startswith('extern "C" __global__')) + 1
     lines = lines[start:]
-    while lines and "P[" in lines[0]:
+    while lines and ("P[" in lines[0] or lines[0] == "LF_TRACE_IN();"):
         lines.pop(0)
     return lines
 

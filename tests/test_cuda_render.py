@@ -198,3 +198,24 @@ def test_a_donated_cache_is_updated_in_place(monkeypatch):
     out = donated.bufs[donated.outputs[0]]
     assert out.kind == "input" and out.index == 0
     assert len(donated.steps) == len(plain.steps) - 1  # the destination copy is gone
+
+
+def test_block_timing_is_compiled_in_only_when_asked(monkeypatch):
+    """LUMINAL_CUDA_TRACE (benchmarks/kernel_trace.py) defines LF_TRACE ahead of the prelude; every
+    kernel carries the entry and end marks with its own digest either way, and they expand to
+    nothing without it."""
+    from luminal_fn.backends.cuda.source import TRACE_SWITCH
+
+    kernels = [k for _, bp in _plans() for k in bp.kernels()]
+    for k in kernels:
+        assert "LF_TRACE_IN();" in k.text and f"LF_TRACE_OUT(0x{k.name.rsplit('_', 1)[1]}ull);" in k.text, k.name
+    monkeypatch.delenv(TRACE_SWITCH, raising=False)
+    assert "#define LF_TRACE " not in module_source(kernels)
+    monkeypatch.setenv(TRACE_SWITCH, "4096")
+    text = module_source(kernels)
+    assert text.startswith("#define LF_TRACE 4096\n") and "lf_trace_rec[LF_TRACE][4]" in text
+    if nvcc_available():
+        nvcc_check(text)
+    monkeypatch.setenv(TRACE_SWITCH, "all")
+    with pytest.raises(ValueError, match="LUMINAL_CUDA_TRACE='all'"):
+        module_source(kernels)

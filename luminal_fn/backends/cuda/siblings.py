@@ -92,9 +92,10 @@ def render_gemv_nk(lang, segments: list, prologue=None) -> KernelSource:
     start = 0
     for i, s in enumerate(segments):
         end = start + s.blocks
-        # (a block-uniform branch: the __syncthreads inside lf_gemv_nk stay legal)
-        body.append(f"if (blk < {end}) {{ {s.call(f'w{i}', x, f'y{i}', f'blk - {start}', str(s.blocks))} "
-                    "return; }")
+        # (a block-uniform branch: the __syncthreads inside lf_gemv_nk stay legal; no return, so
+        # every block reaches the kernel's end, where LF_TRACE times it)
+        body.append(f"{'else ' if i else ''}if (blk < {end}) "
+                    f"{{ {s.call(f'w{i}', x, f'y{i}', f'blk - {start}', str(s.blocks))} }}")
         start = end
     bufs = (xbufs + [(f"w{i}", f"w{i}", d, True) for i in range(len(segments))]
             + [(f"out{i}", f"y{i}", d, False) for i in range(len(segments))])

@@ -15,6 +15,7 @@ import tempfile
 from ..render import CUDA
 from ..render.files import kernel_file
 
+TRACE_SWITCH = "LUMINAL_CUDA_TRACE"
 HAND_ORDER = ("rms_norm.cu", "softmax.cu", "rope.cu", "gemv.cu", "attention.cu", "attention_tiles.cu")
 
 
@@ -24,6 +25,11 @@ def module_source(kernels) -> str:
     for k in kernels:
         seen.setdefault(k.name, k)
     parts = [CUDA.prelude]
+    trace = os.environ.get(TRACE_SWITCH, "")
+    if trace:  # block timing (benchmarks/kernel_trace.py): the records the module holds
+        if not trace.isdigit() or int(trace) < 1:
+            raise ValueError(f"{TRACE_SWITCH}={trace!r}: give the number of block records to keep, such as 65536")
+        parts.insert(0, f"#define LF_TRACE {int(trace)}")
     if any(k.meta.get("hand") for k in seen.values()):
         prefetch = os.environ.get("LUMINAL_CUDA_GEMV_PREFETCH", "")
         if prefetch:  # for sweeps on the device: bytes of each weight row a GEMV asks L2 for early

@@ -86,13 +86,16 @@ def finish(lang: Language, kind: str, body: list, bufs: list, block: int, work, 
     n = f"{block}, {meta['min_blocks']}" if meta.get("min_blocks") else block
     bounds = (lang.launch_bounds.format(n=n) + " ") if lang.launch_bounds else ""
     lines.append(f"{lang.kernel_prefix} {bounds}@NAME@({', '.join(params)}) {{")
-    lines += ["  " + p for p in pre]
+    lines += ["  " + p for p in ([lang.trace_in] if lang.trace_in else []) + pre]
     lines.append(text_body)
+    if lang.trace_out:
+        lines.append("  " + lang.trace_out.format(id="@ID@"))
     lines.append("}")
     text = "\n".join(lines)
     digest = hashlib.sha1((lang.name + text).encode()).hexdigest()[:12]
     name = f"lf_{kind}_{digest}"
-    return KernelSource(name, text.replace("@NAME@", name), kind, [b[0] for b in bufs], syms,
+    text = text.replace("@NAME@", name).replace("@ID@", digest)
+    return KernelSource(name, text, kind, [b[0] for b in bufs], syms,
                         block, work, per_block, grid_cap, shared_bytes, meta)
 
 

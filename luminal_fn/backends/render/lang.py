@@ -56,6 +56,10 @@ class Language:
     # takes only entry_launch)
     entry_launch: str = ""
     entry_wait: str = ""
+    # a kernel's first and last statements when its blocks are timed (benchmarks/kernel_trace.py):
+    # "{id}" is the kernel's own number, its name's digest
+    trace_in: str = ""
+    trace_out: str = ""
     vec_ok: bool = True
     # a split reduction in one launch: each warp adds one to its row's counter ("add", "{p}": the
     # counter's address; gives the old count) after a fence ("fence"), and the last one merges
@@ -90,6 +94,35 @@ __device__ __forceinline__ void lf_pdl_wait() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
+// Block timing, compiled in only when the module defines LF_TRACE (the records it holds; set by
+// LUMINAL_CUDA_TRACE, read by benchmarks/kernel_trace.py): thread 0 of each block that reaches the
+// kernel's end records (kernel id, block << 16 | SM, globaltimer at entry, at the end).
+#ifdef LF_TRACE
+__device__ unsigned long long lf_trace_rec[LF_TRACE][4];
+__device__ unsigned int lf_trace_n;
+__device__ __forceinline__ unsigned long long lf_globaltime() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void lf_trace_out(unsigned long long id, unsigned long long t_in) {
+  if (threadIdx.x | threadIdx.y | threadIdx.z) return;
+  const unsigned long long t = lf_globaltime();
+  unsigned sm;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  const unsigned long long block = ((unsigned long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  const unsigned slot = atomicAdd(&lf_trace_n, 1u);
+  if (slot < LF_TRACE) {
+    lf_trace_rec[slot][0] = id; lf_trace_rec[slot][1] = block << 16 | sm;
+    lf_trace_rec[slot][2] = t_in; lf_trace_rec[slot][3] = t;
+  }
+}
+#define LF_TRACE_IN() const unsigned long long lf_t_in = lf_globaltime()
+#define LF_TRACE_OUT(id) lf_trace_out(id, lf_t_in)
+#else
+#define LF_TRACE_IN()
+#define LF_TRACE_OUT(id)
+#endif
 // Tensor cores (sm_80+): d += a (16x16, row) * b (16x8, col) in float, a and b 2-byte floats
 // packed two to a register in mma.sync m16n8k16's fragment layout (lf_skinny_nt_to).
 template <typename T> __device__ __forceinline__ void lf_mma_16816(float (&d)[4], const unsigned (&a)[4],
@@ -306,6 +339,8 @@ CUDA = Language(
     launch_bounds="__launch_bounds__({n})",
     entry_launch="lf_pdl_launch();",
     entry_wait="lf_pdl_wait();",
+    trace_in="LF_TRACE_IN();",
+    trace_out="LF_TRACE_OUT(0x{id}ull);",
     merge_counter={"add": "atomicAdd({p}, 1)", "fence": "__threadfence();", "load": "__ldcg({p})"},
 )
 
