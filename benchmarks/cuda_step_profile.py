@@ -5,6 +5,7 @@ time, whether it replays as one CUDA graph, and every step timed alone inside a 
     python benchmarks/cuda_step_profile.py --prefill 32      # the prompt's step instead (s = 32)
     python benchmarks/cuda_step_profile.py --prefill 32 --host-profile 20   # and the host's share
     python benchmarks/cuda_step_profile.py --model dlrm --num-cat 8
+    python benchmarks/cuda_step_profile.py --trace   # and one replay timed block by block
 """
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import kernel_trace  # noqa: E402
 import luminal_fn as lf  # noqa: E402
 from llama.checkpoint import random_weights  # noqa: E402
 from llama.config import llama_3_2_1b_config  # noqa: E402
@@ -204,7 +207,11 @@ def main():
     ap.add_argument("--sources", default="", help="file for the slowest kernels' sources")
     ap.add_argument("--host-profile", type=int, default=0, metavar="N",
                     help="cProfile 20 calls of the Llama step and print its N costliest functions")
+    ap.add_argument("--trace", action="store_true",
+                    help="time every block of one replay of the step (kernel_trace.py): what each kind adds")
     args = ap.parse_args()
+    if args.trace:  # (before the kernels are compiled: they record their blocks' times)
+        os.environ["LUMINAL_CUDA_TRACE"] = str(kernel_trace.RECORDS)
     import cupy as cp
 
     exe = (llama_bucket if args.model == "llama" else dlrm_bucket)(args, cp)
@@ -218,6 +225,13 @@ def main():
     dims = {sym: int(host[i]) for i, sym in b.sym_slots}
     for key, g in list(b.graphs.items())[-1:]:
         print(f"the captured step replayed alone: {_replay_ms(g, cp, stream) * 1e3:.1f} us")
+        if args.trace:
+            stream.synchronize()
+            kernel_trace.clear_trace(b.module)
+            g.launch(stream)
+            stream.synchronize()
+            print("one replay, block by block (traced kernels run a little slower):")
+            kernel_trace.report(kernel_trace.launches(kernel_trace.read_trace(b.module), b.plan), args.top)
     rows = []
     for st, it in zip(b.plan.steps, b.launches):
         ms, how = _step_in_graph(b, st, it, cp, stream, host, dims)

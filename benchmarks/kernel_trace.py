@@ -110,7 +110,9 @@ def report(ls, show=6):
               f"ragged end {us(_median(k['ragged'])):5.2f}  gap {us(_median(k['gap'])):6.2f}  adds {us(_median(k['adds'])):6.2f}  block "
               f"median {us(d[len(d) // 2]):5.2f} p90 {us(d[int(len(d) * 0.9)]):5.2f} max {us(d[-1]):5.2f}")
     total = ls[-1]["last_out"] - ls[0]["first_in"]
-    print(f"  the whole replay: {us(total):.2f} us for {len(ls)} launches")
+    print(f"  the whole replay: {us(total):.2f} us for {len(ls)} launches; by what each kind adds in all:")
+    for label, k in sorted(kinds.items(), key=lambda kv: -sum(kv[1]["adds"]))[:show]:
+        print(f"    {us(sum(k['adds'])):9.2f} us  {sum(k['adds']) / total:5.1%}  x{k['n']:<4d} {label}")
 
 
 def gemv_case(be, cp, spec):
