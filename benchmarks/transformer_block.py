@@ -2,7 +2,8 @@
 and KV cache) on luminal_fn beside the same layer written in torch (eager, and replayed from a CUDA
 graph) and in JAX (jax.jit), all in one process on the same inputs: decode (one new token after
 C - 1 cached ones) and prefill (S fresh tokens). Each result is checked against a float64 NumPy
-layer; times are the device's, ms a call, from events around back-to-back calls.
+layer. Times are ms a call: the wall time of back-to-back calls ended by a device synchronisation,
+so each system's host overhead a call is included, as a user calling it in a loop sees it.
 
     python3 benchmarks/transformer_block.py                 # Llama-3.2-1B's layer, on CUDA
     python3 benchmarks/transformer_block.py --backend numpy --tiny --calls 2   # a CPU dry run
