@@ -422,3 +422,20 @@ def test_gemv_launch_shape_follows_the_dram_sweep():
     assert _warps_per_row(2048, 8192, bf16, 132) == 4  # down: 8 loads a lane
     assert _warps_per_row(128256, 2048, bf16, 132) == 1  # the LM head
     assert _warps_per_row(16384, 8192, bf16, 132) == 2  # 32 loads a lane with one warp: two warps
+
+
+def test_warps_a_row_can_be_set_for_sweeps(monkeypatch):
+    """LUMINAL_CUDA_GEMV_WPR sets every Linear GEMV's warps a row (capped by what K's 16-byte
+    loads allow), so a sweep can time launch shapes the heuristic would not pick."""
+    g, _ = _siblings_graph(dt.bfloat16, [2048, 512, 512], 2048)
+    default = plan_graph(g, {}).steps[0].source.meta["wpr"]
+    monkeypatch.setenv("LUMINAL_CUDA_GEMV_WPR", "1")
+    (step,) = plan_graph(g, {}).steps
+    assert step.source.meta["wpr"] == (1, 1, 1) != default
+    assert sum(s["blocks"] for s in _segments(step.source.text)) == (2048 + 512 + 512) // 8
+    g64, _ = _siblings_graph(dt.bfloat16, [64], 256)  # K = 256: two 16-byte loads a lane at most
+    monkeypatch.setenv("LUMINAL_CUDA_GEMV_WPR", "8")
+    assert plan_graph(g64, {}).steps[0].source.meta["wpr"] == 1
+    monkeypatch.setenv("LUMINAL_CUDA_GEMV_WPR", "3")
+    with pytest.raises(ValueError, match="LUMINAL_CUDA_GEMV_WPR='3'"):
+        plan_graph(g, {})

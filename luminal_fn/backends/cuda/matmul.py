@@ -6,6 +6,8 @@ A (..., M, K) and B (..., K, N) arrive as views; the output (..., M, N) is conti
 """
 from __future__ import annotations
 
+import os
+
 from ...ir import dtypes as dt
 from ...ir.expr import Expr, as_expr, same
 from ...ir.view import View
@@ -220,13 +222,25 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
 MAX_UNROLLED = 16  # vectors per lane held in registers at once by the unrolled GEMV
 
 
+WPR_SWITCH = "LUMINAL_CUDA_GEMV_WPR"  # warps a row of every lf_gemv_nk GEMV (for A/B sweeps)
+
+
 def _warps_per_row(N: int, K: int, V: int, sm_count: int) -> int:
     """Warps sharing one row of W (N, K): the fewest that give the grid (N * wpr / 8 blocks of 256
     threads) about seven blocks per SM, with at most MAX_UNROLLED 16-byte loads per lane.
     benchmarks/gemv_sweep.py with the weights read from DRAM (H200, 2026-12-02 22:14 UTC, bf16):
     the fastest launch of each decode shape has ~1024 blocks (2048x2048: 4 warps a row, 4.05 us,
     against 5.00 us with 8 and 4.33 with 2; 2048x8192: 4 warps, 10.4 us against 12.1 with 2;
-    8192x2048: 1 warp, 10.3 us); 512-row matrices take all 8 warps."""
+    8192x2048: 1 warp, 10.3 us); 512-row matrices take all 8 warps. LUMINAL_CUDA_GEMV_WPR (1, 2,
+    4 or 8, at most what K's 16-byte loads allow) overrides it."""
+    v = os.environ.get(WPR_SWITCH, "").strip()
+    if v:
+        if v not in ("1", "2", "4", "8"):
+            raise ValueError(f"{WPR_SWITCH}={v!r}: expected 1, 2, 4 or 8 warps a row")
+        wpr = int(v)
+        while wpr > 1 and wpr * 32 * V > K:  # (a power of two: the block's 8 warps share rows)
+            wpr //= 2
+        return wpr
     wpr = 1
     while (wpr < 8 and (2 * wpr) * 32 * V <= K
            and (N * wpr // 8 < 7 * sm_count or K > MAX_UNROLLED * wpr * 32 * V)):
