@@ -234,8 +234,8 @@ def _gemv_layers(K, N, d, R, transposed):
 
 @guarded
 def gemv(be, cp, bw, K, N, d, transposed=False, tag="", merged=True):
-    """x (1, K) times R weights in turn. The Linear layout's GEMVs that read the same x share a
-    launch (siblings.py) unless ``merged`` is False: then each has its own, as the x @ W GEMVs."""
+    """x (1, K) times R weights in turn. GEMVs that read the same x share launches, four at a time
+    (siblings.py), unless ``merged`` is False: then each has its own."""
     from luminal_fn.backends.cuda import siblings
 
     wbytes = K * N * d.itemsize
@@ -494,6 +494,8 @@ def main():
         for d in (dt.bfloat16, dt.float32):
             for K, N in shapes:
                 gemv(be, cp, bw, K, N, d)
+                if N <= 8192:
+                    gemv(be, cp, bw, K, N, d, merged=False)
         for K, N in shapes[:3]:
             gemv(be, cp, bw, K, N, dt.bfloat16, transposed=True)
             gemv(be, cp, bw, K, N, dt.bfloat16, transposed=True, merged=False)

@@ -9,9 +9,9 @@ ragged their ends are, and the gap from the launch before (negative: they overla
     python3 benchmarks/kernel_trace.py gemv:2048,8192,bfloat16,kn gemv:2048,8192,bfloat16,nk
 
 A case ``gemv:K,N,dtype,layout`` is x (1, K) times R different weights in turn (as
-cuda_kernels.py times them, > L2 in total), layout kn (W stored (K, N), x @ W), nk (W stored
-(N, K), the Linear layout: GEMVs reading the same x share a launch, four at most) or nk1 (the
-Linear layout, a launch each). Thread 0 of each block adds one to a single counter, so a launch
+cuda_kernels.py times them, > L2 in total), layout kn (W stored (K, N), x @ W) or nk (W stored
+(N, K), the Linear layout), whose GEMVs read the same x and so share launches four at a time,
+or kn1 / nk1, a launch each. Thread 0 of each block adds one to a single counter, so a launch
 of thousands of blocks is slowed a little by the tracing itself. Needs a GPU and CuPy; the tracing changes the kernels' code a little
 (a register or two), so compare traced figures with traced figures.
 """
@@ -122,16 +122,16 @@ def gemv_case(be, cp, spec):
     from luminal_fn.backends.cuda import siblings
 
     K, N, dname, layout = spec.split(",")
-    if layout not in ("kn", "nk", "nk1"):
-        raise SystemExit(f"kernel_trace.py: layout {layout!r}: give kn, nk or nk1 (nk, a launch each)")
+    if layout not in ("kn", "kn1", "nk", "nk1"):
+        raise SystemExit(f"kernel_trace.py: layout {layout!r}: give kn, nk, or kn1 / nk1 (a launch each)")
     K, N, d = int(K), int(N), getattr(dt, dname)
-    transposed = layout != "kn"
+    transposed = layout.startswith("nk")
     R = int(max(1, min(48, -(-(384 << 20) // (K * N * d.itemsize)))))
     g = _gemv_layers(K, N, d, R, transposed)
     shape = (N, K) if transposed else (K, N)
     bufs = [be.from_numpy(C.rand((1, K), d, -1, 1))] + [be.from_numpy(C.rand(shape, d, -1, 1)) for _ in range(R)]
     segments = siblings.MAX_SEGMENTS
-    siblings.MAX_SEGMENTS = 1 if layout == "nk1" else segments
+    siblings.MAX_SEGMENTS = 1 if layout.endswith("1") else segments
     try:
         exe = be.compile(g)
         exe.run(bufs, {})  # (plans the bucket)

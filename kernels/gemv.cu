@@ -169,34 +169,37 @@ __device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __re
   lf_gemv_nk_to<T, ITERS>(w, ldw, x, N, K, WPR, block, blocks, LfGemvStore<T>{y});
 }
 
-// lf_gemv_kn_to: a block of 256 threads covers COLS = LC*V columns of W (K, N) and an equal share
-// of K's chunks of KC = RS*ROWS rows (blockIdx.y's share: split-K among S blocks). LC lanes of a
+// lf_gemv_kn_to: block (bx, by) of 256 threads covers COLS = LC*V columns of W (K, N), stripe bx,
+// and an equal share of K's chunks of KC = RS*ROWS rows (share by: split-K among S blocks). The
+// caller passes the block's (bx, by) (blockIdx.x and .y, or its place within its range of a
+// launch that several GEMVs share: siblings.py). LC lanes of a
 // warp read one row's COLS columns (LC * 16 bytes), so a warp reads RW = 32 / LC rows at once and
 // the block RS = 8 * RW rows; thread (ty, tx) reads rows ty + RS*i (i < ROWS) of each chunk, every
 // load of a chunk issued before its first multiply. Narrow stripes (LC < 32) give a product of
 // few columns blocks enough to fill the device without a split. Shuffles add the rows of a warp's
 // lanes that share columns, shared memory the 8 warps. With S == 1 the block hands each column's
-// sum to store(col, value); with S > 1 it writes its float sums to partial[blockIdx.y * N + col]
+// sum to store(col, value); with S > 1 it writes its float sums to partial[by * N + col]
 // and lf_gemv_partials_to adds them up (and calls store). (H200: a second kernel beat the
 // stripe's last block adding them in the same launch, 10.2 against 10.8 us at 2048x8192 bf16;
 // docs/benchmarks.md.) Asking L2 for each thread's first chunk before the PDL wait measured no
 // different (H200 run AU, 10.1-10.3 us either way at 2048x8192 and 8192x2048 bf16).
 template <typename T, int ROWS, int LC, typename Store>
 __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
-                              float* __restrict__ partial, int N, int K, int S, const Store& store) {
+                              float* __restrict__ partial, int N, int K, int S, int bx, int by,
+                              const Store& store) {
   static_assert(LC == 4 || LC == 8 || LC == 16 || LC == 32, "LC lanes a row: 4, 8, 16 or 32");
   constexpr int V = 16 / sizeof(T), RW = 32 / LC, RS = 8 * RW, KC = RS * ROWS, COLS = LC * V;
   __shared__ float red[8][COLS + 1];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int tx = lane % LC, ty = warp * RW + lane / LC;
-  const int col0 = (blockIdx.x * LC + tx) * V;
+  const int col0 = (bx * LC + tx) * V;
   const int share = (K + S * KC - 1) / (S * KC) * KC;  // rows of K this block reads
-  const int k1 = min(K, (int)(blockIdx.y + 1) * share);
+  const int k1 = min(K, (by + 1) * share);
   float acc[V];
   #pragma unroll
   for (int j = 0; j < V; ++j) acc[j] = 0.f;
   if (col0 < N) {
-    for (int k0 = blockIdx.y * share + ty; k0 < k1; k0 += KC) {
+    for (int k0 = by * share + ty; k0 < k1; k0 += KC) {
       float a[ROWS][V], xv[ROWS];
       const T* wr = w + (long long)k0 * ldw + col0;
       if (k0 + RS * (ROWS - 1) < k1) {  // a whole chunk: no conditions between the loads
@@ -233,29 +236,29 @@ __device__ void lf_gemv_kn_to(const T* __restrict__ w, long long ldw, const T* _
     for (int j = 0; j < V; ++j) red[warp][tx * V + j] = acc[j];
   }
   __syncthreads();
-  const int base = blockIdx.x * COLS;
+  const int base = bx * COLS;
   for (int c = threadIdx.x; c < COLS; c += 256) {
     float s = 0.f;
     #pragma unroll
     for (int g = 0; g < 8; ++g) s += red[g][c];
     if (base + c < N) {
       if (S == 1) store(base + c, s);
-      else partial[(long long)blockIdx.y * N + base + c] = s;
+      else partial[(long long)by * N + base + c] = s;
     }
   }
 }
 
-// the second kernel of a split lf_gemv_kn_to: store(n, the S partials of column n added up). A
-// block of 256 threads covers 128 columns (N a multiple of 4, each partial row 16-byte aligned):
+// the second kernel of a split lf_gemv_kn_to: store(n, the S partials of column n added up). Block
+// bx of 256 threads covers columns 128 bx.. (N a multiple of 4, each partial row 16-byte aligned):
 // warp g loads partials g, g + 8, ... as float4s, all issued before the first add, and shared
 // memory adds the 8 warps' sums, so a column's S loads run as one round trip over 8 warps rather
 // than S in a row on one thread (a 2048-column product split 32 ways is 16 blocks).
 template <int S, typename Store>
-__device__ void lf_gemv_partials_to(const float* __restrict__ partial, int N, const Store& store) {
+__device__ void lf_gemv_partials_to(const float* __restrict__ partial, int N, int bx, const Store& store) {
   constexpr int P = (S + 7) / 8;  // partials a warp loads
   __shared__ float4 red[8][32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int c4 = blockIdx.x * 32 + lane;  // this lane's four columns, c4 * 4 ...
+  const int c4 = bx * 32 + lane;  // this lane's four columns, c4 * 4 ...
   float4 v[P];
   #pragma unroll
   for (int i = 0; i < P; ++i) {
@@ -271,7 +274,7 @@ __device__ void lf_gemv_partials_to(const float* __restrict__ partial, int N, co
   red[warp][lane] = t;
   __syncthreads();
   if (threadIdx.x < 128) {
-    const int c = threadIdx.x, n = blockIdx.x * 128 + c;
+    const int c = threadIdx.x, n = bx * 128 + c;
     float s = 0.f;
     #pragma unroll
     for (int g = 0; g < 8; ++g) s += ((const float*)&red[g][c >> 2])[c & 3];

@@ -1,6 +1,6 @@
 """The decode GEMV over a weight stored (K, N) (``x @ W``, luminal_fn.nn.linear's layout):
 lf_gemv_kn_to in kernels/gemv.cu, planned by backends/cuda/matmul.py, with lf_gemv_partials_to adding
-the float partials of a K split.
+the float partials of a K split; siblings that read the same x share launches (siblings.py).
 
 On the CPU: the launch shape, the plan (its steps and scratch), the kernels run on the CPU
 emulation of CUDA (tests/cuda_model_emulation.py plus kernels/gemv.cu) against float64 NumPy for
@@ -20,6 +20,7 @@ from luminal_fn.backends.cuda.executable import plan_graph
 from luminal_fn.backends.cuda.matmul import KN_MAX_SPLIT, KN_ROWS, kn_launch
 from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
 from luminal_fn.ir import dtypes as dt
+from luminal_fn.ir.expr import var
 from luminal_fn.ir.view import View
 
 import cuda_cases as C
@@ -93,6 +94,7 @@ def test_kn_modules_compile_with_nvcc():
             kernels += plan_graph(_kn_graph(d, k, n)[0], {}).kernels()
         for k in (2048, 8 * KN_ROWS):  # with the bias-and-relu epilogue, split and unsplit
             kernels += plan_graph(C.cheapest_llir(dense_relu, _dense_inputs(k, 1024, d)), {}).kernels()
+        kernels += plan_graph(_kn_siblings_graph(d, 2048, [2048, 512, 64])[0], {}).kernels()  # merged
     nvcc_check(module_source(kernels))
 
 
@@ -130,6 +132,53 @@ def test_kn_gemv_on_the_cpu_emulation_matches_float64(tmp_path, monkeypatch, d, 
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
     else:  # the float sum rounded once to the storage type
         eps = 2.0 ** -8 if d is dt.bfloat16 else 2.0 ** -11
+        assert np.all(np.abs(got - want) <= eps * np.abs(want) + 1e-5 * np.sqrt(k)), np.abs(got - want).max()
+
+
+# ---- siblings: x @ W GEMVs that read the same x share launches (siblings.py) ---------------------
+def _kn_siblings_graph(d, k, ns, rows=1):
+    """LLIR: x (rows, k) times weights W_i stored (k, n_i) (a JAX-layout q/k/v), each y_i an output."""
+    b = C.B("kn_siblings")
+    x = b.input((rows, k), d)
+    for n in ns:
+        w = b.input((k, n), d)
+        b.output(b.custom("matmul", [b.c(x), (w, View.contiguous((k, n)))], (rows, n), d, m=rows, n=n, k=k))
+    r = 1 if not isinstance(rows, int) else rows
+    return b.g, [C.rand((r, k), d, -1, 1)] + [C.rand((k, n), d, -1, 1) for n in ns]
+
+
+KN_SIBLING_CASES = [  # (dtype, K, the N_i, the planned steps)
+    (dt.bfloat16, 2048, [2048, 512, 512], ["matmul (gemv kn x3)", "matmul (gemv partials x3)"]),
+    (dt.float32, 2048, [8192, 64], ["matmul (gemv kn x2)", "matmul (gemv partials)"]),  # 8192: no split
+    (dt.float16, 64, [256, 128, 64, 32, 16], ["matmul (gemv kn x4)", "matmul (gemv kn)"]),  # 4 a launch at most
+]
+
+
+@pytest.mark.parametrize("d,k,ns,labels", KN_SIBLING_CASES)
+def test_kn_siblings_share_launches(d, k, ns, labels):
+    bp = plan_graph(_kn_siblings_graph(d, k, ns)[0], {})
+    assert [s.label for s in bp.steps] == labels
+    main = bp.steps[0].source
+    splits = [kn_launch(n, k, 16 // d.itemsize, 132)[1] for n in ns[:4]]
+    assert main.meta["split"] == tuple(splits)
+    blocks = [kn_launch(n, k, 16 // d.itemsize, 132)[0] * S for n, S in zip(ns, splits)]
+    assert main.meta["grid3"] == (sum(blocks), 1, 1)
+    assert main.text.count("lf_gemv_kn_to<") == len(splits) and "blk % " not in main.text
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
+@pytest.mark.parametrize("d,k,ns,labels", KN_SIBLING_CASES[:2] + [(dt.bfloat16, 520, [64, 96], None)])
+def test_kn_siblings_on_the_cpu_emulation_match_float64(tmp_path, d, k, ns, labels):
+    import cuda_model_emulation as emu
+
+    g, ins = _kn_siblings_graph(d, k, ns, rows=var("s"))  # a symbolic row count: the guard skips on 0
+    bp = plan_graph(g, {"s": 1})
+    assert bp.steps[0].label == f"matmul (gemv kn x{len(ns)})"
+    outs = emu.run(emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path)), bp, ins, {"s": 1})
+    for out, w in zip(outs, ins[1:]):
+        want = ins[0].astype(np.float64) @ w.astype(np.float64)
+        got = out.astype(np.float64)
+        eps = 1e-5 if d is dt.float32 else 2.0 ** -8
         assert np.all(np.abs(got - want) <= eps * np.abs(want) + 1e-5 * np.sqrt(k)), np.abs(got - want).max()
 
 
@@ -235,3 +284,24 @@ def test_kn_gemv_jitted_on_gpu_matches_float64(dname):
     tol = 1e-5 if dname == "float32" else 1e-2
     for _ in range(2):
         np.testing.assert_allclose(np.asarray(f(x, w)).astype(np.float64), want, rtol=tol, atol=tol * np.sqrt(2048))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d,k,ns,labels", KN_SIBLING_CASES)
+def test_kn_siblings_step_on_gpu_match_float64(d, k, ns, labels):
+    """Merged x @ W GEMVs (one launch for their blocks, one for their partials), then replayed."""
+    from luminal_fn.backends import get_backend
+
+    cuda = get_backend("cuda")
+    g, ins = _kn_siblings_graph(d, k, ns)
+    exe = cuda.compile(g)
+    args = [cuda.from_numpy(a) for a in ins]
+    firsts = [cuda.to_numpy(o).astype(np.float64) for o in exe.run(args, {})]
+    assert labels[0] in exe.describe(), exe.describe()
+    tol = 1e-5 if d is dt.float32 else 1e-2
+    for got, w in zip(firsts, ins[1:]):
+        want = ins[0].astype(np.float64) @ w.astype(np.float64)
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.sqrt(k))
+    for _ in range(2):
+        for got, out in zip(firsts, exe.run(args, {})):
+            np.testing.assert_array_equal(cuda.to_numpy(out).astype(np.float64), got)

@@ -16,7 +16,7 @@ from ..render.reduce import render_reduce
 from ..render.kernels import KernelInput, finish
 from .cublas import gemm_plan, run_gemm
 from .plan import HostStep, evaluate, lowerer, sibling_key, symbols_of
-from .siblings import NkSegment, nk_shape, render_gemv_nk, skip_when_empty
+from .siblings import KnSegment, NkSegment, nk_shape, render_gemv_nk, skip_when_empty
 from .skinny import try_skinny
 from .split_k import add_product, try_split_k
 
@@ -138,18 +138,19 @@ def _gemv_layout(pl, node, va: View, vb: View, da, db) -> str | None:
 
 
 @sibling_key("matmul")
-def _gemv_nk_sibling(pl, node):
-    """Matmuls that lower to lf_gemv_nk and read the same producer through the same view (and
-    so the same x buffer and offset) can share one launch (siblings.py)."""
+def _gemv_sibling(pl, node):
+    """GEMVs of one layout that read the same producer through the same view (and so the same x
+    buffer and offset) can share a launch (siblings.py)."""
     if node.attrs.get("strategy") not in (None, "gemv") or len(node.inputs) != 2:
         return None
     (sa, va), (sb, vb) = node.inputs
     if pl.is_scalar_constant(sa) or pl.is_scalar_constant(sb):
         return None
     da, db = pl.graph.nodes[sa].dtype, pl.graph.nodes[sb].dtype
-    if _gemv_layout(pl, node, va, vb, da, db) != "nk":
+    layout = _gemv_layout(pl, node, va, vb, da, db)
+    if layout is None:
         return None
-    return ("gemv_nk", sa, va.key(), node.dtype.name)
+    return (f"gemv_{layout}", sa, va.key(), node.dtype.name)
 
 
 KN_ROWS = 8  # rows of W a thread of lf_gemv_kn_to loads at once (8 x 16 bytes in flight; ~118 registers)
@@ -199,16 +200,19 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
     guard = [skip_when_empty(' * '.join(f'({r(d)})' for d in symbolic))] if symbolic else []
     if layout == "kn":
         blocks_x, S, lanes = kn_launch(N, K, V, pl.sm_count)
-        # (the kernel writing y calls store(n, value): epilogue.py may pass its own, "_store_call")
-        call = (f"lf_gemv_kn_to<{T}, {KN_ROWS}, {lanes}>(b1 + ({r(vb.offset)}), (long long)({r(s_k)}), "
-                f"b0 + ({r(va.offset)}), @PART@, {N}, {K}, {S}, @STORE@);")
+        seg = KnSegment(node.dtype, T, KN_ROWS, lanes, N, K, S, blocks_x, r(vb.offset), r(s_k), r(va.offset),
+                        tuple(guard))
+        # (the kernel writing y calls store(n, value): epilogue.py may pass its own, "_store_call";
+        # siblings.merge_gemv_steps joins this GEMV with adjacent ones that read the same x, "_kn")
+        call = seg.call("b1", "b0", "@PART@", "@STORE@", "blockIdx.x", "blockIdx.y")
         scratch = add_product(pl, node, "gemv_kn", "matmul (gemv kn)", call, S, N, 256, (blocks_x, S, 1),
-                              guard, {"lanes": lanes})
+                              guard, {"lanes": lanes, "_kn": seg})
         if S > 1:  # the blocks' float partials, added up by a second kernel
-            call2 = f"lf_gemv_partials_to<{S}>(b0, {N}, @STORE@);"  # (a block for 128 columns)
+            call2 = seg.partials_call("b0", "blockIdx.x", "@STORE@")  # (a block for 128 columns)
             src2 = finish(pl.lang, "gemv_part", guard + [call2.replace("@STORE@", f"LfGemvStore<{T}>{{out}}")],
                           [("scratch", "b0", dt.float32, True), ("out", "out", node.dtype, False)], 256, 2 * N, 256,
-                          meta={"hand": True, "_store_call": call2, "_store_T": T, "_guard": tuple(guard)})
+                          meta={"hand": True, "_store_call": call2, "_store_T": T, "_guard": tuple(guard),
+                                "_kn_part": seg})
             pl.add_kernel(src2, [scratch, out], node.id, "matmul (gemv partials)")
         return True
     wpr = _warps_per_row(N, K, V, pl.sm_count)

@@ -9,7 +9,10 @@ H200, more than k and v take to stream their weights). Two pieces:
 - :func:`merge_gemv_steps`: adjacent ``lf_gemv_nk`` steps that read the same x buffer at the same
   offset (same dtype, same K, same symbolic-row guard) become one kernel whose blocks are split
   into one range per GEMV; each range calls ``lf_gemv_nk`` (kernels/gemv.cu) with its block
-  index within the range and the range's length, its own weights, output, N and tuning.
+  index within the range and the range's length, its own weights, output, N and tuning. The x @ W
+  GEMVs (``lf_gemv_kn_to``, W stored (K, N)) merge the same way: one launch for their blocks (each
+  range's block index split into its stripe and K share), then one for the partials of those that
+  split K (``lf_gemv_partials_to``), so a JAX-layout model's q/k/v pay two launches, not six.
 
 Nothing here touches the GPU; the merged source is checked on the CPU (tests/test_cuda_gemv_merge.py).
 """
@@ -55,6 +58,43 @@ class NkSegment:
     def call(self, w: str, x: str, y: str, block: str, blocks: str) -> str:
         return (f"lf_gemv_nk<{self.T}, {self.iters}>({w} + ({self.w_offset}), (long long)({self.ldw}), "
                 f"{x} + ({self.x_offset}), {y}, {self.n}, {self.k}, {self.wpr}, {block}, {blocks});")
+
+
+@dataclass(frozen=True)
+class KnSegment:
+    """One ``lf_gemv_kn_to`` call (y = x @ W, W stored (K, N)) as rendered: ``rows`` a thread loads at
+    once, ``lanes`` a row, ``split`` (S) shares of K, ``blocks_x`` column stripes; the weights'
+    offset and leading dim and x's offset (C expressions) and the symbolic-row ``guard`` lines.
+    With S > 1 its blocks write float partials that ``lf_gemv_partials_to`` adds up."""
+
+    dtype: dt.DType
+    T: str
+    rows: int
+    lanes: int
+    n: int
+    k: int
+    split: int
+    blocks_x: int
+    w_offset: str
+    ldw: str
+    x_offset: str
+    guard: tuple = ()
+
+    @property
+    def blocks(self) -> int:
+        return self.blocks_x * self.split
+
+    @property
+    def partial_blocks(self) -> int:  # lf_gemv_partials_to: a block for 128 columns
+        return -(-self.n // 128)
+
+    def call(self, w: str, x: str, part: str, store: str, bx: str, by: str) -> str:
+        return (f"lf_gemv_kn_to<{self.T}, {self.rows}, {self.lanes}>({w} + ({self.w_offset}), "
+                f"(long long)({self.ldw}), {x} + ({self.x_offset}), {part}, {self.n}, {self.k}, {self.split}, "
+                f"{bx}, {by}, {store});")
+
+    def partials_call(self, part: str, bx: str, store: str) -> str:
+        return f"lf_gemv_partials_to<{self.split}>({part}, {self.n}, {bx}, {store});"
 
 
 def skip_when_empty(rows: str) -> str:
@@ -160,15 +200,100 @@ def _joins(group: list, step) -> bool:
     return y not in reads and y not in writes and not (reads & writes)
 
 
+def _kn(step):
+    src = getattr(step, "source", None)
+    return None if src is None else src.meta.get("_kn")
+
+
+def _kn_partials_of(step, main) -> bool:
+    """Whether ``step`` adds up the partials ``main`` (an x @ W GEMV's first kernel) wrote."""
+    src = getattr(step, "source", None)
+    return src is not None and src.meta.get("_kn_part") is _kn(main) and step.bufs[0] == main.bufs[2]
+
+
+def _kn_group(steps: list, i: int) -> tuple:
+    """([(main step, its partials step or None), ...], the index after them) for the x @ W GEMVs
+    from steps[i] on that can share launches: each reads the same x the same way, and none reads
+    or writes what another writes (their second kernels move after the last first kernel)."""
+    def pair_at(j):
+        main = steps[j]
+        part = steps[j + 1] if j + 1 < len(steps) and _kn_partials_of(steps[j + 1], main) else None
+        return (main, part), j + (2 if part is not None else 1)
+
+    first, j = pair_at(i)
+    group, s0 = [first], _kn(first[0])
+    reads, writes = {first[0].bufs[0], first[0].bufs[1]}, {first[0].bufs[2]}
+    if first[1] is not None:
+        writes.add(first[1].bufs[1])
+    while j < len(steps) and len(group) < MAX_SEGMENTS and (seg := _kn(steps[j])) is not None:
+        (main, part), nxt = pair_at(j)
+        mine_r, mine_w = {main.bufs[0], main.bufs[1]}, {main.bufs[2]} | ({part.bufs[1]} if part else set())
+        if (main.bufs[0] != first[0].bufs[0] or (seg.T, seg.k, seg.x_offset, seg.guard)
+                != (s0.T, s0.k, s0.x_offset, s0.guard) or mine_w & (reads | writes) or mine_r & writes):
+            break
+        group.append((main, part))
+        reads |= mine_r
+        writes |= mine_w
+        j = nxt
+    return group, j
+
+
+def _merged_kn(pl, group: list) -> list:
+    """The steps of a group of x @ W GEMVs sharing launches: one kernel for every GEMV's blocks
+    (one range each), then one adding the partials of those that split K (none if none does)."""
+    lang, segs = pl.lang, [_kn(main) for main, _ in group]
+    d, T, guard = segs[0].dtype, segs[0].T, list(segs[0].guard)
+    nodes = tuple(main.node for main, _ in group)
+    bufs = [("in0", "b0", d, True)] + [(f"w{i}", f"w{i}", d, True) for i in range(len(segs))]
+    bufs += [(f"o{i}", f"o{i}", dt.float32 if s.split > 1 else d, False) for i, s in enumerate(segs)]
+    body, start = guard + ["const int blk = blockIdx.x;"], 0
+    for i, s in enumerate(segs):
+        part, store = (f"o{i}", f"LfGemvStore<{T}>{{nullptr}}") if s.split > 1 else ("(float*)0", f"LfGemvStore<{T}>{{o{i}}}")
+        call = s.call(f"w{i}", "b0", part, store, f"b % {s.blocks_x}", f"b / {s.blocks_x}")
+        body.append(f"{'else ' if i else ''}if (blk < {start + s.blocks}) {{ const int b = blk - {start}; {call} }}")
+        start += s.blocks
+    src = finish(lang, f"gemv_kn{len(segs)}", body, bufs, 256, 1, 1,
+                 meta={"hand": True, "grid3": (start, 1, 1), "nodes": nodes, "lanes": tuple(s.lanes for s in segs),
+                       "split": tuple(s.split for s in segs)})
+    main0 = group[0][0]
+    ids = [main0.bufs[0]] + [main.bufs[1] for main, _ in group] + [main.bufs[2] for main, _ in group]
+    out = [replace(main0, source=src, bufs=ids, label=f"matmul (gemv kn x{len(segs)})")]
+    split = [(s, part) for s, (_, part) in zip(segs, group) if part is not None]
+    if len(split) == 1:
+        out.append(split[0][1])
+    elif split:
+        bufs = [(f"p{i}", f"p{i}", dt.float32, True) for i in range(len(split))]
+        bufs += [(f"y{i}", f"y{i}", d, False) for i in range(len(split))]
+        body, start = guard + ["const int blk = blockIdx.x;"], 0
+        for i, (s, _) in enumerate(split):
+            call = s.partials_call(f"p{i}", f"blk - {start}", f"LfGemvStore<{T}>{{y{i}}}")
+            body.append(f"{'else ' if i else ''}if (blk < {start + s.partial_blocks}) {{ {call} }}")
+            start += s.partial_blocks
+        src2 = finish(lang, f"gemv_part{len(split)}", body, bufs, 256, 1, 1,
+                      meta={"hand": True, "grid3": (start, 1, 1), "nodes": nodes})
+        ids2 = [part.bufs[0] for _, part in split] + [part.bufs[1] for _, part in split]
+        out.append(replace(split[0][1], source=src2, bufs=ids2, label=f"matmul (gemv partials x{len(split)})"))
+    return out
+
+
 def merge_gemv_steps(pl) -> None:
     """Replace runs of adjacent mergeable GEMV steps in ``pl.steps`` by one step each (at most
-    MAX_SEGMENTS GEMVs). The merged step keeps the first step's node; ``meta["nodes"]`` lists
-    every node it computes, its ``bufs`` every buffer it reads and writes."""
+    MAX_SEGMENTS GEMVs; x @ W GEMVs by one step for their first kernels and one for the
+    partials). A merged step keeps the first step's node; ``meta["nodes"]`` lists every node it
+    computes, its ``bufs`` every buffer it reads and writes."""
     steps = pl.steps
     out = []
     i = 0
     while i < len(steps):
         s = steps[i]
+        if _kn(s) is not None:
+            group, j = _kn_group(steps, i)
+            if len(group) > 1:
+                out += _merged_kn(pl, group)
+            else:
+                out += steps[i:j]
+            i = j
+            continue
         if _segment(s) is None:
             out.append(s)
             i += 1
@@ -189,4 +314,4 @@ def merge_gemv_steps(pl) -> None:
     steps[:] = out
 
 
-__all__ = ["NkSegment", "render_gemv_nk", "skip_when_empty", "sibling_order", "merge_gemv_steps", "MAX_SEGMENTS"]
+__all__ = ["NkSegment", "KnSegment", "render_gemv_nk", "skip_when_empty", "sibling_order", "merge_gemv_steps", "MAX_SEGMENTS"]
