@@ -510,8 +510,8 @@ def main():
             matmul.KN_ROWS, matmul.KN_BLOCKS_PER_SM, matmul.KN_MIN_LANES = rows, per_sm, lanes
             tag = f" [kn rows {rows}, {per_sm} blocks/SM, lanes >= {lanes}]"
             for d in (dt.bfloat16, dt.float32):
-                for K, N in ((2048, 2048), (2048, 8192), (8192, 2048)):
-                    gemv(be, cp, bw, K, N, d, tag=tag)
+                for K, N in ((2048, 2048), (2048, 8192), (8192, 2048)):  # (a launch each, as before siblings)
+                    gemv(be, cp, bw, K, N, d, tag=tag, merged=False)
             if "kn_mlp" in only:
                 dense_mlp(be, cp, bw, tag=tag)
         matmul.KN_ROWS, matmul.KN_BLOCKS_PER_SM, matmul.KN_MIN_LANES = default
