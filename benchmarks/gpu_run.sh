@@ -11,7 +11,8 @@
 # Environment: LLAMA_DTYPES (default bfloat16,float32); T_LONG=seconds adds a long-context Llama
 # run (a 1000-token prompt, cache of 2048) with the attention split on and off (LONG_SPLITS, default
 # "1 0") and, unless the anchors' cap is 0, HF transformers' time to first token for that prompt; STEP_ONLY=1 keeps only the decode step's profile and its A/B of the split at c = 40 in a
-# bucket up to 2048 (SHORT_SPLITS, default "1 0"); T_KERN=seconds runs cuda_kernels.py --quick
+# bucket up to 2048 (SHORT_SPLITS, default "1 0"); T_BLOCK=seconds runs transformer_block.py (one Llama
+# layer beside torch and JAX); T_KERN=seconds runs cuda_kernels.py --quick
 # (KERN_ONLY picks its parts, default elementwise,rows,gemv,mlp,gemm,step; kn sweeps the
 # x @ W GEMV's launch shape; prompt times a 32-row prompt's projections three ways).
 set -u
@@ -89,6 +90,10 @@ elif [ "$T_PROF" != 0 ]; then  # where a generated token's time goes (step, pick
     LUMINAL_CUDA_GEMV_PAIR_UNROLL=0 timeout -s INT -k 10 "$T_PROF" python3 benchmarks/cuda_step_profile.py --top 3; } \
     >> "$OUT/decode_loop.txt" 2>&1
   echo "step profiles rc=$?"
+fi
+if [ "${T_BLOCK:-0}" != 0 ]; then  # one Llama layer beside torch and JAX (T_BLOCK seconds; off unless set)
+  timeout -s INT -k 10 "$T_BLOCK" python3 benchmarks/transformer_block.py >> "$OUT/llama.log" 2>&1
+  echo "transformer block rc=$?"; grep -E "layer|ms " "$OUT/llama.log" | tail -n 10 | cut -c1-160
 fi
 if [ "${T_KERN:-0}" != 0 ]; then  # kernel figures (T_KERN seconds; off unless set)
   # (appended to the env file: $OUT returns at most 8 files)
