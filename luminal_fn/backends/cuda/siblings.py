@@ -248,13 +248,16 @@ def _merged_kn(pl, group: list) -> list:
     bufs += [(f"o{i}", f"o{i}", dt.float32 if s.split > 1 else d, False) for i, s in enumerate(segs)]
     body, start = guard + ["const int blk = blockIdx.x;"], 0
     for i, s in enumerate(segs):
-        part, store = (f"o{i}", f"LfGemvStore<{T}>{{nullptr}}") if s.split > 1 else ("(float*)0", f"LfGemvStore<{T}>{{o{i}}}")
+        if s.split > 1:  # its blocks write float partials; its store is never called
+            part, store = f"o{i}", f"LfGemvStore<{T}>{{nullptr}}"
+        else:
+            part, store = "(float*)0", f"LfGemvStore<{T}>{{o{i}}}"
         call = s.call(f"w{i}", "b0", part, store, f"b % {s.blocks_x}", f"b / {s.blocks_x}")
         body.append(f"{'else ' if i else ''}if (blk < {start + s.blocks}) {{ const int b = blk - {start}; {call} }}")
         start += s.blocks
     src = finish(lang, f"gemv_kn{len(segs)}", body, bufs, 256, 1, 1,
-                 meta={"hand": True, "grid3": (start, 1, 1), "nodes": nodes, "lanes": tuple(s.lanes for s in segs),
-                       "split": tuple(s.split for s in segs)})
+                 meta={"hand": True, "grid3": (start, 1, 1), "nodes": nodes,
+                       "lanes": tuple(s.lanes for s in segs), "split": tuple(s.split for s in segs)})
     main0 = group[0][0]
     ids = [main0.bufs[0]] + [main.bufs[1] for main, _ in group] + [main.bufs[2] for main, _ in group]
     out = [replace(main0, source=src, bufs=ids, label=f"matmul (gemv kn x{len(segs)})")]
@@ -314,4 +317,5 @@ def merge_gemv_steps(pl) -> None:
     steps[:] = out
 
 
-__all__ = ["NkSegment", "KnSegment", "render_gemv_nk", "skip_when_empty", "sibling_order", "merge_gemv_steps", "MAX_SEGMENTS"]
+__all__ = ["NkSegment", "KnSegment", "render_gemv_nk", "skip_when_empty", "sibling_order", "merge_gemv_steps",
+           "MAX_SEGMENTS"]
