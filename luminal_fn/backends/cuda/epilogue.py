@@ -24,7 +24,7 @@ from ...ir.expr import same
 from ..render import index as ix
 from ..render.kernels import consumer_store, finish, inline_scalars, render_elementwise
 from ..render.tree import substitute_inputs, tree_has
-from .siblings import nk_shape
+from .siblings import forced_warps_per_row, nk_shape
 
 
 def fold_adjacent(steps: list, fold, chain: bool = False) -> int:
@@ -102,14 +102,8 @@ def pair_launch(seg) -> tuple:
     us each); run AR: 820.3 and 822.3 us unrolled, 819.2 and 817.4 us with the loop, 841.7 and
     841.5 us with the loop at 2 warps a row (the fastest launch alone, gemv_sweep.py --pair)."""
     V = 16 // seg.dtype.itemsize
-    wpr = seg.wpr
-    v = os.environ.get(PAIR_WPR_SWITCH, "").strip()
-    if v:
-        if v not in ("1", "2", "4", "8"):
-            raise ValueError(f"{PAIR_WPR_SWITCH}={v!r}: expected 1, 2, 4 or 8 warps a row")
-        wpr = int(v)
-        while wpr > 1 and wpr * 32 * V > seg.k:  # (a power of two: the block's 8 warps share rows)
-            wpr //= 2
+    forced = forced_warps_per_row(PAIR_WPR_SWITCH, seg.k, V)
+    wpr = seg.wpr if forced is None else forced
     unroll = os.environ.get(PAIR_UNROLL_SWITCH, "1").strip().lower() not in ("0", "off", "false")
     iters, blocks = nk_shape(seg.n, seg.k, V, wpr, MAX_PAIR_UNROLLED if unroll else 0)
     return wpr, iters, blocks

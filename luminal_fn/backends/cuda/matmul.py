@@ -6,8 +6,6 @@ A (..., M, K) and B (..., K, N) arrive as views; the output (..., M, N) is conti
 """
 from __future__ import annotations
 
-import os
-
 from ...ir import dtypes as dt
 from ...ir.expr import Expr, as_expr, same
 from ...ir.view import View
@@ -16,7 +14,7 @@ from ..render.reduce import render_reduce
 from ..render.kernels import KernelInput, finish
 from .cublas import gemm_plan, run_gemm
 from .plan import HostStep, evaluate, lowerer, sibling_key, symbols_of
-from .siblings import KnSegment, NkSegment, nk_shape, render_gemv_nk, skip_when_empty
+from .siblings import KnSegment, NkSegment, forced_warps_per_row, nk_shape, render_gemv_nk, skip_when_empty
 from .skinny import try_skinny
 from .split_k import add_product, try_split_k
 
@@ -237,14 +235,9 @@ def _warps_per_row(N: int, K: int, V: int, sm_count: int) -> int:
     against 5.00 us with 8 and 4.33 with 2; 2048x8192: 4 warps, 10.4 us against 12.1 with 2;
     8192x2048: 1 warp, 10.3 us); 512-row matrices take all 8 warps. LUMINAL_CUDA_GEMV_WPR (1, 2,
     4 or 8, at most what K's 16-byte loads allow) overrides it."""
-    v = os.environ.get(WPR_SWITCH, "").strip()
-    if v:
-        if v not in ("1", "2", "4", "8"):
-            raise ValueError(f"{WPR_SWITCH}={v!r}: expected 1, 2, 4 or 8 warps a row")
-        wpr = int(v)
-        while wpr > 1 and wpr * 32 * V > K:  # (a power of two: the block's 8 warps share rows)
-            wpr //= 2
-        return wpr
+    forced = forced_warps_per_row(WPR_SWITCH, K, V)
+    if forced is not None:
+        return forced
     wpr = 1
     while (wpr < 8 and (2 * wpr) * 32 * V <= K
            and (N * wpr // 8 < 7 * sm_count or K > MAX_UNROLLED * wpr * 32 * V)):

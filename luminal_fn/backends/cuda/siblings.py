@@ -18,6 +18,7 @@ Nothing here touches the GPU; the merged source is checked on the CPU (tests/tes
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 
 from ...ir import dtypes as dt
@@ -97,6 +98,34 @@ class KnSegment:
         return f"lf_gemv_partials_to<{self.split}>({part}, {self.n}, {bx}, {store});"
 
 
+def block_ranges(parts: list) -> tuple:
+    """(the lines, the blocks in all) of a launch whose block index ``blk`` is split into one range
+    per part, in order: ``parts`` is [(blocks, render)], render(the block's index within its range,
+    a C expression) giving the part's statements. The branches are block-uniform, so barriers
+    inside them stay legal, and none returns, so every block reaches the kernel's end (where
+    LF_TRACE times it)."""
+    lines, start = ["const int blk = blockIdx.x;"], 0
+    for i, (blocks, render) in enumerate(parts):
+        lines.append(f"{'else ' if i else ''}if (blk < {start + blocks}) {{ {render(f'blk - {start}')} }}")
+        start += blocks
+    return lines, start
+
+
+def forced_warps_per_row(switch: str, k: int, v: int) -> int | None:
+    """The warps a row that the environment variable ``switch`` sets for a GEMV over k-long rows
+    read in v-element 16-byte loads (1, 2, 4 or 8, halved while more than the row's loads), or
+    None when it is unset: sweeps time launch shapes the heuristics would not pick."""
+    value = os.environ.get(switch, "").strip()
+    if not value:
+        return None
+    if value not in ("1", "2", "4", "8"):
+        raise ValueError(f"{switch}={value!r}: expected 1, 2, 4 or 8 warps a row")
+    wpr = int(value)
+    while wpr > 1 and wpr * 32 * v > k:  # (a power of two: the block's 8 warps share rows)
+        wpr //= 2
+    return wpr
+
+
 def skip_when_empty(rows: str) -> str:
     """The statement that ends a GEMV kernel when ``rows`` (C) is 0. It waits first: a GEMV waits
     for the kernel before it only inside lf_gemv_nk_to, and a kernel that ended without waiting
@@ -128,15 +157,9 @@ def render_gemv_nk(lang, segments: list, prologue=None) -> KernelSource:
         return finish(lang, kind, body, bufs, 256, 1, 1,
                       meta={"hand": True, "grid3": (s0.blocks, 1, 1), "wpr": s0.wpr,
                             "_segments": (s0,), "_weights": ((len(xbufs), s0),), **extra})
-    body = guard + ["const int blk = blockIdx.x;"]
-    start = 0
-    for i, s in enumerate(segments):
-        end = start + s.blocks
-        # (a block-uniform branch: the __syncthreads inside lf_gemv_nk stay legal; no return, so
-        # every block reaches the kernel's end, where LF_TRACE times it)
-        body.append(f"{'else ' if i else ''}if (blk < {end}) "
-                    f"{{ {s.call(f'w{i}', x, f'y{i}', f'blk - {start}', str(s.blocks))} }}")
-        start = end
+    ranges, start = block_ranges([(s.blocks, lambda b, i=i, s=s: s.call(f"w{i}", x, f"y{i}", b, str(s.blocks)))
+                                  for i, s in enumerate(segments)])
+    body = guard + ranges
     bufs = (xbufs + [(f"w{i}", f"w{i}", d, True) for i in range(len(segments))]
             + [(f"out{i}", f"y{i}", d, False) for i in range(len(segments))])
     return finish(lang, f"{kind}{len(segments)}", body, bufs, 256, 1, 1,
@@ -246,15 +269,15 @@ def _merged_kn(pl, group: list) -> list:
     nodes = tuple(main.node for main, _ in group)
     bufs = [("in0", "b0", d, True)] + [(f"w{i}", f"w{i}", d, True) for i in range(len(segs))]
     bufs += [(f"o{i}", f"o{i}", dt.float32 if s.split > 1 else d, False) for i, s in enumerate(segs)]
-    body, start = guard + ["const int blk = blockIdx.x;"], 0
-    for i, s in enumerate(segs):
+    def main_call(i, s, b):
         if s.split > 1:  # its blocks write float partials; its store is never called
             part, store = f"o{i}", f"LfGemvStore<{T}>{{nullptr}}"
         else:
             part, store = "(float*)0", f"LfGemvStore<{T}>{{o{i}}}"
-        call = s.call(f"w{i}", "b0", part, store, f"b % {s.blocks_x}", f"b / {s.blocks_x}")
-        body.append(f"{'else ' if i else ''}if (blk < {start + s.blocks}) {{ const int b = blk - {start}; {call} }}")
-        start += s.blocks
+        return f"const int b = {b}; " + s.call(f"w{i}", "b0", part, store, f"b % {s.blocks_x}", f"b / {s.blocks_x}")
+
+    ranges, start = block_ranges([(s.blocks, lambda b, i=i, s=s: main_call(i, s, b)) for i, s in enumerate(segs)])
+    body = guard + ranges
     src = finish(lang, f"gemv_kn{len(segs)}", body, bufs, 256, 1, 1,
                  meta={"hand": True, "grid3": (start, 1, 1), "nodes": nodes,
                        "lanes": tuple(s.lanes for s in segs), "split": tuple(s.split for s in segs)})
@@ -267,12 +290,9 @@ def _merged_kn(pl, group: list) -> list:
     elif split:
         bufs = [(f"p{i}", f"p{i}", dt.float32, True) for i in range(len(split))]
         bufs += [(f"y{i}", f"y{i}", d, False) for i in range(len(split))]
-        body, start = guard + ["const int blk = blockIdx.x;"], 0
-        for i, (s, _) in enumerate(split):
-            call = s.partials_call(f"p{i}", f"blk - {start}", f"LfGemvStore<{T}>{{y{i}}}")
-            body.append(f"{'else ' if i else ''}if (blk < {start + s.partial_blocks}) {{ {call} }}")
-            start += s.partial_blocks
-        src2 = finish(lang, f"gemv_part{len(split)}", body, bufs, 256, 1, 1,
+        ranges, start = block_ranges([(s.partial_blocks, lambda b, i=i, s=s: s.partials_call(
+            f"p{i}", b, f"LfGemvStore<{T}>{{y{i}}}")) for i, (s, _) in enumerate(split)])
+        src2 = finish(lang, f"gemv_part{len(split)}", guard + ranges, bufs, 256, 1, 1,
                       meta={"hand": True, "grid3": (start, 1, 1), "nodes": nodes})
         ids2 = [part.bufs[0] for _, part in split] + [part.bufs[1] for _, part in split]
         out.append(replace(split[0][1], source=src2, bufs=ids2, label=f"matmul (gemv partials x{len(split)})"))
@@ -317,5 +337,5 @@ def merge_gemv_steps(pl) -> None:
     steps[:] = out
 
 
-__all__ = ["NkSegment", "KnSegment", "render_gemv_nk", "skip_when_empty", "sibling_order", "merge_gemv_steps",
-           "MAX_SEGMENTS"]
+__all__ = ["NkSegment", "KnSegment", "block_ranges", "forced_warps_per_row", "render_gemv_nk", "skip_when_empty",
+           "sibling_order", "merge_gemv_steps", "MAX_SEGMENTS"]
