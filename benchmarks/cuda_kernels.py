@@ -232,12 +232,24 @@ def _gemv_layers(K, N, d, R, transposed):
     return b.g
 
 
-@guarded
-def gemv(be, cp, bw, K, N, d, transposed=False, tag="", merged=True):
-    """x (1, K) times R weights in turn. GEMVs that read the same x share launches, four at a time
-    (siblings.py), unless ``merged`` is False: then each has its own."""
+def compile_gemvs(be, g, bufs, merged: bool):
+    """The executable of ``g``, its bucket planned by a first run on ``bufs``, and that run's
+    outputs. GEMVs that read the same x share launches, four at a time (siblings.py), unless
+    ``merged`` is False: then each has its own."""
     from luminal_fn.backends.cuda import siblings
 
+    segments = siblings.MAX_SEGMENTS
+    siblings.MAX_SEGMENTS = segments if merged else 1
+    try:
+        exe = be.compile(g)
+        return exe, exe.run(bufs, {})
+    finally:
+        siblings.MAX_SEGMENTS = segments
+
+
+@guarded
+def gemv(be, cp, bw, K, N, d, transposed=False, tag="", merged=True):
+    """x (1, K) times R weights in turn, merged into shared launches or not (compile_gemvs)."""
     wbytes = K * N * d.itemsize
     R = int(max(1, min(48, -(-(384 << 20) // wbytes))))
     g = _gemv_layers(K, N, d, R, transposed)
@@ -248,13 +260,7 @@ def gemv(be, cp, bw, K, N, d, transposed=False, tag="", merged=True):
             np.float16 if d is dt.float16 else np.float32) if d is not dt.bfloat16 else
         cp.random.randint(0x3c00, 0x3f80, (N, K) if transposed else (K, N), dtype=np.uint16)
         for _ in range(R - 1)]
-    segments = siblings.MAX_SEGMENTS
-    siblings.MAX_SEGMENTS = segments if merged else 1
-    try:
-        exe = be.compile(g)
-        outs = exe.run(bufs, {})  # (plans the bucket)
-    finally:
-        siblings.MAX_SEGMENTS = segments
+    exe, outs = compile_gemvs(be, g, bufs, merged)
     wf = w0.astype(np.float32)
     want = x.astype(np.float32) @ (wf.T if transposed else wf)
     err = np.abs(be.to_numpy(outs[0]).astype(np.float32) - want).max() / max(np.abs(want).max(), 1e-9)

@@ -116,10 +116,8 @@ def report(ls, show=6):
 
 
 def gemv_case(be, cp, spec):
-    from cuda_kernels import C, _gemv_layers
+    from cuda_kernels import C, _gemv_layers, compile_gemvs
     from luminal_fn.ir import dtypes as dt
-
-    from luminal_fn.backends.cuda import siblings
 
     K, N, dname, layout = spec.split(",")
     if layout not in ("kn", "kn1", "nk", "nk1"):
@@ -130,13 +128,7 @@ def gemv_case(be, cp, spec):
     g = _gemv_layers(K, N, d, R, transposed)
     shape = (N, K) if transposed else (K, N)
     bufs = [be.from_numpy(C.rand((1, K), d, -1, 1))] + [be.from_numpy(C.rand(shape, d, -1, 1)) for _ in range(R)]
-    segments = siblings.MAX_SEGMENTS
-    siblings.MAX_SEGMENTS = 1 if layout.endswith("1") else segments
-    try:
-        exe = be.compile(g)
-        exe.run(bufs, {})  # (plans the bucket)
-    finally:
-        siblings.MAX_SEGMENTS = segments
+    exe, _ = compile_gemvs(be, g, bufs, merged=not layout.endswith("1"))
     return f"x (1, {K}) @ {R} weights {shape} {dname} ({layout})", exe, bufs
 
 
