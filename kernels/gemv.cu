@@ -36,23 +36,54 @@ __device__ __forceinline__ void lf_gemv_prefetch(const T* __restrict__ row, int 
   for (int off = (part * 32 + lane) * 128; off < bytes; off += WPR * 32 * 128) lf_prefetch_l2(p + off);
 }
 
+// The x row a Linear-layout GEMV reads: a pointer (x as stored, in the weights' type), or
+// LfRmsX, the RMS norm of a row h with weight g folded into the GEMV (backends/cuda/prologue.py):
+// each load multiplies h by g and adds up h*h on the side, and each dot product is scaled by
+// 1/sqrt(sum(h*h) * inv_n + eps) when it is stored. The norm's own launch and its row's round
+// trip through L2 are gone, and the row is never rounded to the weights' type.
+template <typename TX, typename TW> struct LfRmsX {
+  const TX* __restrict__ h;
+  const TW* __restrict__ g;
+  float inv_n, eps;
+};
+template <typename X> struct LfXIsRms { static constexpr bool value = false; };
+template <typename TX, typename TW> struct LfXIsRms<LfRmsX<TX, TW>> { static constexpr bool value = true; };
+
+template <int V, typename T>
+__device__ __forceinline__ void lf_xload(const T* __restrict__ x, int k, float (&b)[V], float&) {
+  lf_vld<V>(x + k, b);
+}
+template <int V, typename TX, typename TW>
+__device__ __forceinline__ void lf_xload(const LfRmsX<TX, TW>& x, int k, float (&b)[V], float& ss) {
+  float h[V], g[V];
+  lf_vld<V>(x.h + k, h);
+  lf_vld<V>(x.g + k, g);
+  #pragma unroll
+  for (int j = 0; j < V; ++j) { ss += h[j] * h[j]; b[j] = h[j] * g[j]; }
+}
+template <typename X> __device__ __forceinline__ float lf_xscale(const X& x, float ss) {
+  if constexpr (LfXIsRms<X>::value) return 1.0f / sqrtf(ss * x.inv_n + x.eps);
+  else return 1.0f;
+}
+
 template <typename T> struct LfGemvStore {
   T* __restrict__ y;
   __device__ __forceinline__ void operator()(int n, float acc) const { y[n] = lf_st<T>(acc); }
 };
 
-template <typename T, int ITERS, typename Store>
-__device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
+template <typename T, int ITERS, typename X, typename Store>
+__device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, const X x,
                               int N, int K, int WPR, int block, int blocks, const Store& store) {
   constexpr int V = 16 / sizeof(T);
-  __shared__ float red[8];
+  constexpr bool RMS = LfXIsRms<X>::value;
+  __shared__ float red[RMS ? 16 : 8];  // the warps' sums (and, folding a norm, their h*h at 8 +)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int rpb = 8 / WPR, row_in = warp / WPR, part = warp % WPR;
   if (block * rpb + row_in < N) lf_gemv_prefetch(w + (long long)(block * rpb + row_in) * ldw, K, part, WPR, lane);
   lf_pdl_wait();
   for (int base = block * rpb; base < N; base += blocks * rpb) {
     const int n = base + row_in;
-    float acc = 0.f;
+    float acc = 0.f, ss = 0.f;
     if (n < N) {
       const T* wr = w + (long long)n * ldw;
       const int k0 = (part * 32 + lane) * V, step = WPR * 32 * V;
@@ -63,7 +94,7 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, const T* _
         #pragma unroll
         for (int i = 0; i < ITERS; ++i) {
           float b[V];
-          lf_vld<V>(x + k0 + i * step, b);
+          lf_xload<V>(x, k0 + i * step, b, ss);
           #pragma unroll
           for (int j = 0; j < V; ++j) acc += a[i][j] * b[j];
         }
@@ -72,23 +103,32 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, const T* _
         for (int k = k0; k < K; k += step) {
           float a[V], b[V];
           lf_vld<V>(wr + k, a);
-          lf_vld<V>(x + k, b);
+          lf_xload<V>(x, k, b, ss);
           #pragma unroll
           for (int j = 0; j < V; ++j) acc += a[j] * b[j];
         }
       }
     }
     #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    for (int o = 16; o > 0; o >>= 1) {
+      acc += __shfl_xor_sync(0xffffffffu, acc, o);
+      if constexpr (RMS) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    }
     if (WPR == 1) {
-      if (lane == 0 && n < N) store(n, acc);
+      if (lane == 0 && n < N) store(n, acc * lf_xscale(x, ss));
     } else {
-      if (lane == 0) red[warp] = acc;
+      if (lane == 0) {
+        red[warp] = acc;
+        if constexpr (RMS) red[8 + warp] = ss;
+      }
       __syncthreads();
       if (part == 0 && lane == 0 && n < N) {
-        float s = 0.f;
-        for (int p = 0; p < WPR; ++p) s += red[row_in * WPR + p];
-        store(n, s);
+        float s = 0.f, q = 0.f;
+        for (int p = 0; p < WPR; ++p) {
+          s += red[row_in * WPR + p];
+          if constexpr (RMS) q += red[8 + row_in * WPR + p];
+        }
+        store(n, s * lf_xscale(x, q));
       }
       __syncthreads();
     }
@@ -100,12 +140,13 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, const T* _
 // silu(gate) * up needs neither product written. Both rows' loads are issued together; with
 // ITERS > 0 (K == ITERS * WPR * 32 * V) every load of a lane's share of both rows is issued
 // before the first multiply, as in lf_gemv_nk_to.
-template <typename T, int ITERS, typename Store>
+template <typename T, int ITERS, typename X, typename Store>
 __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, const T* __restrict__ w1,
-                                   long long ldw1, const T* __restrict__ x, int N, int K, int WPR,
+                                   long long ldw1, const X x, int N, int K, int WPR,
                                    int block, int blocks, const Store& store) {
   constexpr int V = 16 / sizeof(T);
-  __shared__ float red[2][8];
+  constexpr bool RMS = LfXIsRms<X>::value;
+  __shared__ float red[RMS ? 3 : 2][8];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int rpb = 8 / WPR, row_in = warp / WPR, part = warp % WPR;
   if (block * rpb + row_in < N) {
@@ -115,7 +156,7 @@ __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, con
   lf_pdl_wait();
   for (int base = block * rpb; base < N; base += blocks * rpb) {
     const int n = base + row_in;
-    float acc0 = 0.f, acc1 = 0.f;
+    float acc0 = 0.f, acc1 = 0.f, ss = 0.f;
     if (n < N) {
       const T* r0 = w0 + (long long)n * ldw0;
       const T* r1 = w1 + (long long)n * ldw1;
@@ -127,7 +168,7 @@ __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, con
         #pragma unroll
         for (int i = 0; i < ITERS; ++i) {
           float c[V];
-          lf_vld<V>(x + k0 + i * step, c);
+          lf_xload<V>(x, k0 + i * step, c, ss);
           #pragma unroll
           for (int j = 0; j < V; ++j) { acc0 += a[i][j] * c[j]; acc1 += b[i][j] * c[j]; }
         }
@@ -137,7 +178,7 @@ __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, con
           float a[V], b[V], c[V];
           lf_vld<V>(r0 + k, a);
           lf_vld<V>(r1 + k, b);
-          lf_vld<V>(x + k, c);
+          lf_xload<V>(x, k, c, ss);
           #pragma unroll
           for (int j = 0; j < V; ++j) { acc0 += a[j] * c[j]; acc1 += b[j] * c[j]; }
         }
@@ -147,24 +188,35 @@ __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, con
     for (int o = 16; o > 0; o >>= 1) {
       acc0 += __shfl_xor_sync(0xffffffffu, acc0, o);
       acc1 += __shfl_xor_sync(0xffffffffu, acc1, o);
+      if constexpr (RMS) ss += __shfl_xor_sync(0xffffffffu, ss, o);
     }
     if (WPR == 1) {
-      if (lane == 0 && n < N) store(n, acc0, acc1);
+      if (lane == 0 && n < N) {
+        const float r = lf_xscale(x, ss);
+        store(n, acc0 * r, acc1 * r);
+      }
     } else {
-      if (lane == 0) { red[0][warp] = acc0; red[1][warp] = acc1; }
+      if (lane == 0) {
+        red[0][warp] = acc0; red[1][warp] = acc1;
+        if constexpr (RMS) red[RMS ? 2 : 0][warp] = ss;
+      }
       __syncthreads();
       if (part == 0 && lane == 0 && n < N) {
-        float s0 = 0.f, s1 = 0.f;
-        for (int p = 0; p < WPR; ++p) { s0 += red[0][row_in * WPR + p]; s1 += red[1][row_in * WPR + p]; }
-        store(n, s0, s1);
+        float s0 = 0.f, s1 = 0.f, q = 0.f;
+        for (int p = 0; p < WPR; ++p) {
+          s0 += red[0][row_in * WPR + p]; s1 += red[1][row_in * WPR + p];
+          if constexpr (RMS) q += red[RMS ? 2 : 0][row_in * WPR + p];
+        }
+        const float r = lf_xscale(x, q);
+        store(n, s0 * r, s1 * r);
       }
       __syncthreads();
     }
   }
 }
 
-template <typename T, int ITERS>
-__device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const T* __restrict__ x,
+template <typename T, int ITERS, typename X>
+__device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const X x,
                            T* __restrict__ y, int N, int K, int WPR, int block, int blocks) {
   lf_gemv_nk_to<T, ITERS>(w, ldw, x, N, K, WPR, block, blocks, LfGemvStore<T>{y});
 }

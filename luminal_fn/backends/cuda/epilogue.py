@@ -24,7 +24,7 @@ from ...ir.expr import same
 from ..render import index as ix
 from ..render.kernels import consumer_store, finish, inline_scalars, render_elementwise
 from ..render.tree import substitute_inputs, tree_has
-from .siblings import forced_warps_per_row, nk_shape
+from .siblings import forced_warps_per_row, nk_shape, x_arg
 
 
 def fold_adjacent(steps: list, fold, chain: bool = False) -> int:
@@ -156,7 +156,8 @@ def _render(pl, s1, s2, node, segs, reads, inputs, tree):
     T = seg.T
     pair = len(segs) == 2
     pro = s1.source.meta.get("_prologue")  # x computed in the kernel (prologue.py), or read from b0
-    xbufs, x = (list(pro.bufs), pro.x) if pro is not None else ([("in0", "b0", seg.dtype, True)], "b0")
+    xbufs = list(pro.bufs) if pro is not None else [("in0", "b0", seg.dtype, True)]
+    x = x_arg(seg, pro)
     bufs = xbufs + [(f"in{i + 1}", f"w{i}", seg.dtype, True) for i in range(len(segs))]
     ids = list(s1.bufs[:len(xbufs) + len(segs)])
     epi, ebufs, eids = _epilogue_lambda(pl, node, reads, inputs, tree, T)
@@ -166,10 +167,10 @@ def _render(pl, s1, s2, node, segs, reads, inputs, tree):
     wpr, blocks = seg.wpr, seg.blocks
     if pair:
         wpr, iters, blocks = pair_launch(seg)
-        call = (f"lf_gemv_nk_pair_to<{T}, {iters}>({weights}, {x} + ({seg.x_offset}), {seg.n}, {seg.k}, "
+        call = (f"lf_gemv_nk_pair_to<{T}, {iters}>({weights}, {x}, {seg.n}, {seg.k}, "
                 f"{wpr}, blockIdx.x, gridDim.x, epilogue);")
     else:
-        call = (f"lf_gemv_nk_to<{T}, {seg.iters}>({weights}, {x} + ({seg.x_offset}), {seg.n}, {seg.k}, "
+        call = (f"lf_gemv_nk_to<{T}, {seg.iters}>({weights}, {x}, {seg.n}, {seg.k}, "
                 f"{seg.wpr}, blockIdx.x, gridDim.x, epilogue);")
     body = list(seg.guard) + (list(pro.lines) if pro is not None else []) + epi + [call]
     kind = "gemv_nk_pair_epi" if pair else "gemv_nk_epi"
@@ -177,7 +178,7 @@ def _render(pl, s1, s2, node, segs, reads, inputs, tree):
         kind = f"{kind}_{pro.tag}"
     src = finish(pl.lang, kind, body, bufs, 256, 1, 1,
                  meta={"hand": True, "grid3": (blocks, 1, 1), "wpr": wpr,
-                       "nodes": (s1.node, s2.node), "waits_inside": pro is None,
+                       "nodes": (s1.node, s2.node), "waits_inside": pro is None or pro.waits_inside,
                        "_weights": tuple((len(xbufs) + i, s) for i, s in enumerate(segs))})
     label = "matmul (gemv nk pair) + epilogue" if pair else "matmul (gemv nk) + epilogue"
     if pro is not None:

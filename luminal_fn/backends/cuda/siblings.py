@@ -57,8 +57,16 @@ class NkSegment:
     guard: tuple = ()
 
     def call(self, w: str, x: str, y: str, block: str, blocks: str) -> str:
+        """The call reading x (C: a pointer, the segment's offset added here, or a prologue's
+        x as ``x_arg`` gives it)."""
         return (f"lf_gemv_nk<{self.T}, {self.iters}>({w} + ({self.w_offset}), (long long)({self.ldw}), "
-                f"{x} + ({self.x_offset}), {y}, {self.n}, {self.k}, {self.wpr}, {block}, {blocks});")
+                f"{x}, {y}, {self.n}, {self.k}, {self.wpr}, {block}, {blocks});")
+
+
+def x_arg(seg, prologue=None, x: str = "b0") -> str:
+    """The x argument of a Linear-layout GEMV segment: the pointer ``x`` at the segment's offset,
+    or what a prologue (prologue.py) computes."""
+    return prologue.x_at(seg.x_offset) if prologue is not None else f"{x} + ({seg.x_offset})"
 
 
 @dataclass(frozen=True)
@@ -146,18 +154,18 @@ def render_gemv_nk(lang, segments: list, prologue=None) -> KernelSource:
     guard = list(s0.guard)  # the same rows for every segment: the whole launch is skipped on 0
     # the GEMV calls wait for the kernel before themselves, after prefetching weights; a
     # prologue reads x first, so then the kernel waits at its start
-    x, xbufs, kind, extra = "b0", [("in0", "b0", d, True)], "gemv_nk", {"waits_inside": True}
+    xbufs, kind, extra = [("in0", "b0", d, True)], "gemv_nk", {"waits_inside": True}
     if prologue is not None:
         guard += list(prologue.lines)
-        x, xbufs, kind = prologue.x, list(prologue.bufs), f"gemv_nk_{prologue.tag}"
-        extra = {"_prologue": prologue, "waits_inside": False}
+        xbufs, kind = list(prologue.bufs), f"gemv_nk_{prologue.tag}"
+        extra = {"_prologue": prologue, "waits_inside": prologue.waits_inside}
     if len(segments) == 1:
-        body = guard + [s0.call("b1", x, "out", "blockIdx.x", "gridDim.x")]
+        body = guard + [s0.call("b1", x_arg(s0, prologue), "out", "blockIdx.x", "gridDim.x")]
         bufs = xbufs + [("in1", "b1", d, True), ("out", "out", d, False)]
         return finish(lang, kind, body, bufs, 256, 1, 1,
                       meta={"hand": True, "grid3": (s0.blocks, 1, 1), "wpr": s0.wpr,
                             "_segments": (s0,), "_weights": ((len(xbufs), s0),), **extra})
-    ranges, start = block_ranges([(s.blocks, lambda b, i=i, s=s: s.call(f"w{i}", x, f"y{i}", b, str(s.blocks)))
+    ranges, start = block_ranges([(s.blocks, lambda b, i=i, s=s: s.call(f"w{i}", x_arg(s, prologue), f"y{i}", b, str(s.blocks)))
                                   for i, s in enumerate(segments)])
     body = guard + ranges
     bufs = (xbufs + [(f"w{i}", f"w{i}", d, True) for i in range(len(segments))]
