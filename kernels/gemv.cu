@@ -37,33 +37,64 @@ __device__ __forceinline__ void lf_gemv_prefetch(const T* __restrict__ row, int 
 }
 
 // The x row a Linear-layout GEMV reads: a pointer (x as stored, in the weights' type), or
-// LfRmsX, the RMS norm of a row h with weight g folded into the GEMV (backends/cuda/prologue.py):
-// each load multiplies h by g and adds up h*h on the side, and each dot product is scaled by
-// 1/sqrt(sum(h*h) * inv_n + eps) when it is stored. The norm's own launch and its row's round
-// trip through L2 are gone, and the row is never rounded to the weights' type.
-template <typename TX, typename TW> struct LfRmsX {
+// LfRmsRow, the one-row RMS norm before the GEMV folded into it (backends/cuda/prologue.py). A
+// block then computes the row itself into shared memory (xs, D values of TY) as
+// lf_rms_rows<TX, TW, TY, BLOCK, TR> would store it: its first BLOCK threads hold the same
+// vectors of h and g as that kernel's threads and add the same terms in the same order (the
+// others add zeros, exact in the block sum's tree), so every value has the same bits. The norm's
+// weight g is loaded before the wait for the kernel before (lf_xhold), h right after it
+// (lf_xprepare), before the block's first weight loads.
+template <typename TX, typename TW, typename TY, int BLOCK, typename TR, int D> struct LfRmsRow {
+  static constexpr int V = LfVec<TX>::V, HOLD = (D + BLOCK * V - 1) / (BLOCK * V);
   const TX* __restrict__ h;
   const TW* __restrict__ g;
+  TY* xs;
   float inv_n, eps;
+  float gv[HOLD][V];
 };
-template <typename X> struct LfXIsRms { static constexpr bool value = false; };
-template <typename TX, typename TW> struct LfXIsRms<LfRmsX<TX, TW>> { static constexpr bool value = true; };
 
-template <int V, typename T>
-__device__ __forceinline__ void lf_xload(const T* __restrict__ x, int k, float (&b)[V], float&) {
-  lf_vld<V>(x + k, b);
-}
-template <int V, typename TX, typename TW>
-__device__ __forceinline__ void lf_xload(const LfRmsX<TX, TW>& x, int k, float (&b)[V], float& ss) {
-  float h[V], g[V];
-  lf_vld<V>(x.h + k, h);
-  lf_vld<V>(x.g + k, g);
+template <typename X> __device__ __forceinline__ void lf_xhold(X&) {}
+template <typename X> __device__ __forceinline__ void lf_xprepare(X&) {}
+template <typename TX, typename TW, typename TY, int BLOCK, typename TR, int D>
+__device__ __forceinline__ void lf_xhold(LfRmsRow<TX, TW, TY, BLOCK, TR, D>& x) {
+  using R = LfRmsRow<TX, TW, TY, BLOCK, TR, D>;
   #pragma unroll
-  for (int j = 0; j < V; ++j) { ss += h[j] * h[j]; b[j] = h[j] * g[j]; }
+  for (int q = 0; q < R::HOLD; ++q) {
+    const int i = (threadIdx.x + q * BLOCK) * R::V;
+    if (threadIdx.x < BLOCK && i < D) lf_vld<R::V>(x.g + i, x.gv[q]);
+  }
 }
-template <typename X> __device__ __forceinline__ float lf_xscale(const X& x, float ss) {
-  if constexpr (LfXIsRms<X>::value) return 1.0f / sqrtf(ss * x.inv_n + x.eps);
-  else return 1.0f;
+template <typename TX, typename TW, typename TY, int BLOCK, typename TR, int D>
+__device__ __forceinline__ void lf_xprepare(LfRmsRow<TX, TW, TY, BLOCK, TR, D>& x) {  // the whole block calls it
+  using R = LfRmsRow<TX, TW, TY, BLOCK, TR, D>;
+  __shared__ float red[32];
+  float hv[R::HOLD][R::V];
+  float ss = 0.f;
+  #pragma unroll
+  for (int q = 0; q < R::HOLD; ++q) {
+    const int i = (threadIdx.x + q * BLOCK) * R::V;
+    if (threadIdx.x < BLOCK && i < D) {
+      lf_vld<R::V>(x.h + i, hv[q]);
+      #pragma unroll
+      for (int j = 0; j < R::V; ++j) ss += hv[q][j] * hv[q][j];
+    }
+  }
+  const float r = 1.0f / sqrtf(lf_block_sum<256>(ss, red) * x.inv_n + x.eps);
+  #pragma unroll
+  for (int q = 0; q < R::HOLD; ++q) {
+    const int i = (threadIdx.x + q * BLOCK) * R::V;
+    if (threadIdx.x < BLOCK && i < D) {
+      #pragma unroll
+      for (int j = 0; j < R::V; ++j) x.xs[i + j] = lf_st<TY>(lf_round<TR>(hv[q][j] * r) * x.gv[q][j]);
+    }
+  }
+  __syncthreads();
+}
+template <int V, typename T>
+__device__ __forceinline__ void lf_xload(const T* __restrict__ x, int k, float (&b)[V]) { lf_vld<V>(x + k, b); }
+template <int V, typename TX, typename TW, typename TY, int BLOCK, typename TR, int D>
+__device__ __forceinline__ void lf_xload(const LfRmsRow<TX, TW, TY, BLOCK, TR, D>& x, int k, float (&b)[V]) {
+  lf_vld<V>(x.xs + k, b);
 }
 
 template <typename T> struct LfGemvStore {
@@ -72,18 +103,19 @@ template <typename T> struct LfGemvStore {
 };
 
 template <typename T, int ITERS, typename X, typename Store>
-__device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, const X x,
+__device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, X x,
                               int N, int K, int WPR, int block, int blocks, const Store& store) {
   constexpr int V = 16 / sizeof(T);
-  constexpr bool RMS = LfXIsRms<X>::value;
-  __shared__ float red[RMS ? 16 : 8];  // the warps' sums (and, folding a norm, their h*h at 8 +)
+  __shared__ float red[8];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int rpb = 8 / WPR, row_in = warp / WPR, part = warp % WPR;
   if (block * rpb + row_in < N) lf_gemv_prefetch(w + (long long)(block * rpb + row_in) * ldw, K, part, WPR, lane);
+  lf_xhold(x);
   lf_pdl_wait();
+  lf_xprepare(x);
   for (int base = block * rpb; base < N; base += blocks * rpb) {
     const int n = base + row_in;
-    float acc = 0.f, ss = 0.f;
+    float acc = 0.f;
     if (n < N) {
       const T* wr = w + (long long)n * ldw;
       const int k0 = (part * 32 + lane) * V, step = WPR * 32 * V;
@@ -94,7 +126,7 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, const X x,
         #pragma unroll
         for (int i = 0; i < ITERS; ++i) {
           float b[V];
-          lf_xload<V>(x, k0 + i * step, b, ss);
+          lf_xload<V>(x, k0 + i * step, b);
           #pragma unroll
           for (int j = 0; j < V; ++j) acc += a[i][j] * b[j];
         }
@@ -103,32 +135,23 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, const X x,
         for (int k = k0; k < K; k += step) {
           float a[V], b[V];
           lf_vld<V>(wr + k, a);
-          lf_xload<V>(x, k, b, ss);
+          lf_xload<V>(x, k, b);
           #pragma unroll
           for (int j = 0; j < V; ++j) acc += a[j] * b[j];
         }
       }
     }
     #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      acc += __shfl_xor_sync(0xffffffffu, acc, o);
-      if constexpr (RMS) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    }
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
     if (WPR == 1) {
-      if (lane == 0 && n < N) store(n, acc * lf_xscale(x, ss));
+      if (lane == 0 && n < N) store(n, acc);
     } else {
-      if (lane == 0) {
-        red[warp] = acc;
-        if constexpr (RMS) red[8 + warp] = ss;
-      }
+      if (lane == 0) red[warp] = acc;
       __syncthreads();
       if (part == 0 && lane == 0 && n < N) {
-        float s = 0.f, q = 0.f;
-        for (int p = 0; p < WPR; ++p) {
-          s += red[row_in * WPR + p];
-          if constexpr (RMS) q += red[8 + row_in * WPR + p];
-        }
-        store(n, s * lf_xscale(x, q));
+        float s = 0.f;
+        for (int p = 0; p < WPR; ++p) s += red[row_in * WPR + p];
+        store(n, s);
       }
       __syncthreads();
     }
@@ -142,21 +165,22 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, const X x,
 // before the first multiply, as in lf_gemv_nk_to.
 template <typename T, int ITERS, typename X, typename Store>
 __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, const T* __restrict__ w1,
-                                   long long ldw1, const X x, int N, int K, int WPR,
+                                   long long ldw1, X x, int N, int K, int WPR,
                                    int block, int blocks, const Store& store) {
   constexpr int V = 16 / sizeof(T);
-  constexpr bool RMS = LfXIsRms<X>::value;
-  __shared__ float red[RMS ? 3 : 2][8];
+  __shared__ float red[2][8];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int rpb = 8 / WPR, row_in = warp / WPR, part = warp % WPR;
   if (block * rpb + row_in < N) {
     lf_gemv_prefetch(w0 + (long long)(block * rpb + row_in) * ldw0, K, part, WPR, lane);
     lf_gemv_prefetch(w1 + (long long)(block * rpb + row_in) * ldw1, K, part, WPR, lane);
   }
+  lf_xhold(x);
   lf_pdl_wait();
+  lf_xprepare(x);
   for (int base = block * rpb; base < N; base += blocks * rpb) {
     const int n = base + row_in;
-    float acc0 = 0.f, acc1 = 0.f, ss = 0.f;
+    float acc0 = 0.f, acc1 = 0.f;
     if (n < N) {
       const T* r0 = w0 + (long long)n * ldw0;
       const T* r1 = w1 + (long long)n * ldw1;
@@ -168,7 +192,7 @@ __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, con
         #pragma unroll
         for (int i = 0; i < ITERS; ++i) {
           float c[V];
-          lf_xload<V>(x, k0 + i * step, c, ss);
+          lf_xload<V>(x, k0 + i * step, c);
           #pragma unroll
           for (int j = 0; j < V; ++j) { acc0 += a[i][j] * c[j]; acc1 += b[i][j] * c[j]; }
         }
@@ -178,7 +202,7 @@ __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, con
           float a[V], b[V], c[V];
           lf_vld<V>(r0 + k, a);
           lf_vld<V>(r1 + k, b);
-          lf_xload<V>(x, k, c, ss);
+          lf_xload<V>(x, k, c);
           #pragma unroll
           for (int j = 0; j < V; ++j) { acc0 += a[j] * c[j]; acc1 += b[j] * c[j]; }
         }
@@ -188,27 +212,16 @@ __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, con
     for (int o = 16; o > 0; o >>= 1) {
       acc0 += __shfl_xor_sync(0xffffffffu, acc0, o);
       acc1 += __shfl_xor_sync(0xffffffffu, acc1, o);
-      if constexpr (RMS) ss += __shfl_xor_sync(0xffffffffu, ss, o);
     }
     if (WPR == 1) {
-      if (lane == 0 && n < N) {
-        const float r = lf_xscale(x, ss);
-        store(n, acc0 * r, acc1 * r);
-      }
+      if (lane == 0 && n < N) store(n, acc0, acc1);
     } else {
-      if (lane == 0) {
-        red[0][warp] = acc0; red[1][warp] = acc1;
-        if constexpr (RMS) red[RMS ? 2 : 0][warp] = ss;
-      }
+      if (lane == 0) { red[0][warp] = acc0; red[1][warp] = acc1; }
       __syncthreads();
       if (part == 0 && lane == 0 && n < N) {
-        float s0 = 0.f, s1 = 0.f, q = 0.f;
-        for (int p = 0; p < WPR; ++p) {
-          s0 += red[0][row_in * WPR + p]; s1 += red[1][row_in * WPR + p];
-          if constexpr (RMS) q += red[RMS ? 2 : 0][row_in * WPR + p];
-        }
-        const float r = lf_xscale(x, q);
-        store(n, s0 * r, s1 * r);
+        float s0 = 0.f, s1 = 0.f;
+        for (int p = 0; p < WPR; ++p) { s0 += red[0][row_in * WPR + p]; s1 += red[1][row_in * WPR + p]; }
+        store(n, s0, s1);
       }
       __syncthreads();
     }
@@ -216,7 +229,7 @@ __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, con
 }
 
 template <typename T, int ITERS, typename X>
-__device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, const X x,
+__device__ void lf_gemv_nk(const T* __restrict__ w, long long ldw, X x,
                            T* __restrict__ y, int N, int K, int WPR, int block, int blocks) {
   lf_gemv_nk_to<T, ITERS>(w, ldw, x, N, K, WPR, block, blocks, LfGemvStore<T>{y});
 }

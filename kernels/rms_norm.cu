@@ -177,22 +177,3 @@ __device__ void lf_rms_rows(const TX* __restrict__ x, long long row_stride, cons
     }
   }
 }
-
-// rms_norm_rows folded into the kernel that reads its single row next (the decode GEMV, see
-// backends/cuda/prologue.py): the row lf_rms_rows<TX, TW, TY, BLOCK> would store, computed by a
-// block of NT >= BLOCK threads into xs (D elements of TY, shared memory), visible to the whole
-// block on return. Threads below BLOCK add the same elements in the same order as that kernel's
-// threads, the others add zeros (exact in the block sum's tree), so the scale and every stored
-// value have the same bits as the norm kernel's output.
-template <typename TX, typename TW, typename TY, int BLOCK, int NT, typename TR = float>
-__device__ void lf_rms_row_to(const TX* __restrict__ x, long long row_stride, const TW* __restrict__ w,
-                              long long w_stride, TY* __restrict__ xs, int D, float inv_n, float eps) {
-  __shared__ float red[32];
-  constexpr int V = LfVec<TX>::V;
-  const bool vec = (D % V == 0) && (row_stride % V == 0) && ((unsigned long long)x % 16 == 0);
-  const float ss = threadIdx.x < BLOCK ? lf_row_sumsq_part<TX, BLOCK>(x, D, vec) : 0.f;
-  const float r = 1.0f / sqrtf(lf_block_sum<NT>(ss, red) * inv_n + eps);
-  for (int i = threadIdx.x; i < D; i += NT)
-    xs[i] = lf_st<TY>(lf_round<TR>(lf_ld(x[i]) * r) * lf_ld(w[(long long)i * w_stride]));
-  __syncthreads();
-}

@@ -40,6 +40,7 @@ import numpy as np
 
 from luminal_fn.backends.cuda.executable import launch_shape
 from luminal_fn.backends.cuda.plan import KernelStep, evaluate
+from luminal_fn.backends.cuda.source import HAND_ORDER
 
 _SHIM = r"""
 #include <atomic>
@@ -341,6 +342,9 @@ inline float __shfl_sync(unsigned, float, int) { std::abort(); }
 """
 
 
+HAND_NEEDS = {"gemv.cu": ("rms_norm.cu",), "attention.cu": ("rms_norm.cu",)}
+
+
 def build_with_hand(plans, files: tuple, workdir: str) -> ctypes.CDLL:
     """The stand-in for CUDA, the hand kernel ``files`` (kernels/*.cu) and every kernel of
     ``plans`` (one plan or a list) in one library. A kernel that calls a function of those files
@@ -351,7 +355,10 @@ def build_with_hand(plans, files: tuple, workdir: str) -> ctypes.CDLL:
 
     from luminal_fn.backends.render.files import kernel_file
 
-    texts = [kernel_file(f) for f in files]
+    # (a file may call functions of one before it in the module: gemv.cu's folded RMS norm sums
+    # with rms_norm.cu's; the module's order puts them first)
+    wanted = set(files) | {d for f in files for d in HAND_NEEDS.get(f, ())}
+    texts = [kernel_file(f) for f in HAND_ORDER if f in wanted]
     defined = {m for t in texts for m in re.findall(r"^__device__[^\n(]*?\b(lf_\w+)\s*\(", t, re.M)}
     parts = [_SHIM, _HAND_SHIM] + [_shared_static(t) for t in texts]
     plans = plans if isinstance(plans, (list, tuple)) else [plans]

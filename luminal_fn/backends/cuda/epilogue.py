@@ -178,7 +178,7 @@ def _render(pl, s1, s2, node, segs, reads, inputs, tree):
         kind = f"{kind}_{pro.tag}"
     src = finish(pl.lang, kind, body, bufs, 256, 1, 1,
                  meta={"hand": True, "grid3": (blocks, 1, 1), "wpr": wpr,
-                       "nodes": (s1.node, s2.node), "waits_inside": pro is None or pro.waits_inside,
+                       "nodes": (s1.node, s2.node), "waits_inside": True,
                        "_weights": tuple((len(xbufs) + i, s) for i, s in enumerate(segs))})
     label = "matmul (gemv nk pair) + epilogue" if pair else "matmul (gemv nk) + epilogue"
     if pro is not None:

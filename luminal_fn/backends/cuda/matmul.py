@@ -14,7 +14,8 @@ from ..render.reduce import render_reduce
 from ..render.kernels import KernelInput, finish
 from .cublas import gemm_plan, run_gemm
 from .plan import HostStep, evaluate, lowerer, sibling_key, symbols_of
-from .siblings import KnSegment, NkSegment, forced_warps_per_row, nk_shape, render_gemv_nk, skip_when_empty
+from .siblings import (MAX_UNROLLED, KnSegment, NkSegment, forced_warps_per_row, nk_shape, render_gemv_nk,
+                       skip_when_empty)
 from .skinny import try_skinny
 from .split_k import add_product, try_split_k
 
@@ -219,9 +220,6 @@ def _try_gemv(pl, node, va: View, vb: View, da, db) -> bool:
     # (siblings.merge_gemv_steps joins this step with adjacent ones that read the same x)
     pl.add_kernel(render_gemv_nk(pl.lang, [seg]), [b_a, b_w, out], node.id, "matmul (gemv nk)")
     return True
-
-
-MAX_UNROLLED = 16  # vectors per lane held in registers at once by the unrolled GEMV
 
 
 WPR_SWITCH = "LUMINAL_CUDA_GEMV_WPR"  # warps a row of every lf_gemv_nk GEMV (for A/B sweeps)

@@ -1,29 +1,28 @@
 """RMS norm folded into the decode GEMVs that read its row: in a Llama decode step the one-row
 ``rms_norm_rows`` before the q/k/v projections (three merged siblings), before gate/up and
 before the LM head costs a launch of its own (~2.5 us on an H200) to write a row that only the
-next GEMV reads. Two ways to fold it, chosen by ``LUMINAL_CUDA_RMS_PROLOGUE``:
-
-- ``scale``: the GEMV reads the norm's input x and weight w instead of the row (``LfRmsX`` in
-  kernels/gemv.cu). Each load multiplies x by w and adds up x*x on the side; each dot product
-  is scaled by ``1 / sqrt(sum(x*x) * inv_n + eps)`` as it is stored, since
-  ``W @ (x * r * w) == r * (W @ (x * w))``. Nothing runs before the weight stream starts, and
-  the row is never rounded to the GEMV's dtype (so the values differ from the unfolded plan's
-  by that rounding). Needs the norm to round nothing between x * r and the weight multiply.
-- ``row`` (or ``1``): each block of the GEMV computes the row itself before its GEMV: it sums
-  the squares of x (2048 values for Llama-3.2-1B, served from L2 after the first block), writes
-  ``x * (1 / sqrt(sum(x*x) * inv_n + eps)) * w`` rounded to the GEMV's dtype into shared
-  memory, and runs the unchanged GEMV over that copy (``lf_rms_row_to`` in kernels/rms_norm.cu:
-  the same sums in the same order as the norm kernel, so the same bits as the row it would have
-  stored).
+next GEMV reads. Instead each block of the GEMV computes the row into shared memory
+(``LfRmsRow`` in kernels/gemv.cu): it loads w before waiting for the kernel before, and x (2048
+values for Llama-3.2-1B, served from L2) once its first weight loads are in flight, sums the
+squares with the same terms in the same order as the norm kernel and stores
+``TY(TR(x * r) * w)``: the same bits as the row it would have read. A folded GEMV runs one warp a
+row, 8 rows a block, so that few blocks pay for the row. H200, the Llama-3.2-1B bf16 decode step
+replayed alone (docs/benchmarks.md, run BV): 787.8 and 788.4 us folded, 822.8 and 822.4 us not
+(33 launches fewer; q/k/v's launch 6.0 us with its norm, against 5.0 us plus the norm's). Tried
+before it and slower: the normalised value computed at every load of x instead of once a block
+(run BT: q/k/v 9.9 us), the GEMVs' own warps a row (run BU: 8.0 us, 2048 blocks in two waves),
+and the GEMV scaling its sums by 1/rms (run BS: the row is then not rounded to the weights' type,
+and the search rejected the decode step as disagreeing with the program by 2.6e-2).
 
 Applied after the sibling merge and before the epilogue fold (epilogue.py renders a GEMV step's
 prologue too) to an ``rms_norm_rows`` step when: it normalises one row (R at most 1 at the
 bucket's largest dims; a symbolic R of 0 skips the launch), its literals are inlined, its
 output is an arena buffer read by nothing but the GEMV steps right after it, each reading it
 as its x from offset 0 over the whole row (K == D, the same dtype), none of them writing the
-norm's input or weight, and (``row``) the row fits the shared-memory budget or (``scale``) x
-and w are read in aligned 16-byte vectors. The norm's step and its buffer disappear; its x
-and w are read by the GEMV steps instead.
+norm's input or weight, x and w can be read in aligned 16-byte vectors as the norm kernel reads
+them (D and the row stride whole vectors of x), a thread holds at most HOLD_MAX vectors of each
+and the row fits the shared-memory budget. The norm's step and its buffer disappear; its x and
+w are read by the GEMV steps instead. ``LUMINAL_CUDA_RMS_PROLOGUE=0`` turns the fold off.
 """
 from __future__ import annotations
 
@@ -32,72 +31,56 @@ from dataclasses import dataclass, replace
 
 from ...ir.expr import as_expr, mod
 from ..render import index as ix
-from .siblings import render_gemv_nk, skip_when_empty
+from .siblings import MAX_UNROLLED, nk_shape, render_gemv_nk, skip_when_empty
 
-ROW_BYTES_MAX = 32 * 1024  # the normalised row in shared memory (static shared is 48 KB a block)
 GEMV_BLOCK = 256  # the threads of a lf_gemv_nk block (siblings.render_gemv_nk)
+HOLD_MAX = 4  # 16-byte vectors of x and of w a thread holds (registers) while it computes the row
+ROW_BYTES_MAX = 32 * 1024  # the row in shared memory (static shared memory is 48 KB a block)
+SWITCH = "LUMINAL_CUDA_RMS_PROLOGUE"
 
 
 @dataclass(frozen=True)
 class RmsPrologue:
     """The x of a GEMV step computed in the kernel: ``bufs`` [(role, C name, dtype, const)] and
-    ``ids`` (buffer ids) replace the x buffer, ``lines`` run before the GEMV, ``x`` is what the
-    GEMV reads (a pointer into shared memory, or with ``scaled`` the LfRmsX the GEMV scales its
-    sums by, which takes no offset); ``waits_inside``: the kernel reads nothing an earlier kernel
-    wrote before the GEMV's own wait; ``tag`` and ``label`` name the kernel kind and step."""
+    ``ids`` (buffer ids) replace the x buffer, ``lines`` run before the GEMV, ``x`` (an
+    LfRmsRow, which takes no offset) is what the GEMV reads; ``tag`` and ``label`` name the kernel
+    kind and step. The GEMV reads x after its own wait for the kernel before it."""
 
     bufs: tuple
     ids: tuple
     lines: tuple
-    x: str = "lf_xs"
-    scaled: bool = False
+    x: str = "lf_rx"
     tag: str = "rms"
     label: str = "rms_norm_rows"
 
-    @property
-    def waits_inside(self) -> bool:
-        return self.scaled
-
     def x_at(self, offset: str) -> str:
-        """The GEMV's x argument for a segment reading x from ``offset`` (C)."""
-        return self.x if self.scaled else f"{self.x} + ({offset})"
+        """The GEMV's x argument for a segment reading x from ``offset`` (always 0 here)."""
+        return self.x
 
 
-SWITCH = "LUMINAL_CUDA_RMS_PROLOGUE"
-
-
-def fold_mode() -> str | None:
-    """How rms_norm_rows folds into the GEMVs after it: ``"scale"``, ``"row"`` or None (off), from
-    LUMINAL_CUDA_RMS_PROLOGUE (``0``/``off``, ``1``/``row``, ``scale``)."""
-    value = os.environ.get(SWITCH, "0").strip().lower()
-    if value in ("0", "off", "false", ""):
-        return None
-    if value in ("1", "row"):
-        return "row"
-    if value == "scale":
-        return "scale"
-    raise ValueError(f"{SWITCH}={value!r}: expected 0 (off), row (or 1) or scale")
+def fold_enabled() -> bool:
+    """LUMINAL_CUDA_RMS_PROLOGUE: ``1`` (the default) folds, ``0`` keeps the norm's own launch."""
+    value = os.environ.get(SWITCH, "1").strip().lower()
+    if value not in ("0", "1", "off", "on", "false", "true", ""):
+        raise ValueError(f"{SWITCH}={value!r}: expected 1 (fold the one-row RMS norm into its GEMVs) or 0")
+    return value in ("1", "on", "true")
 
 
 def fold_rms_prologues(pl) -> int:
     """Fold each eligible rms_norm_rows step into the GEMV step(s) right after it; returns how
-    many norm steps disappeared. ``row`` is off by default: on the H200 (run N,
-    docs/benchmarks.md) the decode candidates timed 1.363 and 1.254 ms without it and 1.450 and
-    1.385 ms with it - every GEMV block recomputing the row (16k blocks in the LM head) costs more
-    than the launch it saves."""
-    mode = fold_mode()
-    if mode is None:
+    many norm steps disappeared."""
+    if not fold_enabled():
         return 0
     steps = pl.steps
     folded = 0
     i = 0
     while i < len(steps):
-        n = _readers_after(pl, i, mode)
+        n = _readers_after(pl, i)
         if not n:
             i += 1
             continue
         norm = steps[i]
-        steps[i:i + 1 + n] = [_with_prologue(pl, norm, s, mode) for s in steps[i + 1:i + 1 + n]]
+        steps[i:i + 1 + n] = [_with_prologue(pl, norm, s) for s in steps[i + 1:i + 1 + n]]
         folded += 1
         i += n
     return folded
@@ -108,7 +91,7 @@ def _static(e):
     return e.args[0] if e.op == "const" else None
 
 
-def _readers_after(pl, i, mode) -> int:
+def _readers_after(pl, i) -> int:
     """How many GEMV steps right after step i read its one normalised row as their whole x and
     are its only readers (0: no fold)."""
     steps = pl.steps
@@ -118,11 +101,9 @@ def _readers_after(pl, i, mode) -> int:
         return 0  # (a literal read from memory: its buffer would have to travel too)
     x_buf, w_buf, out = norm.bufs
     D = _static(call.D)
-    if pl.bufs[out].kind != "arena" or ix.max_value(call.rows, pl.dims_max) != 1 or D is None:
-        return 0
-    if mode == "row" and (call.block > GEMV_BLOCK or D * pl.bufs[out].dtype.itemsize > ROW_BYTES_MAX):
-        return 0
-    if mode == "scale" and not _scalable(call, 16 // pl.bufs[out].dtype.itemsize):
+    if (pl.bufs[out].kind != "arena" or ix.max_value(call.rows, pl.dims_max) != 1 or D is None
+            or call.block > GEMV_BLOCK or D * pl.bufs[out].dtype.itemsize > ROW_BYTES_MAX
+            or not _vector_reads(call, D, pl.bufs[x_buf].dtype, pl.bufs[w_buf].dtype)):
         return 0
     readers = [j for j, s in enumerate(steps) if j != i and out in s.bufs]
     if not readers or readers != list(range(i + 1, i + 1 + len(readers))):
@@ -133,11 +114,15 @@ def _readers_after(pl, i, mode) -> int:
     return len(readers)
 
 
-def _scalable(call, v: int) -> bool:
-    """Whether the GEMV can read the norm's x and w itself in v-element vectors (the arena and the
-    inputs are 16-byte aligned) and scale its sums: the norm rounds nothing before w multiplies."""
-    return (call.TR == "float" and _static(call.w_stride) == 1
-            and all(_static(mod(o, v)) == 0 for o in (call.x_offset, call.w_offset)))
+def _vector_reads(call, D, x_dtype, w_dtype) -> bool:
+    """Whether a block's threads can hold x and w in 16-byte vectors of x (V values) as the norm
+    kernel reads them: D and x's row stride whole vectors, w contiguous, both offsets whole
+    16-byte vectors (the arena and the inputs are 16-byte aligned), at most HOLD_MAX a thread."""
+    v = 16 // x_dtype.itemsize
+    align = max(v, 16 // w_dtype.itemsize)
+    return (D % v == 0 and -(-D // (call.block * v)) <= HOLD_MAX and _static(call.w_stride) == 1
+            and all(_static(mod(e, m)) == 0 for e, m in ((call.row_stride, v), (call.x_offset, align),
+                                                         (call.w_offset, align))))
 
 
 def _reads_row_as_x(pl, step, row, D, call, norm_inputs) -> bool:
@@ -153,32 +138,33 @@ def _reads_row_as_x(pl, step, row, D, call, norm_inputs) -> bool:
     return not any(b in writes for b in norm_inputs)
 
 
-def _with_prologue(pl, norm, step, mode):
+def _one_warp_a_row(seg):
+    """The segment run one warp a row: 8 rows a block, so that each block's row computation
+    serves as many rows as it can and the launch has the fewest blocks (H200: q/k/v's merged
+    launch with its norm folded took 8.0 us at its own 4 and 8 warps a row, 2048 blocks in two
+    waves, run BU; 6.0 us one warp a row, 384 blocks, run BV)."""
+    iters, blocks = nk_shape(seg.n, seg.k, 16 // seg.dtype.itemsize, 1, MAX_UNROLLED)
+    return replace(seg, wpr=1, iters=iters, blocks=blocks)
+
+
+def _with_prologue(pl, norm, step):
     call = norm.source.meta["_rms_rows"]
     names = ix.dim_names(pl.symbols)
     r = lambda e: ix.r(e, names)  # noqa: E731
     x_buf, w_buf, _ = norm.bufs
-    D = _static(call.D)
     lines = []
     skip = skip_when_empty(f"({r(call.rows)})")
     if _static(call.rows) is None and skip not in step.source.meta["_segments"][0].guard:
         lines.append(skip)  # 0 or 1 rows in a call of this bucket: nothing to do on 0
-    x = f"rx + ({r(call.x_offset)})"
-    w = f"rw + ({r(call.w_offset)})"
-    if mode == "scale":
-        lines.append(f"const LfRmsX<{call.TX}, {call.TW}> lf_rx{{{x}, {w}, {call.inv_n}, {call.eps}}};")
-        extra = {"x": "lf_rx", "scaled": True, "tag": "rms_scale"}
-    else:
-        lines += [f"__shared__ __align__(16) {call.TY} lf_xs[{D}];",
-                  f"lf_rms_row_to<{call.TX}, {call.TW}, {call.TY}, {call.block}, {GEMV_BLOCK}, {call.TR}>("
-                  f"{x}, (long long)({r(call.row_stride)}), {w}, (long long)({r(call.w_stride)}), lf_xs, {D}, "
-                  f"{call.inv_n}, {call.eps});"]
-        extra = {}
+    D = _static(call.D)
+    lines += [f"__shared__ __align__(16) {call.TY} lf_xs[{D}];",
+              f"LfRmsRow<{call.TX}, {call.TW}, {call.TY}, {call.block}, {call.TR}, {D}> lf_rx{{rx + ({r(call.x_offset)}), "
+              f"rw + ({r(call.w_offset)}), lf_xs, {call.inv_n}, {call.eps}}};"]
     pro = RmsPrologue(bufs=(("rms_x", "rx", pl.bufs[x_buf].dtype, True), ("rms_w", "rw", pl.bufs[w_buf].dtype, True)),
-                      ids=(x_buf, w_buf), lines=tuple(lines), **extra)
-    src = render_gemv_nk(pl.lang, list(step.source.meta["_segments"]), prologue=pro)
+                      ids=(x_buf, w_buf), lines=tuple(lines))
+    src = render_gemv_nk(pl.lang, [_one_warp_a_row(s) for s in step.source.meta["_segments"]], prologue=pro)
     src.meta["nodes"] = (norm.node,) + tuple(step.source.meta.get("nodes", (step.node,)))
     return replace(step, source=src, bufs=list(pro.ids) + list(step.bufs[1:]), label=f"{pro.label} + {step.label}")
 
 
-__all__ = ["RmsPrologue", "fold_rms_prologues", "fold_mode", "ROW_BYTES_MAX", "SWITCH"]
+__all__ = ["RmsPrologue", "fold_rms_prologues", "fold_enabled", "SWITCH"]

@@ -25,6 +25,7 @@ from ...ir import dtypes as dt
 from ..render.kernels import KernelSource, finish
 
 MAX_SEGMENTS = 4  # GEMVs per launch: q, k, v (3) and gate, up (2) fit; more buys little
+MAX_UNROLLED = 16  # vectors per lane held in registers at once by the unrolled GEMV
 
 
 def nk_shape(n: int, k: int, v: int, wpr: int, max_unrolled: int) -> tuple:
@@ -152,13 +153,13 @@ def render_gemv_nk(lang, segments: list, prologue=None) -> KernelSource:
     s0 = segments[0]
     d = s0.dtype
     guard = list(s0.guard)  # the same rows for every segment: the whole launch is skipped on 0
-    # the GEMV calls wait for the kernel before themselves, after prefetching weights; a
-    # prologue reads x first, so then the kernel waits at its start
+    # the GEMV calls wait for the kernel before themselves, after prefetching weights (a
+    # prologue's x too is read after that wait)
     xbufs, kind, extra = [("in0", "b0", d, True)], "gemv_nk", {"waits_inside": True}
     if prologue is not None:
         guard += list(prologue.lines)
         xbufs, kind = list(prologue.bufs), f"gemv_nk_{prologue.tag}"
-        extra = {"_prologue": prologue, "waits_inside": prologue.waits_inside}
+        extra = {"_prologue": prologue, "waits_inside": True}
     if len(segments) == 1:
         body = guard + [s0.call("b1", x_arg(s0, prologue), "out", "blockIdx.x", "gridDim.x")]
         bufs = xbufs + [("in1", "b1", d, True), ("out", "out", d, False)]
