@@ -83,6 +83,7 @@ class Extractor(IntegerDecoder):
             for i, _ in n.inputs:
                 self._readers[i] = self._readers.get(i, 0) + 1
         self._shared_ft: dict = {}
+        self._inline_half_products()
         # Repeated structure (a transformer's layers) shares genes: e-classes whose HLIR
         # neighbourhood and options look alike take one choice, so 16 layers do not multiply
         # the search space by 16. Extraction is unaffected: it repairs whatever it is given.
@@ -121,6 +122,25 @@ class Extractor(IntegerDecoder):
                 continue
             self.through[ft] = (inner, how)
             self.options[ft] = [ENode(VIEW_INLINE, (inner,), 0.0, False)] + self.options[ft]
+
+    def _inline_half_products(self):
+        """A half-precision product summed by nothing else (a traced matmul's Mul before its
+        SumReduce) is computed inside the sum, never stored: a stored product is rounded to 8 or
+        11 bits before it is added, and over a K-long sum that error grows with sqrt(K) (bf16,
+        K = 2048: 3% of a small output), where the program's matmul rounds only its result."""
+        for nodes in self.eg.classes.values():
+            for n in nodes:
+                if n.op != "FusedReduce" or self.eg.literal(n.children[0]) != "sum":
+                    continue
+                body = n.children[1]
+                opts = self.options.get(body, ())
+                leaf = next((o for o in opts if o.op == "FLeaf"), None)
+                if leaf is None or len(opts) < 2 or leaf.children[0] in self.views:
+                    continue
+                node = self.node_in.get(leaf.children[0])
+                if (node is not None and node.op == "Mul" and node.dtype.is_float and node.dtype.itemsize < 4
+                        and self._readers.get(node.id, 0) == 1):
+                    self.options[body] = [o for o in opts if o is not leaf]
 
     def _signature(self, cls, sigs):
         opts = tuple((n.op, self._tag(n)) for n in self.options[cls])
