@@ -18,6 +18,8 @@
 //   blocks (block = blockIdx.x - the range's start, blocks = the range's length).
 //   lf_gemv_nk_to hands each finished dot product to store(n, acc) instead of writing y[n]: a
 //   wrapper can apply an elementwise epilogue there (the residual add after a projection).
+//   The Linear-layout GEMVs take x as a pointer or as an LfRmsRow (the RMS norm before them,
+//   computed by each block: see LfRmsRow below).
 //   Both wait (lf_pdl_wait) for the kernel before only after asking L2 for the first
 //   LF_GEMV_PREFETCH bytes of each weight row they read first: with programmatic dependent
 //   launch the weight stream starts during the previous kernel's tail. Their callers must

@@ -3,8 +3,8 @@
 before the LM head costs a launch of its own (~2.5 us on an H200) to write a row that only the
 next GEMV reads. Instead each block of the GEMV computes the row into shared memory
 (``LfRmsRow`` in kernels/gemv.cu): it loads w before waiting for the kernel before, and x (2048
-values for Llama-3.2-1B, served from L2) once its first weight loads are in flight, sums the
-squares with the same terms in the same order as the norm kernel and stores
+values for Llama-3.2-1B, served from L2) right after that wait, sums the squares with the same
+terms in the same order as the norm kernel and stores
 ``TY(TR(x * r) * w)``: the same bits as the row it would have read. A folded GEMV runs one warp a
 row, 8 rows a block, so that few blocks pay for the row. H200, the Llama-3.2-1B bf16 decode step
 replayed alone (docs/benchmarks.md, run BV): 787.8 and 788.4 us folded, 822.8 and 822.4 us not
@@ -53,17 +53,13 @@ class RmsPrologue:
     tag: str = "rms"
     label: str = "rms_norm_rows"
 
-    def x_at(self, offset: str) -> str:
-        """The GEMV's x argument for a segment reading x from ``offset`` (always 0 here)."""
-        return self.x
-
 
 def fold_enabled() -> bool:
     """LUMINAL_CUDA_RMS_PROLOGUE: ``1`` (the default) folds, ``0`` keeps the norm's own launch."""
-    value = os.environ.get(SWITCH, "1").strip().lower()
+    value = os.environ.get(SWITCH, "").strip().lower()
     if value not in ("0", "1", "off", "on", "false", "true", ""):
         raise ValueError(f"{SWITCH}={value!r}: expected 1 (fold the one-row RMS norm into its GEMVs) or 0")
-    return value in ("1", "on", "true")
+    return value not in ("0", "off", "false")
 
 
 def fold_rms_prologues(pl) -> int:

@@ -66,8 +66,8 @@ class NkSegment:
 
 def x_arg(seg, prologue=None, x: str = "b0") -> str:
     """The x argument of a Linear-layout GEMV segment: the pointer ``x`` at the segment's offset,
-    or what a prologue (prologue.py) computes."""
-    return prologue.x_at(seg.x_offset) if prologue is not None else f"{x} + ({seg.x_offset})"
+    or the row a prologue (prologue.py: segments that read x from offset 0) computes."""
+    return prologue.x if prologue is not None else f"{x} + ({seg.x_offset})"
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ def render_gemv_nk(lang, segments: list, prologue=None) -> KernelSource:
     keeps the segments for the plan passes that merge or extend GEMV steps, ``meta["_weights"]``
     pairs each with the index of its weights in the buffer list (l2_prefetch.py). A ``prologue``
     (prologue.py) computes x in the kernel instead: its buffers replace x's, its lines run
-    first and its pointer ``x`` is what the GEMVs read (kept in ``meta["_prologue"]``)."""
+    first and its ``x`` (an LfRmsRow) is what the GEMVs read (kept in ``meta["_prologue"]``)."""
     s0 = segments[0]
     d = s0.dtype
     guard = list(s0.guard)  # the same rows for every segment: the whole launch is skipped on 0
@@ -159,14 +159,15 @@ def render_gemv_nk(lang, segments: list, prologue=None) -> KernelSource:
     if prologue is not None:
         guard += list(prologue.lines)
         xbufs, kind = list(prologue.bufs), f"gemv_nk_{prologue.tag}"
-        extra = {"_prologue": prologue, "waits_inside": True}
+        extra["_prologue"] = prologue
     if len(segments) == 1:
         body = guard + [s0.call("b1", x_arg(s0, prologue), "out", "blockIdx.x", "gridDim.x")]
         bufs = xbufs + [("in1", "b1", d, True), ("out", "out", d, False)]
         return finish(lang, kind, body, bufs, 256, 1, 1,
                       meta={"hand": True, "grid3": (s0.blocks, 1, 1), "wpr": s0.wpr,
                             "_segments": (s0,), "_weights": ((len(xbufs), s0),), **extra})
-    ranges, start = block_ranges([(s.blocks, lambda b, i=i, s=s: s.call(f"w{i}", x_arg(s, prologue), f"y{i}", b, str(s.blocks)))
+    ranges, start = block_ranges([(s.blocks, lambda b, i=i, s=s: s.call(f"w{i}", x_arg(s, prologue), f"y{i}", b,
+                                                                        str(s.blocks)))
                                   for i, s in enumerate(segments)])
     body = guard + ranges
     bufs = (xbufs + [(f"w{i}", f"w{i}", d, True) for i in range(len(segments))]
