@@ -247,6 +247,21 @@ def test_the_fold_switch_turns_it_off_and_rejects_a_bad_value():
             os.environ[SWITCH] = old
 
 
+def test_no_fold_when_the_weight_is_computed_in_the_step():
+    """The folded GEMV loads the norm's weight before it waits for the kernel before: a weight
+    that a kernel of the step computes (here 1 + g, Gemma's form) keeps the norm's own launch."""
+    x, g, w = _inputs("head", 64, np.float32)
+
+    def shifted_weight(x, g, w):
+        return _linear(lf.nn.rms_norm(x, 1.0 + g, eps=EPS), w)
+
+    bp = _plan(_extract(shifted_weight, (x, g, w)), {})
+    labels = _labels(bp)
+    assert "rms_norm_rows" in labels and not any(lab.startswith("rms_norm_rows +") for lab in labels), labels
+    norm = next(s for s in bp.steps if s.label == "rms_norm_rows")
+    assert bp.bufs[norm.bufs[1]].kind == "arena"  # (the weight as a kernel stored it)
+
+
 def test_no_fold_when_x_or_w_are_not_whole_vectors():
     """The GEMV reads the norm's x and weight in 16-byte vectors: a weight read with a stride, or
     x from an offset that is no whole vector, keeps the norm kernel."""

@@ -19,9 +19,10 @@ prologue too) to an ``rms_norm_rows`` step when: it normalises one row (R at mos
 bucket's largest dims; a symbolic R of 0 skips the launch), its literals are inlined, its
 output is an arena buffer read by nothing but the GEMV steps right after it, each reading it
 as its x from offset 0 over the whole row (K == D, the same dtype), none of them writing the
-norm's input or weight, x and w can be read in aligned 16-byte vectors as the norm kernel reads
-them (D and the row stride whole vectors of x), a thread holds at most HOLD_MAX vectors of each
-and the row fits the shared-memory budget. The norm's step and its buffer disappear; its x and
+norm's input or weight, w an input or constant that no kernel of the step writes (it is loaded
+before the wait for the kernel before), x and w can be read in aligned 16-byte vectors as the
+norm kernel reads them (D and the row stride whole vectors of x), a thread holds at most
+HOLD_MAX vectors of each and the row fits the shared-memory budget. The norm's step and its buffer disappear; its x and
 w are read by the GEMV steps instead. ``LUMINAL_CUDA_RMS_PROLOGUE=0`` turns the fold off.
 """
 from __future__ import annotations
@@ -99,7 +100,8 @@ def _readers_after(pl, i) -> int:
     D = _static(call.D)
     if (pl.bufs[out].kind != "arena" or ix.max_value(call.rows, pl.dims_max) != 1 or D is None
             or call.block > GEMV_BLOCK or D * pl.bufs[out].dtype.itemsize > ROW_BYTES_MAX
-            or not _vector_reads(call, D, pl.bufs[x_buf].dtype, pl.bufs[w_buf].dtype)):
+            or not _vector_reads(call, D, pl.bufs[x_buf].dtype, pl.bufs[w_buf].dtype)
+            or not _read_only(pl, w_buf)):
         return 0
     readers = [j for j, s in enumerate(steps) if j != i and out in s.bufs]
     if not readers or readers != list(range(i + 1, i + 1 + len(readers))):
@@ -108,6 +110,14 @@ def _readers_after(pl, i) -> int:
         if not _reads_row_as_x(pl, steps[j], out, D, call, (x_buf, w_buf)):
             return 0
     return len(readers)
+
+
+def _read_only(pl, buf) -> bool:
+    """Whether no kernel of the step writes ``buf`` (an input or a constant that no node stores
+    into in place): the norm's weight is loaded before the wait for the kernel before."""
+    if pl.bufs[buf].kind not in ("input", "const"):
+        return False
+    return all(pl.graph.nodes[nid].op in ("Input", "Constant") for nid, b in pl.node_buf.items() if b == buf)
 
 
 def _vector_reads(call, D, x_dtype, w_dtype) -> bool:
