@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from ..ir import dtypes as dt
 from ..ir.expr import add, as_expr, substitute, var
-from ..ir.graph import Graph, _freeze
+from ..ir.graph import Graph
 from ..ir.passes import dce
 from ..ir.view import View
 from .decode import DecodeCycle, IntegerDecoder
 from .egraph import ENode
+from .repeats import neighbourhood_signatures
 from .search import ChoiceSpace, Gene
 from .view_inline import maps_zero_to_zero, through
 
@@ -87,7 +88,7 @@ class Extractor(IntegerDecoder):
         # Repeated structure (a transformer's layers) shares genes: e-classes whose HLIR
         # neighbourhood and options look alike take one choice, so 16 layers do not multiply
         # the search space by 16. Extraction is unaffected: it repairs whatever it is given.
-        sigs = _neighbourhood_signatures(hlir) if tie_repeats else None
+        sigs = neighbourhood_signatures(hlir) if tie_repeats else None
         self.genes: list = []
         self.gene_of: dict = {}  # e-class -> the name of the gene choosing for it
         groups: dict = {}
@@ -276,21 +277,6 @@ class Extractor(IntegerDecoder):
         if v is not None:
             cls = v.children[0]
         return self.tensor(cls)[1]
-
-
-def _neighbourhood_signatures(hlir: Graph, depth: int = 4) -> dict:
-    """HLIR node id -> a hash of the node and its inputs ``depth`` levels up (ops, shapes, dtypes,
-    attributes and views; which argument an Input is does not count), so corresponding nodes of
-    repeated layers hash alike."""
-    nodes = hlir.live_nodes()
-    base = {n.id: hash((n.op, n.shape, n.dtype.name, _freeze({k: v for k, v in n.attrs.items()
-                                                              if k not in ("index", "name")})))
-            for n in nodes}
-    sig = base
-    for _ in range(depth):
-        sig = {n.id: hash((base[n.id], tuple((sig[i], v.key()) for i, v in n.inputs)))
-               for n in nodes}
-    return sig
 
 
 def _class_key(cls: str):
