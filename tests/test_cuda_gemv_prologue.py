@@ -100,21 +100,13 @@ def _extract(fn, args, kinds=KERNEL_KINDS, dynamic_axes=None):
 def _switches(fold, one_warp=False):
     """The fold on or off through its environment switch; ``one_warp``: every Linear GEMV one warp
     a row, as the folded ones run, so an unfolded plan adds each dot product in the same order."""
-    values = {SWITCH: "1" if fold else "0", WPR_SWITCH: "1" if one_warp else None}
-    old = {k: os.environ.get(k) for k in values}
-    try:
-        for k, v in values.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(SWITCH, "1" if fold else "0")
+        if one_warp:
+            env.setenv(WPR_SWITCH, "1")
+        else:
+            env.delenv(WPR_SWITCH, raising=False)
         yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _plan(ll, dims, fold=True, donated=(), one_warp=False):
@@ -232,19 +224,12 @@ def test_no_fold_over_several_rows():
     assert "if ((d_s) == 0) { lf_pdl_wait(); return; }" in bp.steps[0].source.text
 
 
-def test_the_fold_switch_turns_it_off_and_rejects_a_bad_value():
+def test_the_fold_switch_turns_it_off_and_rejects_a_bad_value(monkeypatch):
     ll = _extract(head, _inputs("head", 64, np.float32))
     assert _labels(_plan(ll, {}, fold=False)) == ["rms_norm_rows", "matmul (gemv nk)"]
-    old = os.environ.get(SWITCH)
-    os.environ[SWITCH] = "rows"
-    try:
-        with pytest.raises(ValueError, match="LUMINAL_CUDA_RMS_PROLOGUE='rows': expected 1 .fold"):
-            plan_graph(ll, {})
-    finally:
-        if old is None:
-            del os.environ[SWITCH]
-        else:
-            os.environ[SWITCH] = old
+    monkeypatch.setenv(SWITCH, "rows")
+    with pytest.raises(ValueError, match="LUMINAL_CUDA_RMS_PROLOGUE='rows': expected 1 .fold"):
+        plan_graph(ll, {})
 
 
 def test_no_fold_when_the_weight_is_computed_in_the_step():

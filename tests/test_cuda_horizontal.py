@@ -87,17 +87,9 @@ def test_what_may_not_merge():
 
 
 def _plain_steps(ll):
-    import os
-
-    old = os.environ.get(SWITCH)
-    os.environ[SWITCH] = "0"
-    try:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(SWITCH, "0")
         return plan_graph(ll, {}).steps
-    finally:
-        if old is None:
-            del os.environ[SWITCH]
-        else:
-            os.environ[SWITCH] = old
 
 
 def test_the_tiny_llama_step_runs_rope_of_q_and_k_in_one_launch():

@@ -136,11 +136,10 @@ class Extractor(IntegerDecoder):
                 body = n.children[1]
                 opts = self.options.get(body, ())
                 leaf = next((o for o in opts if o.op == "FLeaf"), None)
-                if leaf is None or len(opts) < 2 or leaf.children[0] in self.views:
+                if leaf is None or len(opts) < 2 or leaf.children[0] in self.views or self.shared(body):
                     continue
                 node = self.node_in.get(leaf.children[0])
-                if (node is not None and node.op == "Mul" and node.dtype.is_float and node.dtype.itemsize < 4
-                        and self._readers.get(node.id, 0) == 1):
+                if node is not None and node.op == "Mul" and node.dtype.is_float and node.dtype.itemsize < 4:
                     self.options[body] = [o for o in opts if o is not leaf]
 
     def _signature(self, cls, sigs):

@@ -22,8 +22,9 @@ as its x from offset 0 over the whole row (K == D, the same dtype), none of them
 norm's input or weight, w an input or constant that no kernel of the step writes (it is loaded
 before the wait for the kernel before), x and w can be read in aligned 16-byte vectors as the
 norm kernel reads them (D and the row stride whole vectors of x), a thread holds at most
-HOLD_MAX vectors of each and the row fits the shared-memory budget. The norm's step and its buffer disappear; its x and
-w are read by the GEMV steps instead. ``LUMINAL_CUDA_RMS_PROLOGUE=0`` turns the fold off.
+HOLD_MAX vectors of each and the row fits the shared-memory budget. The norm's step and its
+buffer disappear; its x and w are read by the GEMV steps instead. ``LUMINAL_CUDA_RMS_PROLOGUE=0``
+turns the fold off.
 """
 from __future__ import annotations
 

@@ -64,10 +64,10 @@ class NkSegment:
                 f"{x}, {y}, {self.n}, {self.k}, {self.wpr}, {block}, {blocks});")
 
 
-def x_arg(seg, prologue=None, x: str = "b0") -> str:
-    """The x argument of a Linear-layout GEMV segment: the pointer ``x`` at the segment's offset,
-    or the row a prologue (prologue.py: segments that read x from offset 0) computes."""
-    return prologue.x if prologue is not None else f"{x} + ({seg.x_offset})"
+def x_arg(seg, prologue=None) -> str:
+    """The x argument of a Linear-layout GEMV segment: x (``b0``) at the segment's offset, or the
+    row a prologue (prologue.py: segments that read x from offset 0) computes."""
+    return prologue.x if prologue is not None else f"b0 + ({seg.x_offset})"
 
 
 @dataclass(frozen=True)
