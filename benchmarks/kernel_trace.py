@@ -71,7 +71,7 @@ def launches(rows, plan):
         for i, label in enumerate(labels):
             part = recs[i * per:(i + 1) * per] if i < len(labels) - 1 else recs[i * per:]
             if part:
-                out.append({"label": label, "blocks": len(part), "first_in": part[0][3],
+                out.append({"label": label, "kernel": kid, "blocks": len(part), "first_in": part[0][3],
                             "last_in": max(r[3] for r in part), "first_out": min(r[4] for r in part),
                             "last_out": max(r[4] for r in part), "durs": [r[4] - r[3] for r in part],
                             "sms": len({r[2] for r in part})})
@@ -89,9 +89,14 @@ def report(ls, show=6):
         print(f"    {L['label'][:28]:28s} {L['blocks']:7d} {L['sms']:4d} {us(L['first_in'] - t0):9.2f} "
               f"{us(L['last_in'] - t0):8.2f} {us(L['first_out'] - t0):10.2f} {us(L['last_out'] - t0):9.2f} {gap}")
         prev = L
+    kernels_of: dict = {}
+    for L in ls:
+        kernels_of.setdefault(L["label"], set()).add(L.get("kernel"))
     kinds: dict = {}
     for i, L in enumerate(ls):
-        k = kinds.setdefault(L["label"], {"span": [], "enter": [], "ragged": [], "gap": [], "adds": [], "dur": [],
+        # one label rendered as several kernels (the o and the down projection): a row each
+        key = L["label"] if len(kernels_of[L["label"]]) == 1 else f"{L['label']} [{L['kernel'] & 0xffff:04x}]"
+        k = kinds.setdefault(key, {"span": [], "enter": [], "ragged": [], "gap": [], "adds": [], "dur": [],
                                           "n": 0})
         k["n"] += 1
         k["span"].append(L["last_out"] - L["first_in"])

@@ -410,16 +410,16 @@ def test_merged_gemv_step_on_gpu_matches_float64(ns, k, dname):
         np.testing.assert_array_equal(a.astype(np.float64), b.astype(np.float64))
 
 
-def test_gemv_launch_shape_follows_the_dram_sweep():
-    """Warps per row chosen for ~7 blocks per SM on 132 SMs: the fastest launches of run L's
-    DRAM-cold benchmarks/gemv_sweep.py (docs/benchmarks.md) for the Llama-1B decode shapes."""
+def test_gemv_launch_shape_follows_the_decode_step():
+    """Warps per row chosen for ~3 blocks per SM on 132 SMs: the launches that ended soonest
+    inside the Llama-1B bf16 decode step (runs CC-CE, docs/benchmarks.md)."""
     from luminal_fn.backends.cuda.matmul import _warps_per_row
 
     bf16 = 8  # elements per 16-byte load
-    assert _warps_per_row(2048, 2048, bf16, 132) == 4  # q, o: 1024 blocks
+    assert _warps_per_row(2048, 2048, bf16, 132) == 2  # q, o: 512 blocks
     assert _warps_per_row(512, 2048, bf16, 132) == 8  # k, v: every warp on a row
     assert _warps_per_row(8192, 2048, bf16, 132) == 1  # gate, up: 1024 blocks
-    assert _warps_per_row(2048, 8192, bf16, 132) == 4  # down: 8 loads a lane
+    assert _warps_per_row(2048, 8192, bf16, 132) == 2  # down: 16 loads a lane, 512 blocks
     assert _warps_per_row(128256, 2048, bf16, 132) == 1  # the LM head
     assert _warps_per_row(16384, 8192, bf16, 132) == 2  # 32 loads a lane with one warp: two warps
 

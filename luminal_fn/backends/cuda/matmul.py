@@ -227,18 +227,20 @@ WPR_SWITCH = "LUMINAL_CUDA_GEMV_WPR"  # warps a row of every lf_gemv_nk GEMV (fo
 
 def _warps_per_row(N: int, K: int, V: int, sm_count: int) -> int:
     """Warps sharing one row of W (N, K): the fewest that give the grid (N * wpr / 8 blocks of 256
-    threads) about seven blocks per SM, with at most MAX_UNROLLED 16-byte loads per lane.
-    benchmarks/gemv_sweep.py with the weights read from DRAM (H200, 2026-12-02 22:14 UTC, bf16):
-    the fastest launch of each decode shape has ~1024 blocks (2048x2048: 4 warps a row, 4.05 us,
-    against 5.00 us with 8 and 4.33 with 2; 2048x8192: 4 warps, 10.4 us against 12.1 with 2;
-    8192x2048: 1 warp, 10.3 us); 512-row matrices take all 8 warps. LUMINAL_CUDA_GEMV_WPR (1, 2,
-    4 or 8, at most what K's 16-byte loads allow) overrides it."""
+    threads) about three blocks per SM, with at most MAX_UNROLLED 16-byte loads per lane.
+    In the Llama-3.2-1B bf16 decode step on the H200 (runs CC-CE, docs/benchmarks.md) the o and
+    down projections, each waiting for the kernel before, end sooner in 512 blocks (2 warps a
+    row) than in 1024 (4 warps; the fastest launch alone and back to back, gemv_sweep.py): o adds
+    3.8 against 4.5 us, down 10.1 against 11.4, and the step replays in 770 against 788 us. One
+    warp a row (256 blocks) puts down's 32 loads a lane in the loop: 12.1 us. 512-row matrices
+    take all 8 warps. LUMINAL_CUDA_GEMV_WPR (1, 2, 4 or 8, at most what K's 16-byte loads allow)
+    overrides it."""
     forced = forced_warps_per_row(WPR_SWITCH, K, V)
     if forced is not None:
         return forced
     wpr = 1
     while (wpr < 8 and (2 * wpr) * 32 * V <= K
-           and (N * wpr // 8 < 7 * sm_count or K > MAX_UNROLLED * wpr * 32 * V)):
+           and (N * wpr // 8 < 3 * sm_count or K > MAX_UNROLLED * wpr * 32 * V)):
         wpr *= 2
     return wpr
 
