@@ -31,6 +31,14 @@
 // ld.global.nc.L1::no_allocate.L2::256B (run Y: 853 us against 820 us with plain 16-byte loads).
 #define LF_GEMV_PREFETCH 1024
 #endif
+// GEMVs whose x a prologue computes (LfRmsRow) may issue their first rows' weight loads before
+// it, held raw (LfRaw) until the multiply: bit 1 single and merged GEMVs, bit 2 the gate/up pair.
+// H200, the Llama-1B bf16 decode step replayed alone (runs CF, docs/benchmarks.md): 766.3 and
+// 766.8 us with none, 754.5 with the pair's, 768.2 with the singles' (q/k/v alone 5.2 against
+// 6.0 us, but 64-76 registers instead of 42-46), 764.4 and 762.9 with both.
+#ifndef LF_GEMV_EARLY  // the module source sets it from LUMINAL_CUDA_GEMV_EARLY
+#define LF_GEMV_EARLY 2
+#endif
 template <typename T>
 __device__ __forceinline__ void lf_gemv_prefetch(const T* __restrict__ row, int K, int part, int WPR, int lane) {
   const char* p = (const char*)row;
@@ -54,6 +62,12 @@ template <typename TX, typename TW, typename TY, int BLOCK, typename TR, int D> 
   float inv_n, eps;
   float gv[HOLD][V];
 };
+
+// Whether the GEMV's x is computed by each block (a prologue) rather than read: such a GEMV issues
+// its first row's weight loads before that computation, so the two latencies overlap.
+template <typename X> struct LfComputesX { static constexpr bool value = false; };
+template <typename TX, typename TW, typename TY, int BLOCK, typename TR, int D>
+struct LfComputesX<LfRmsRow<TX, TW, TY, BLOCK, TR, D>> { static constexpr bool value = true; };
 
 template <typename X> __device__ __forceinline__ void lf_xhold(X&) {}
 template <typename X> __device__ __forceinline__ void lf_xprepare(X&) {}
@@ -114,6 +128,15 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, X x,
   if (block * rpb + row_in < N) lf_gemv_prefetch(w + (long long)(block * rpb + row_in) * ldw, K, part, WPR, lane);
   lf_xhold(x);
   lf_pdl_wait();
+  constexpr bool EARLY = ITERS > 0 && LfComputesX<X>::value && (LF_GEMV_EARLY & 1);
+  LfRaw<T> head[EARLY ? ITERS : 1];  // the first row's weights, loaded before x is computed
+  if constexpr (EARLY) {
+    if (block * rpb + row_in < N) {
+      const T* wr = w + (long long)(block * rpb + row_in) * ldw;
+      #pragma unroll
+      for (int i = 0; i < ITERS; ++i) head[i] = lf_vraw(wr + (part * 32 + lane) * V + i * WPR * 32 * V);
+    }
+  }
   lf_xprepare(x);
   for (int base = block * rpb; base < N; base += blocks * rpb) {
     const int n = base + row_in;
@@ -122,15 +145,30 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, X x,
       const T* wr = w + (long long)n * ldw;
       const int k0 = (part * 32 + lane) * V, step = WPR * 32 * V;
       if (ITERS > 0) {
-        float a[ITERS > 0 ? ITERS : 1][V];
-        #pragma unroll
-        for (int i = 0; i < ITERS; ++i) lf_vld<V>(wr + k0 + i * step, a[i]);
-        #pragma unroll
-        for (int i = 0; i < ITERS; ++i) {
-          float b[V];
-          lf_xload<V>(x, k0 + i * step, b);
+        if constexpr (EARLY) {  // raw loads, converted at the multiply (the first row's: head)
+          if (base != block * rpb) {
+            #pragma unroll
+            for (int i = 0; i < ITERS; ++i) head[i] = lf_vraw(wr + k0 + i * step);
+          }
           #pragma unroll
-          for (int j = 0; j < V; ++j) acc += a[i][j] * b[j];
+          for (int i = 0; i < ITERS; ++i) {
+            float a[V], b[V];
+            lf_vcvt<V>(head[i], a);
+            lf_xload<V>(x, k0 + i * step, b);
+            #pragma unroll
+            for (int j = 0; j < V; ++j) acc += a[j] * b[j];
+          }
+        } else {
+          float a[ITERS > 0 ? ITERS : 1][V];
+          #pragma unroll
+          for (int i = 0; i < ITERS; ++i) lf_vld<V>(wr + k0 + i * step, a[i]);
+          #pragma unroll
+          for (int i = 0; i < ITERS; ++i) {
+            float b[V];
+            lf_xload<V>(x, k0 + i * step, b);
+            #pragma unroll
+            for (int j = 0; j < V; ++j) acc += a[i][j] * b[j];
+          }
         }
       } else {
         #pragma unroll 4
@@ -179,6 +217,19 @@ __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, con
   }
   lf_xhold(x);
   lf_pdl_wait();
+  constexpr bool EARLY = ITERS > 0 && LfComputesX<X>::value && (LF_GEMV_EARLY & 2);
+  LfRaw<T> head0[EARLY ? ITERS : 1], head1[EARLY ? ITERS : 1];  // the first rows, before x is computed
+  if constexpr (EARLY) {
+    if (block * rpb + row_in < N) {
+      const T* r0 = w0 + (long long)(block * rpb + row_in) * ldw0;
+      const T* r1 = w1 + (long long)(block * rpb + row_in) * ldw1;
+      #pragma unroll
+      for (int i = 0; i < ITERS; ++i) {
+        head0[i] = lf_vraw(r0 + (part * 32 + lane) * V + i * WPR * 32 * V);
+        head1[i] = lf_vraw(r1 + (part * 32 + lane) * V + i * WPR * 32 * V);
+      }
+    }
+  }
   lf_xprepare(x);
   for (int base = block * rpb; base < N; base += blocks * rpb) {
     const int n = base + row_in;
@@ -188,15 +239,31 @@ __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, con
       const T* r1 = w1 + (long long)n * ldw1;
       const int step = WPR * 32 * V, k0 = (part * 32 + lane) * V;
       if (ITERS > 0) {
-        float a[ITERS > 0 ? ITERS : 1][V], b[ITERS > 0 ? ITERS : 1][V];
-        #pragma unroll
-        for (int i = 0; i < ITERS; ++i) { lf_vld<V>(r0 + k0 + i * step, a[i]); lf_vld<V>(r1 + k0 + i * step, b[i]); }
-        #pragma unroll
-        for (int i = 0; i < ITERS; ++i) {
-          float c[V];
-          lf_xload<V>(x, k0 + i * step, c);
+        if constexpr (EARLY) {  // raw loads, converted at the multiply (the first rows': head0/1)
+          if (base != block * rpb) {
+            #pragma unroll
+            for (int i = 0; i < ITERS; ++i) { head0[i] = lf_vraw(r0 + k0 + i * step); head1[i] = lf_vraw(r1 + k0 + i * step); }
+          }
           #pragma unroll
-          for (int j = 0; j < V; ++j) { acc0 += a[i][j] * c[j]; acc1 += b[i][j] * c[j]; }
+          for (int i = 0; i < ITERS; ++i) {
+            float a[V], b[V], c[V];
+            lf_vcvt<V>(head0[i], a);
+            lf_vcvt<V>(head1[i], b);
+            lf_xload<V>(x, k0 + i * step, c);
+            #pragma unroll
+            for (int j = 0; j < V; ++j) { acc0 += a[j] * c[j]; acc1 += b[j] * c[j]; }
+          }
+        } else {
+          float a[ITERS > 0 ? ITERS : 1][V], b[ITERS > 0 ? ITERS : 1][V];
+          #pragma unroll
+          for (int i = 0; i < ITERS; ++i) { lf_vld<V>(r0 + k0 + i * step, a[i]); lf_vld<V>(r1 + k0 + i * step, b[i]); }
+          #pragma unroll
+          for (int i = 0; i < ITERS; ++i) {
+            float c[V];
+            lf_xload<V>(x, k0 + i * step, c);
+            #pragma unroll
+            for (int j = 0; j < V; ++j) { acc0 += a[i][j] * c[j]; acc1 += b[i][j] * c[j]; }
+          }
         }
       } else {
         #pragma unroll 4

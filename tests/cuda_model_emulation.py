@@ -153,6 +153,12 @@ template <int N, typename S, typename C> inline void lf_vld(const S* p, C (&v)[N
   lf_check_align(p, (sizeof(S) == 2 && N % 8 == 0) ? 16 : 4 * sizeof(S));  // halves: 16 bytes at N % 8 == 0
   for (int j = 0; j < N; ++j) v[j] = lf_cv(p[j], C());
 }
+template <typename T> struct LfRaw { T v[16 / sizeof(T)]; };  // 16 bytes as loaded
+template <typename T> inline LfRaw<T> lf_vraw(const T* p) {
+  lf_check_align(p, 16); LfRaw<T> r; for (unsigned j = 0; j < 16 / sizeof(T); ++j) r.v[j] = p[j]; return r; }
+template <int N, typename T> inline void lf_vcvt(const LfRaw<T>& r, float (&v)[N]) {
+  static_assert(N * sizeof(T) == 16, "lf_vcvt: 16 bytes");
+  for (int j = 0; j < N; ++j) v[j] = lf_cv(r.v[j], float()); }
 template <int N> inline void lf_vst(float* p, const float (&v)[N]) {
   lf_check_align(p, 16); for (int j = 0; j < N; ++j) p[j] = v[j]; }
 template <int N> inline void lf_vst(int* p, const int (&v)[N]) {

@@ -287,11 +287,17 @@ EMULATED = [("head", 64, np.float32), ("qkv", 64, np.float16), ("mlp", 64, np.fl
 
 
 @needs_gxx
+@pytest.mark.parametrize("early", ["default", "3"], ids=["early-default", "early-all"])
 @pytest.mark.parametrize("name,D,d", EMULATED, ids=[f"{n}-{D}-{d.__name__}" for n, D, d in EMULATED])
-def test_folded_kernels_on_the_cpu_emulation(tmp_path, name, D, d):
+def test_folded_kernels_on_the_cpu_emulation(tmp_path, monkeypatch, name, D, d, early):
     """Against float64 NumPy, and bit for bit against the plan that launches the norm kernel
-    (D = 64, 512, 2048: the norm kernel's 32, 64 and 256 threads inside the GEMV's 256)."""
+    (D = 64, 512, 2048: the norm kernel's 32, 64 and 256 threads inside the GEMV's 256); with
+    the first rows' weights loaded before the row is computed as by default (pairs), and in
+    every folded kernel (LUMINAL_CUDA_GEMV_EARLY=3)."""
     import cuda_model_emulation as emu
+
+    if early != "default":
+        monkeypatch.setenv("LUMINAL_CUDA_GEMV_EARLY", early)
 
     args = _inputs(name, D, d, seed=D)
     ll = _extract(SHAPES[name][0], args)

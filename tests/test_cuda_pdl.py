@@ -153,7 +153,7 @@ def test_the_decode_step_with_and_without_pdl(weights):
                                        rtol=tol, atol=tol, err_msg=f"c={c} output {k}")
 
 
-def test_the_gemv_prefetch_size_can_be_swept(monkeypatch):
+def test_the_gemv_prefetch_size_and_early_loads_can_be_swept(monkeypatch):
     from luminal_fn.backends.cuda.source import module_source
 
     traced, flat = _tiny_llama(1)
@@ -166,6 +166,15 @@ def test_the_gemv_prefetch_size_can_be_swept(monkeypatch):
     assert text.index("#define LF_GEMV_PREFETCH 4096") < text.index("#ifndef LF_GEMV_PREFETCH")
     monkeypatch.setenv("LUMINAL_CUDA_GEMV_PREFETCH", "lots")
     with pytest.raises(ValueError, match="LUMINAL_CUDA_GEMV_PREFETCH"):
+        module_source(kernels)
+    monkeypatch.delenv("LUMINAL_CUDA_GEMV_PREFETCH")
+    # which folded GEMVs load their first rows before the prologue (gemv.cu's LF_GEMV_EARLY)
+    assert "#define LF_GEMV_EARLY 1" not in module_source(kernels)
+    monkeypatch.setenv("LUMINAL_CUDA_GEMV_EARLY", "1")
+    text = module_source(kernels)
+    assert text.index("#define LF_GEMV_EARLY 1") < text.index("#ifndef LF_GEMV_EARLY")
+    monkeypatch.setenv("LUMINAL_CUDA_GEMV_EARLY", "yes")
+    with pytest.raises(ValueError, match="LUMINAL_CUDA_GEMV_EARLY"):
         module_source(kernels)
 
 

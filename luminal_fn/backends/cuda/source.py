@@ -36,6 +36,11 @@ def module_source(kernels) -> str:
             if not prefetch.isdigit():
                 raise ValueError(f"LUMINAL_CUDA_GEMV_PREFETCH={prefetch!r}: give a byte count, such as 4096")
             parts.append(f"#define LF_GEMV_PREFETCH {int(prefetch)}")
+        early = os.environ.get("LUMINAL_CUDA_GEMV_EARLY", "")
+        if early:  # for sweeps: which folded GEMVs load their first rows before the prologue
+            if early not in ("0", "1", "2", "3"):
+                raise ValueError(f"LUMINAL_CUDA_GEMV_EARLY={early!r}: 0 (none), 1 (single and merged), 2 (pairs) or 3")
+            parts.append(f"#define LF_GEMV_EARLY {early}")
         parts += [kernel_file(f) for f in HAND_ORDER]
     parts += [k.text for k in seen.values()]
     return "\n".join(parts) + "\n"

@@ -227,6 +227,20 @@ template <typename H2, int N, typename H> __device__ __forceinline__ void lf_vld
       v[j] = a.x; v[j+1] = a.y; v[j+2] = b.x; v[j+3] = b.y; }
   }
 }
+// 16 bytes held as loaded (lf_vraw) and converted to N = 16 / sizeof(T) floats where used
+// (lf_vcvt): loads issued early without holding their floats (twice the registers for halves)
+template <typename T> struct LfRaw { uint4 u; };
+template <typename T> __device__ __forceinline__ LfRaw<T> lf_vraw(const T* p) { return {*(const uint4*)p}; }
+template <int N> __device__ __forceinline__ void lf_vcvt(const LfRaw<float>& r, float (&v)[N]) {
+  v[0] = __uint_as_float(r.u.x); v[1] = __uint_as_float(r.u.y); v[2] = __uint_as_float(r.u.z); v[3] = __uint_as_float(r.u.w);
+}
+template <typename H2, int N> __device__ __forceinline__ void lf_vcvt_half(const uint4& t, float (&v)[N]) {
+  const unsigned u[4] = {t.x, t.y, t.z, t.w};
+  #pragma unroll
+  for (int q = 0; q < 4; ++q) { float2 a = lf_f2<H2>(u[q]); v[2 * q] = a.x; v[2 * q + 1] = a.y; }
+}
+template <int N> __device__ __forceinline__ void lf_vcvt(const LfRaw<__half>& r, float (&v)[N]) { lf_vcvt_half<__half2>(r.u, v); }
+template <int N> __device__ __forceinline__ void lf_vcvt(const LfRaw<__nv_bfloat16>& r, float (&v)[N]) { lf_vcvt_half<__nv_bfloat162>(r.u, v); }
 template <int N, typename H> __device__ __forceinline__ void lf_vst_half(H* p, const float (&v)[N]) {
   if constexpr (N % 8 == 0) {
     #pragma unroll
