@@ -190,6 +190,25 @@ def test_pair_with_more_warps_a_row_matches_float64(tmp_path, wpr, unroll, monke
         plan_graph(C.cheapest_llir(gated, ins), {})
 
 
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the emulation needs it")
+def test_pair_blocks_can_be_capped_and_loop_over_the_rows(tmp_path, monkeypatch):
+    """LUMINAL_CUDA_GEMV_PAIR_BLOCKS caps a pair launch's blocks (for sweeps): each then covers
+    the same number of row groups, looping over them, and the result does not change."""
+    import cuda_model_emulation as emu
+    from luminal_fn.backends.cuda.epilogue import PAIR_BLOCKS_SWITCH
+
+    ins = _gated_inputs(200, 256, np.float32, seed=7)  # 25 groups of 8 rows
+    monkeypatch.setenv(PAIR_BLOCKS_SWITCH, "4")
+    bp = plan_graph(C.cheapest_llir(gated, ins), {})
+    (step,) = bp.steps
+    assert step.source.meta["grid3"] == (4, 1, 1)  # 7 groups a block (the last block 4)
+    (got,) = emu.run(emu.build_with_hand(bp, ("gemv.cu",), str(tmp_path)), bp, list(ins), {})
+    np.testing.assert_allclose(got.astype(np.float64), _gated_want(*ins, np.float32), rtol=2e-5, atol=1e-4)
+    monkeypatch.setenv(PAIR_BLOCKS_SWITCH, "none")
+    with pytest.raises(ValueError, match=PAIR_BLOCKS_SWITCH):
+        plan_graph(C.cheapest_llir(gated, ins), {})
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n,k,dname", [(128, 64, "float32"), (8192, 2048, "bfloat16")])
 def test_jitted_gated_mlp_on_gpu_matches_float64(n, k, dname):

@@ -286,23 +286,33 @@ EMULATED = [("head", 64, np.float32), ("qkv", 64, np.float16), ("mlp", 64, np.fl
             ("qkv", 512, np.float32), ("mlp", 512, np.float16), ("head", 2048, np.float16)]
 
 
+# each case with the default early loads and with all of them; the pairs also with 3 blocks
+EMULATED_EARLY = ([(*case, early) for case in EMULATED for early in ("default", "3")]
+                  + [(*case, "3-loop") for case in EMULATED if case[0] == "mlp"])
+
+
 @needs_gxx
-@pytest.mark.parametrize("early", ["default", "3"], ids=["early-default", "early-all"])
-@pytest.mark.parametrize("name,D,d", EMULATED, ids=[f"{n}-{D}-{d.__name__}" for n, D, d in EMULATED])
+@pytest.mark.parametrize("name,D,d,early", EMULATED_EARLY,
+                         ids=[f"{n}-{D}-{d.__name__}-early-{e}" for n, D, d, e in EMULATED_EARLY])
 def test_folded_kernels_on_the_cpu_emulation(tmp_path, monkeypatch, name, D, d, early):
     """Against float64 NumPy, and bit for bit against the plan that launches the norm kernel
     (D = 64, 512, 2048: the norm kernel's 32, 64 and 256 threads inside the GEMV's 256); with
     the first rows' weights loaded before the row is computed as by default (pairs), and in
-    every folded kernel (LUMINAL_CUDA_GEMV_EARLY=3)."""
+    every folded kernel (LUMINAL_CUDA_GEMV_EARLY=3); "loop": a pair of at most 3 blocks, which
+    then loop over the rows after their first (LUMINAL_CUDA_GEMV_PAIR_BLOCKS)."""
     import cuda_model_emulation as emu
 
     if early != "default":
-        monkeypatch.setenv("LUMINAL_CUDA_GEMV_EARLY", early)
+        monkeypatch.setenv("LUMINAL_CUDA_GEMV_EARLY", early.split("-")[0])
+    if early.endswith("loop"):
+        monkeypatch.setenv("LUMINAL_CUDA_GEMV_PAIR_BLOCKS", "3")
 
     args = _inputs(name, D, d, seed=D)
     ll = _extract(SHAPES[name][0], args)
     before, after = _plan(ll, {}, fold=False, one_warp=True), _plan(ll, {})
     assert "rms_norm_rows" in _labels(before) and "rms_norm_rows" not in _labels(after)
+    if early.endswith("loop"):  # 4 * 64 rows, 8 a block: 32 row groups in 3 blocks
+        assert [s.source.meta["grid3"] for s in after.steps if "pair" in s.label] == [(3, 1, 1)]
     lib = _library([before, after], str(tmp_path))
     got = emu.run(lib, after, list(args), {})
     ref = emu.run(lib, before, list(args), {})

@@ -90,6 +90,7 @@ def _gemv_segments(step):
 
 PAIR_UNROLL_SWITCH = "LUMINAL_CUDA_GEMV_PAIR_UNROLL"
 PAIR_WPR_SWITCH = "LUMINAL_CUDA_GEMV_PAIR_WPR"  # warps a row of the pair kernel (for A/B sweeps)
+PAIR_BLOCKS_SWITCH = "LUMINAL_CUDA_GEMV_PAIR_BLOCKS"  # at most this many blocks, looping over rows
 MAX_PAIR_UNROLLED = 8  # 16-byte loads of each row a lane holds at once (2 rows: 64 registers of data)
 
 
@@ -106,6 +107,11 @@ def pair_launch(seg) -> tuple:
     wpr = seg.wpr if forced is None else forced
     unroll = os.environ.get(PAIR_UNROLL_SWITCH, "1").strip().lower() not in ("0", "off", "false")
     iters, blocks = nk_shape(seg.n, seg.k, V, wpr, MAX_PAIR_UNROLLED if unroll else 0)
+    cap = os.environ.get(PAIR_BLOCKS_SWITCH, "").strip()
+    if cap:
+        if not cap.isdigit() or int(cap) < 1:
+            raise ValueError(f"{PAIR_BLOCKS_SWITCH}={cap!r}: give the most blocks of a pair launch, such as 264")
+        blocks = -(-blocks // -(-blocks // int(cap)))  # each block the same number of row groups
     return wpr, iters, blocks
 
 
