@@ -153,28 +153,26 @@ def test_the_decode_step_with_and_without_pdl(weights):
                                        rtol=tol, atol=tol, err_msg=f"c={c} output {k}")
 
 
-def test_the_gemv_prefetch_size_and_early_loads_can_be_swept(monkeypatch):
+# (switch, a value, the macro it defines, a value it refuses): the GEMV row prefetch's bytes, and
+# which folded GEMVs load their first rows before the prologue (gemv.cu's LF_GEMV_EARLY)
+GEMV_MACRO_SWITCHES = [("LUMINAL_CUDA_GEMV_PREFETCH", "4096", "LF_GEMV_PREFETCH", "lots"),
+                       ("LUMINAL_CUDA_GEMV_EARLY", "1", "LF_GEMV_EARLY", "yes")]
+
+
+@pytest.mark.parametrize("switch,value,macro,bad", GEMV_MACRO_SWITCHES, ids=[s[2] for s in GEMV_MACRO_SWITCHES])
+def test_gemv_compile_time_settings_can_be_swept(monkeypatch, switch, value, macro, bad):
     from luminal_fn.backends.cuda.source import module_source
 
     traced, flat = _tiny_llama(1)
     g = traced.hlir
     ll = Extractor(build_egraph(g), g, kernel_kinds=KERNEL_KINDS).extract(None)
     kernels = _plan(ll, {"s": 1, "c": 64}, fold=False, donated=flat(39)[1].donated).kernels()
-    assert "#define LF_GEMV_PREFETCH 4096" not in module_source(kernels)
-    monkeypatch.setenv("LUMINAL_CUDA_GEMV_PREFETCH", "4096")
+    assert f"#define {macro} {value}" not in module_source(kernels)
+    monkeypatch.setenv(switch, value)
     text = module_source(kernels)
-    assert text.index("#define LF_GEMV_PREFETCH 4096") < text.index("#ifndef LF_GEMV_PREFETCH")
-    monkeypatch.setenv("LUMINAL_CUDA_GEMV_PREFETCH", "lots")
-    with pytest.raises(ValueError, match="LUMINAL_CUDA_GEMV_PREFETCH"):
-        module_source(kernels)
-    monkeypatch.delenv("LUMINAL_CUDA_GEMV_PREFETCH")
-    # which folded GEMVs load their first rows before the prologue (gemv.cu's LF_GEMV_EARLY)
-    assert "#define LF_GEMV_EARLY 1" not in module_source(kernels)
-    monkeypatch.setenv("LUMINAL_CUDA_GEMV_EARLY", "1")
-    text = module_source(kernels)
-    assert text.index("#define LF_GEMV_EARLY 1") < text.index("#ifndef LF_GEMV_EARLY")
-    monkeypatch.setenv("LUMINAL_CUDA_GEMV_EARLY", "yes")
-    with pytest.raises(ValueError, match="LUMINAL_CUDA_GEMV_EARLY"):
+    assert text.index(f"#define {macro} {value}") < text.index(f"#ifndef {macro}")
+    monkeypatch.setenv(switch, bad)
+    with pytest.raises(ValueError, match=switch):
         module_source(kernels)
 
 
