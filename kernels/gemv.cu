@@ -63,8 +63,9 @@ template <typename TX, typename TW, typename TY, int BLOCK, typename TR, int D> 
   float gv[HOLD][V];
 };
 
-// Whether the GEMV's x is computed by each block (a prologue) rather than read: such a GEMV issues
-// its first row's weight loads before that computation, so the two latencies overlap.
+// Whether the GEMV's x is computed by each block (a prologue) rather than read: such a GEMV may
+// issue its first rows' weight loads before that computation (LF_GEMV_EARLY), so that the two
+// latencies overlap.
 template <typename X> struct LfComputesX { static constexpr bool value = false; };
 template <typename TX, typename TW, typename TY, int BLOCK, typename TR, int D>
 struct LfComputesX<LfRmsRow<TX, TW, TY, BLOCK, TR, D>> { static constexpr bool value = true; };
