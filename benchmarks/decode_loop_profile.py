@@ -5,7 +5,7 @@ the wall time per token that TPOT reports, and the step with its inputs on the d
 (what the host arrays' uploads add). A wall time above the device time means the host
 serialises something.
 
-    python benchmarks/decode_loop_profile.py [--dtype bfloat16] [--tokens 48]
+    python benchmarks/decode_loop_profile.py [--dtype bfloat16] [--tokens 48] [--max-context 512]
 """
 from __future__ import annotations
 
@@ -31,12 +31,14 @@ def main():
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--search", type=int, default=3)
+    ap.add_argument("--max-context", type=int, default=512,
+                    help="the decode bucket's largest context (llama_bench's prompt 32 + 64 tokens: 128)")
     args = ap.parse_args()
     import cupy as cp
 
     cfg = llama_3_2_1b_config()
     session = LlamaSession(cfg, random_weights(cfg, args.dtype, backend="cuda"), max_seq_len=512,
-                           buckets=model.dim_buckets(64, 512), search=lf.SearchOptions(limit=args.search),
+                           buckets=model.dim_buckets(64, args.max_context), search=lf.SearchOptions(limit=args.search),
                            backend="cuda")
     session.warm_up()
     prompt = list(range(1, 33))
