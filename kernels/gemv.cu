@@ -132,10 +132,11 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, X x,
   constexpr bool EARLY = ITERS > 0 && LfComputesX<X>::value && (LF_GEMV_EARLY & 1);
   LfRaw<T> head[EARLY ? ITERS : 1];  // the first row's weights, loaded before x is computed
   if constexpr (EARLY) {
-    if (block * rpb + row_in < N) {
+    if (block * rpb + row_in < N) {  // (k0 and step as the loop below names them)
       const T* wr = w + (long long)(block * rpb + row_in) * ldw;
+      const int k0 = (part * 32 + lane) * V, step = WPR * 32 * V;
       #pragma unroll
-      for (int i = 0; i < ITERS; ++i) head[i] = lf_vraw(wr + (part * 32 + lane) * V + i * WPR * 32 * V);
+      for (int i = 0; i < ITERS; ++i) head[i] = lf_vraw(wr + k0 + i * step);
     }
   }
   lf_xprepare(x);
@@ -224,11 +225,9 @@ __device__ void lf_gemv_nk_pair_to(const T* __restrict__ w0, long long ldw0, con
     if (block * rpb + row_in < N) {
       const T* r0 = w0 + (long long)(block * rpb + row_in) * ldw0;
       const T* r1 = w1 + (long long)(block * rpb + row_in) * ldw1;
+      const int k0 = (part * 32 + lane) * V, step = WPR * 32 * V;  // (as the loop below names them)
       #pragma unroll
-      for (int i = 0; i < ITERS; ++i) {
-        head0[i] = lf_vraw(r0 + (part * 32 + lane) * V + i * WPR * 32 * V);
-        head1[i] = lf_vraw(r1 + (part * 32 + lane) * V + i * WPR * 32 * V);
-      }
+      for (int i = 0; i < ITERS; ++i) { head0[i] = lf_vraw(r0 + k0 + i * step); head1[i] = lf_vraw(r1 + k0 + i * step); }
     }
   }
   lf_xprepare(x);

@@ -17,6 +17,14 @@ from ..render.files import kernel_file
 
 TRACE_SWITCH = "LUMINAL_CUDA_TRACE"
 HAND_ORDER = ("rms_norm.cu", "softmax.cu", "rope.cu", "gemv.cu", "attention.cu", "attention_tiles.cu")
+# compile-time settings of the hand kernels that sweeps on the device set: (switch, the macro it
+# defines, which values it takes, what to give): the bytes of each weight row a GEMV asks L2 for
+# before its wait, and which folded GEMVs load their first rows before the prologue (gemv.cu)
+HAND_MACRO_SWITCHES = (
+    ("LUMINAL_CUDA_GEMV_PREFETCH", "LF_GEMV_PREFETCH", str.isdigit, "a byte count, such as 4096"),
+    ("LUMINAL_CUDA_GEMV_EARLY", "LF_GEMV_EARLY", lambda v: v in ("0", "1", "2", "3"),
+     "0 (none), 1 (single and merged GEMVs), 2 (the gate/up pair) or 3 (both)"),
+)
 
 
 def module_source(kernels) -> str:
@@ -31,16 +39,12 @@ def module_source(kernels) -> str:
             raise ValueError(f"{TRACE_SWITCH}={trace!r}: give the number of block records to keep, such as 65536")
         parts.insert(0, f"#define LF_TRACE {int(trace)}")
     if any(k.meta.get("hand") for k in seen.values()):
-        prefetch = os.environ.get("LUMINAL_CUDA_GEMV_PREFETCH", "")
-        if prefetch:  # for sweeps on the device: bytes of each weight row a GEMV asks L2 for early
-            if not prefetch.isdigit():
-                raise ValueError(f"LUMINAL_CUDA_GEMV_PREFETCH={prefetch!r}: give a byte count, such as 4096")
-            parts.append(f"#define LF_GEMV_PREFETCH {int(prefetch)}")
-        early = os.environ.get("LUMINAL_CUDA_GEMV_EARLY", "")
-        if early:  # for sweeps: which folded GEMVs load their first rows before the prologue
-            if early not in ("0", "1", "2", "3"):
-                raise ValueError(f"LUMINAL_CUDA_GEMV_EARLY={early!r}: 0 (none), 1 (single and merged), 2 (pairs) or 3")
-            parts.append(f"#define LF_GEMV_EARLY {early}")
+        for switch, macro, valid, want in HAND_MACRO_SWITCHES:
+            value = os.environ.get(switch, "")
+            if value:
+                if not valid(value):
+                    raise ValueError(f"{switch}={value!r}: give {want}")
+                parts.append(f"#define {macro} {int(value)}")
         parts += [kernel_file(f) for f in HAND_ORDER]
     parts += [k.text for k in seen.values()]
     return "\n".join(parts) + "\n"

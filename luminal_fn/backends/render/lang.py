@@ -234,6 +234,8 @@ template <typename T> __device__ __forceinline__ LfRaw<T> lf_vraw(const T* p) { 
 template <int N> __device__ __forceinline__ void lf_vcvt(const LfRaw<float>& r, float (&v)[N]) {
   v[0] = __uint_as_float(r.u.x); v[1] = __uint_as_float(r.u.y); v[2] = __uint_as_float(r.u.z); v[3] = __uint_as_float(r.u.w);
 }
+// (lf_vld_half's conversion of one 16-byte word, written apart: calling a shared helper from
+// lf_vld_half changed the SASS of every half-precision load, which nvcc showed on the CPU)
 template <typename H2, int N> __device__ __forceinline__ void lf_vcvt_half(const uint4& t, float (&v)[N]) {
   const unsigned u[4] = {t.x, t.y, t.z, t.w};
   #pragma unroll
