@@ -219,3 +219,23 @@ def test_block_timing_is_compiled_in_only_when_asked(monkeypatch):
     monkeypatch.setenv(TRACE_SWITCH, "all")
     with pytest.raises(ValueError, match="LUMINAL_CUDA_TRACE='all'"):
         module_source(kernels)
+
+
+def test_a_reduction_that_reads_its_own_index_keeps_its_loop_rolled():
+    """argmax's first hit (a max over -(index + n * miss)) is rendered with its row loop rolled:
+    NVRTC 13.0 unrolled that loop into one that took each chunk's value at the wrong index (H200
+    run CI: every greedy pick over a 128256-float row came back as -256415; right at -Xptxas
+    -O0 and rolled). A reduction of values alone keeps the compiler's unrolling."""
+    from luminal_fn.optimize.egraph import build_egraph
+    from luminal_fn.optimize.extract import Extractor
+
+    def pick(logits):
+        return lnp.argmax(logits[-1]).astype(lnp.int32).reshape(1), lnp.max(logits[-1])
+
+    traced = lf.jit(pick, dynamic_axes={"logits": {0: "s"}}).trace(np.zeros((2, 128256), np.float32))
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir)
+    bp = plan_graph(ex.extract(ex.generic_genome()), {"s": 4})
+    rolled = {s.source.name: "#pragma unroll 1\n" in s.source.text for s in bp.steps}
+    index_reading = {s.source.name for s in bp.steps if "(int)((base" in s.source.text}
+    assert index_reading and all(rolled[n] for n in index_reading), bp.describe()
+    assert not all(rolled.values()), "plain max reductions keep the compiler's unrolling"

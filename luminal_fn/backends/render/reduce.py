@@ -124,7 +124,11 @@ class _Plan:
         """Statements folding the prologue into ``acc`` (type ``ct``) over ``for (<loop>)``,
         whose index variable is ``r``: the loop every reduction strategy runs."""
         el, val, vt = self.element("r", "t")
-        return ([f"{ct} acc = {init_of(self.lang, op, ct)};", f"for ({loop}) {{"]
+        # a value that reads the loop's own index (argmax's first hit: min over index + n * miss)
+        # stays rolled: NVRTC 13.0's unrolled form of such a max returned an index from the
+        # wrong end of each chunk (H200 run CI; right at -Xptxas -O0 or with the loop rolled)
+        rolled = ["#pragma unroll 1"] if self.has_iota else []
+        return ([f"{ct} acc = {init_of(self.lang, op, ct)};", *rolled, f"for ({loop}) {{"]
                 + ["  " + ln for ln in el]
                 + [f"  acc = {combine(op, ct, 'acc', convert(self.lang, val, vt, ct))};", "}"])
 
