@@ -364,6 +364,14 @@ def test_copy_to_host_async_waits_only_for_work_queued_before_it(cuda):
         z = f(z)
     np.testing.assert_array_equal(np.asarray(y), np.arange(8) + 1.0)
     np.testing.assert_array_equal(np.asarray(z), np.arange(8) + 21.0)
+    # the copy runs on a stream of its own: the memory of an array whose read is pending is not
+    # handed to the arrays made after it, even with every reference but the read's dropped
+    g = lf.jit(lambda a, s: a * s + 1.0, backend="cuda")
+    pending = [g(x, float(k)).copy_to_host_async()._host for k in range(6)]  # the Arrays dropped
+    for _ in range(40):
+        f(x)
+    for k, p in enumerate(pending):
+        np.testing.assert_array_equal(p.result(), np.arange(8) * k + 1.0, err_msg=f"read {k}")
     b = lf.jit(lambda a: (a * 2.0).astype(lf.bfloat16), backend="cuda")(x).copy_to_host_async()
     got = np.asarray(b)
     assert got.dtype == lf.bfloat16.np
@@ -393,3 +401,22 @@ def test_a_donated_cache_is_written_in_place_and_returned(cuda):
         np.testing.assert_allclose(np.asarray(total), want[idx].sum(0), rtol=1e-6, atol=1e-6)
         if t:  # after the first call (which may convert the input), the same buffer comes back
             assert cache._buf.data.ptr == ptr
+
+
+@pytest.mark.parametrize("shape", [(1, 128256), (3, 40000), (64, 1000), (5, 20)])
+def test_argmax_over_rows_of_every_length_matches_numpy(cuda, shape):
+    """argmax (a max, then a max over -(index + n * miss)) through every reduction strategy,
+    the chosen genome of a search, against NumPy: random rows, a row of ties (the first index
+    wins) and a NaN (the first NaN wins). A 128256-float row (Llama's vocabulary) takes the split
+    reduction that NVRTC 13.0 miscompiled when its loop was unrolled (H200 run CI)."""
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[-1, :] = 0.5  # ties everywhere: index 0
+    if shape[0] > 2:
+        x[1, shape[1] // 3] = np.nan
+        x[1, 2 * shape[1] // 3] = np.nan
+    f = lf.jit(lambda a: lnp.argmax(a, axis=-1), backend="cuda", search=lf.SearchOptions(limit=3))
+    for trial in range(3):  # the same compiled plan with new values
+        got = np.asarray(f(x))
+        np.testing.assert_array_equal(got, np.argmax(x, axis=-1), err_msg=f"trial {trial}")
+        x[:-1] = rng.standard_normal((shape[0] - 1, shape[1])).astype(np.float32)

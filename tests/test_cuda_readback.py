@@ -38,6 +38,16 @@ class _DeviceArray:
             _Pointer(self.a), self.a.nbytes, self.a.shape, self.a.dtype, self.a.flags)
 
 
+class _Stream:
+    """The read-back's own stream: records which events it waited for."""
+
+    def __init__(self, **_):
+        self.waited = []
+
+    def wait_event(self, event):
+        self.waited.append(event)
+
+
 @pytest.fixture
 def ring(monkeypatch):
     fake_cupyx = types.ModuleType("cupyx")
@@ -45,7 +55,8 @@ def ring(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupyx", fake_cupyx)
     from luminal_fn.backends.cuda.staging import HostReadback
 
-    cp = types.SimpleNamespace(cuda=types.SimpleNamespace(Event=_Event, get_current_stream=lambda: None))
+    cp = types.SimpleNamespace(cuda=types.SimpleNamespace(Event=_Event, Stream=_Stream,
+                                                          get_current_stream=lambda: None))
     return HostReadback(cp)
 
 
@@ -60,6 +71,18 @@ def test_pending_reads_keep_their_values_across_slot_reuse(ring):
         assert not got.flags.writeable  # the same array comes back for every read of the Array
     scalar = ring.start(_DeviceArray(np.float32(2.5).reshape(())))
     assert scalar.result().shape == () and float(scalar.result()) == 2.5
+
+
+def test_a_read_waits_for_the_writer_and_keeps_its_source_until_read(ring):
+    """The copy runs on the read-back's own stream after an event recorded on the caller's (the
+    array's writer), and the pending read holds the device array until its values are out (so
+    the memory pool cannot hand it to later work on the caller's stream while the copy waits)."""
+    src = _DeviceArray(np.arange(4, dtype=np.int32))
+    pending = ring.start(src)
+    assert ring.stream is not None and ring.stream.waited == [ring.written[pending.slot]]
+    assert pending.source is src
+    np.testing.assert_array_equal(pending.result(), np.arange(4))
+    assert pending.source is None
 
 
 def test_large_or_strided_arrays_take_the_ordinary_path(ring):
