@@ -125,7 +125,7 @@ def render_tree_reduce(in_shape: Sequence, axis: int, op: str, tree, inputs: Seq
             f"{lang.shared} {ct} lf_tree[{block}];",
             f"for ({it} o = {bid}; o < O; o += {gdim}) {{"]
     inner = pl.row_setup("o")
-    inner += pl.accumulate(op, ct, f"{it} r = tid; r < R; r += {block}")
+    inner += pl.accumulate(op, ct, it, "tid", "R", str(block))
     inner.append("lf_tree[tid] = acc;")
     inner.append(lang.barrier)
     inner.append(f"for (uint s = {block // 2}; s > 0; s >>= 1) {{")

@@ -28,6 +28,7 @@ from .lang import Language, as_stored, compute_type, convert, load_expr, store_e
 from .tree import TreeRenderer, gather_inputs, leaf_inputs, tree_has
 
 STRATEGIES = ("thread", "warp", "block", "split")
+INDEX_UNROLL = 4  # elements a thread loads at once in a loop whose value reads its own index
 
 
 @dataclass(frozen=True)
@@ -120,17 +121,32 @@ class _Plan:
             lines.append(f"const bool ok{j} = {cond or 'true'};")
         return lines
 
-    def accumulate(self, op: str, ct: str, loop: str) -> list:
-        """Statements folding the prologue into ``acc`` (type ``ct``) over ``for (<loop>)``,
-        whose index variable is ``r``: the loop every reduction strategy runs."""
-        el, val, vt = self.element("r", "t")
-        # a value that reads the loop's own index (argmax's first hit: min over index + n * miss)
-        # stays rolled: NVRTC 13.0's unrolled form of such a max returned an index from the
-        # wrong end of each chunk (H200 run CI; right at -Xptxas -O0 or with the loop rolled)
-        rolled = ["#pragma unroll 1"] if self.has_iota else []
-        return ([f"{ct} acc = {init_of(self.lang, op, ct)};", *rolled, f"for ({loop}) {{"]
-                + ["  " + ln for ln in el]
-                + [f"  acc = {combine(op, ct, 'acc', convert(self.lang, val, vt, ct))};", "}"])
+    def accumulate(self, op: str, ct: str, it: str, start: str, end: str, step: str) -> list:
+        """Statements folding the prologue into ``acc`` (type ``ct``) over r = start, start +
+        step, ... < end: the loop every reduction strategy runs."""
+        init = [f"{ct} acc = {init_of(self.lang, op, ct)};"]
+        if not self.has_iota:
+            el, val, vt = self.element("r", "t")
+            return (init + [f"for ({it} r = {start}; r < {end}; r += {step}) {{"]
+                    + ["  " + ln for ln in el]
+                    + [f"  acc = {combine(op, ct, 'acc', convert(self.lang, val, vt, ct))};", "}"])
+        # A value that reads the loop's own index (argmax's first hit: a max over -(index +
+        # n * miss)) is unrolled here, the loop itself kept rolled: NVRTC 13.0 unrolled such a
+        # loop into one that took each chunk's value at the wrong index (H200 run CI: every greedy
+        # pick over a 128256-float row came back as -256415; right at -Xptxas -O0 and rolled).
+        # The elements are still folded in order, so sums round as the rolled loop does.
+        lines = init + ["#pragma unroll 1",
+                        f"for ({it} r = {start}; r < {end}; r += {INDEX_UNROLL} * ({step})) {{"]
+        for u in range(INDEX_UNROLL):
+            rv, pre = ("r", "t") if u == 0 else (f"ru{u}", f"u{u}_t")
+            el, val, vt = self.element(rv, pre)
+            body = el + [f"acc = {combine(op, ct, 'acc', convert(self.lang, val, vt, ct))};"]
+            if u == 0:
+                lines += ["  " + ln for ln in body]
+            else:
+                lines += [f"  const {it} {rv} = r + {u} * ({step});", f"  if ({rv} < {end}) {{"]
+                lines += ["    " + ln for ln in body] + ["  }"]
+        return lines + ["}"]
 
     def element(self, rvar: str, prefix: str) -> tuple:
         """(statements, value, compute type) of the prologue at reduced index ``rvar``."""
@@ -202,7 +218,7 @@ def render_reduce(lang: Language, in_shape: Sequence, axis: int, op: str, tree,
         g, stride = gtid(lang, it)
         body = [f"const {it} R = {R}, O = {O};", f"for ({it} o = {g}; o < O; o += {stride}) {{"]
         inner = pl.row_setup("o")
-        inner += pl.accumulate(op, ct, f"{it} r = 0; r < R; ++r")
+        inner += pl.accumulate(op, ct, it, "0", "R", "1")
         inner += store("o")
         body += ["  " + ln for ln in inner] + ["}"]
         return [finish(lang, "red", body, bufs + ebufs + [("out", "out", out_dt, False)], BLOCK, pl.O,
@@ -226,7 +242,7 @@ def render_reduce(lang: Language, in_shape: Sequence, axis: int, op: str, tree,
             inner = [f"const {it} o = vr / {C}, ch = vr % {C};"] + pl.row_setup("o")
             inner.append(f"const {it} r0 = ch * CH, r1 = min(R, r0 + CH);")
             r0, r1 = "r0", "r1"
-        inner += pl.accumulate(op, ct, f"{it} r = {r0} + lane; r < {r1}; r += 32")
+        inner += pl.accumulate(op, ct, it, f"{r0} + lane", r1, "32")
         inner += _warp_reduce(lang, op, ct, "acc")
         work = as_expr(rows) * 32 if not isinstance(rows, int) else rows * 32  # (a warp a row or chunk)
         if C > 1 and lang.merge_counter and tgt_dt.name in ("float32", "int32"):
@@ -258,7 +274,7 @@ def render_reduce(lang: Language, in_shape: Sequence, axis: int, op: str, tree,
             f"{lang.shared} {ct} lf_red[32];",
             f"for ({it} o = {lang.block_idx}; o < O; o += {lang.grid_dim}) {{"]
     inner = pl.row_setup("o")
-    inner += pl.accumulate(op, ct, f"{it} r = {lang.thread_idx}; r < R; r += {lang.block_dim}")
+    inner += pl.accumulate(op, ct, it, lang.thread_idx, "R", lang.block_dim)
     inner += _warp_reduce(lang, op, ct, "acc")
     inner.append("if (lane == 0) lf_red[wid] = acc;")
     inner.append(lang.barrier)
