@@ -138,10 +138,11 @@ class CudaBackend(Backend):
         return host
 
     def copy_to_host_async(self, buf):
-        """An async copy into a pinned slot on the current stream, then an event: the result
-        waits for that event only (``cupy.asnumpy`` would wait for everything queued on the
-        stream by then, including steps queued after this array was made). Arrays over the
-        slot size are read the ordinary way."""
+        """An async copy into a pinned slot, then an event: the result waits for that event only
+        (``cupy.asnumpy`` would wait for everything queued on the stream by then, including
+        steps queued after this array was made). The copy runs on the read-back's own stream
+        after the current stream has written the array. Arrays over the slot size are read the
+        ordinary way."""
         # bfloat16's storage (uint16 on the device) is read as bfloat16, as to_numpy reads it
         return self._readback.start(buf, dt.to_numpy(dt.bfloat16) if buf.dtype == np.uint16 else None)
 
