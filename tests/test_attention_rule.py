@@ -534,3 +534,27 @@ def test_the_search_seeds_a_genome_with_the_attention_kernel():
     assert kernels(ex.extract()) == []
     seeded = [len(kernels(ex.extract(g))) for g in ex.kernel_genomes()]
     assert config.num_hidden_layers in seeded, seeded
+
+
+def test_the_split_kernels_launch_bound_follows_its_switch(monkeypatch):
+    """LUMINAL_CUDA_ATTN_SPLIT_BLOCKS sets the blocks an SM the split (flash-decoding) kernel is
+    compiled to fit (its registers: 120 at 2, 47 at 4 with nvcc 13.5); the plain kernel keeps
+    none; a bad value names the switch."""
+    from luminal_fn.backends.cuda import KERNEL_KINDS, attentionkernels
+    from luminal_fn.backends.cuda.executable import plan_graph
+    from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
+
+    monkeypatch.setattr(attentionkernels, "PART_KEYS", 8)
+    config = gqa_config(32, 8, 64)
+    ex = extractor(llama_attention(config), decode_args(config, 9), kinds=KERNEL_KINDS)
+    genome = attention_genome(ex)
+    for value, want in (("", ", 2) lf_attention_rows"), ("4", ", 4) lf_attention_rows")):
+        monkeypatch.setenv(attentionkernels.SPLIT_BLOCKS_SWITCH, value)
+        plan = plan_graph(ex.extract(genome), {"s": 1, "c": N_CACHE})
+        (step,) = [s for s in plan.steps if s.label == "attention_rows"]
+        assert step.source.meta["parts"] > 1 and want in step.source.text, step.source.text[:400]
+        if nvcc_available():
+            nvcc_check(module_source(plan.kernels()))
+    monkeypatch.setenv(attentionkernels.SPLIT_BLOCKS_SWITCH, "9")
+    with pytest.raises(ValueError, match="LUMINAL_CUDA_ATTN_SPLIT_BLOCKS"):
+        plan_graph(ex.extract(genome), {"s": 1, "c": N_CACHE})

@@ -420,3 +420,23 @@ def test_argmax_over_rows_of_every_length_matches_numpy(cuda, shape):
         got = np.asarray(f(x))
         np.testing.assert_array_equal(got, np.argmax(x, axis=-1), err_msg=f"trial {trial}")
         x[:-1] = rng.standard_normal((shape[0] - 1, shape[1])).astype(np.float32)
+
+
+def test_llama_greedy_pick_over_a_full_vocabulary_matches_numpy(cuda):
+    """examples/llama's device greedy pick (the last logits row's argmax, s dynamic) over
+    Llama-3's 128256-token vocabulary, in the decode bucket and in a prompt's, against NumPy:
+    what NVRTC 13.0's miscompiled argmax got wrong in every row (H200 run CL)."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+    from llama import model
+
+    pick = model.make_greedy(backend="cuda", search=lf.SearchOptions(limit=3),
+                             buckets={"s": [(1, 1), (2, 8, 4)]})
+    rng = np.random.default_rng(7)
+    for s in (1, 1, 5, 8):
+        logits = rng.standard_normal((s, 128256)).astype(np.float32)
+        want = int(np.argmax(logits[-1]))
+        got = np.asarray(pick(lf.device_put(logits, "cuda")))
+        assert got.dtype == np.int32 and got.tolist() == [want], (s, got, want)

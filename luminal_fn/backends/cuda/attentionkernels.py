@@ -28,6 +28,21 @@ PART_KEYS = 128  # the fewest keys a block takes when a row's keys are split (fl
 SPLIT_WARPS = 8
 MAX_PARTS = 32
 SPLIT_SWITCH = "LUMINAL_CUDA_ATTN_SPLIT"
+# The split kernel's launch bound: blocks an SM it is compiled to fit (registers: 2 -> 120,
+# 3 -> 72, 4 -> 47 with nvcc 13.5, none spilled). A block's registers also decide how many blocks
+# of the GEMV launched after it under PDL fit beside it. LUMINAL_CUDA_ATTN_SPLIT_BLOCKS sets it.
+SPLIT_BLOCKS_PER_SM = 2
+SPLIT_BLOCKS_SWITCH = "LUMINAL_CUDA_ATTN_SPLIT_BLOCKS"
+
+
+def split_blocks_per_sm() -> int:
+    """SPLIT_BLOCKS_PER_SM, or LUMINAL_CUDA_ATTN_SPLIT_BLOCKS (1 to 8) when set, for A/B runs."""
+    v = os.environ.get(SPLIT_BLOCKS_SWITCH, "").strip()
+    if not v:
+        return SPLIT_BLOCKS_PER_SM
+    if not v.isdigit() or not 1 <= int(v) <= 8:
+        raise ValueError(f"{SPLIT_BLOCKS_SWITCH}={v!r}: expected the split kernel's blocks an SM, 1 to 8")
+    return int(v)
 WARPS_SWITCH = "LUMINAL_CUDA_ATTN_WARPS"
 
 
@@ -197,7 +212,7 @@ def lower_attention_rows(pl, node):
     work = as_expr(Hk) * ((as_expr(S) + (tiles[0] - 1)) // tiles[0]) * tiles[1] if tiles else rows * parts
     src = hand_source(pl, "attention_rows", [call.line(ty, ty, strides)], bufs, threads, work, per_block,
                       meta={"_attn_rows": call, "parts": parts,
-                            "min_blocks": 2 if parts > 1 else TILE_BLOCKS_PER_SM if tiles else 0,
+                            "min_blocks": split_blocks_per_sm() if parts > 1 else TILE_BLOCKS_PER_SM if tiles else 0,
                             "tiles": tiles})
     pl.add_kernel(src, ids, node.id, "attention_rows")
 
