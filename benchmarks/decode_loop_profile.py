@@ -26,21 +26,33 @@ from llama.config import llama_3_2_1b_config  # noqa: E402
 from llama.generation import LlamaSession, generate_ids_pipelined  # noqa: E402
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def add_loop_args(ap, tokens: int) -> None:
+    """The options of a decode loop's session (shared with decode_timeline.py)."""
     ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--tokens", type=int, default=48)
+    ap.add_argument("--tokens", type=int, default=tokens)
     ap.add_argument("--search", type=int, default=3)
     ap.add_argument("--max-context", type=int, default=512,
                     help="the decode bucket's largest context (llama_bench's prompt 32 + 64 tokens: 128)")
-    args = ap.parse_args()
-    import cupy as cp
 
+
+def warm_session(args) -> LlamaSession:
+    """Llama-3.2-1B with random weights on the CUDA backend, searched and compiled for a prompt
+    bucket up to 64 tokens and a decode bucket up to ``args.max_context``."""
     cfg = llama_3_2_1b_config()
     session = LlamaSession(cfg, random_weights(cfg, args.dtype, backend="cuda"), max_seq_len=512,
                            buckets=model.dim_buckets(64, args.max_context), search=lf.SearchOptions(limit=args.search),
                            backend="cuda")
     session.warm_up()
+    return session
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    add_loop_args(ap, tokens=48)
+    args = ap.parse_args()
+    import cupy as cp
+
+    session = warm_session(args)
     prompt = list(range(1, 33))
     collections = []  # (generation, ms) of the collector's passes, to tell its pauses from ours
     started = [0.0]

@@ -18,13 +18,10 @@ import tempfile
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import luminal_fn as lf  # noqa: E402
-from llama import model  # noqa: E402
-from llama.checkpoint import random_weights  # noqa: E402
-from llama.config import llama_3_2_1b_config  # noqa: E402
-from llama.generation import LlamaSession, generate_ids_pipelined  # noqa: E402
+from decode_loop_profile import add_loop_args, warm_session  # noqa: E402
+from llama.generation import generate_ids_pipelined  # noqa: E402  (decode_loop_profile adds examples/)
 
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
@@ -77,21 +74,13 @@ def report(events: list, tokens: int, top: int) -> None:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--tokens", type=int, default=24)
-    ap.add_argument("--search", type=int, default=3)
+    add_loop_args(ap, tokens=24)
     ap.add_argument("--top", type=int, default=14)
-    ap.add_argument("--max-context", type=int, default=512,
-                    help="the decode bucket's largest context (llama_bench's prompt 32 + 64 tokens: 128)")
     args = ap.parse_args()
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    cfg = llama_3_2_1b_config()
-    session = LlamaSession(cfg, random_weights(cfg, args.dtype, backend="cuda"), max_seq_len=512,
-                           buckets=model.dim_buckets(64, args.max_context),
-                           search=lf.SearchOptions(limit=args.search), backend="cuda")
-    session.warm_up()
+    session = warm_session(args)
     prompt = list(range(1, 33))
     generate_ids_pipelined(session, prompt, args.tokens)  # warm: every graph captured
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
