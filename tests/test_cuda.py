@@ -408,7 +408,7 @@ def test_argmax_over_rows_of_every_length_matches_numpy(cuda, shape):
     """argmax (a max, then a max over -(index + n * miss)) through every reduction strategy,
     the chosen genome of a search, against NumPy: random rows, a row of ties (the first index
     wins) and a NaN (the first NaN wins). A 128256-float row (Llama's vocabulary) takes the split
-    reduction that NVRTC 13.0 miscompiled when its loop was unrolled (H200 run CI)."""
+    reduction that NVRTC 13.0 miscompiled when its loop was unrolled (H200 runs CK-CL)."""
     rng = np.random.default_rng(sum(shape))
     x = rng.standard_normal(shape).astype(np.float32)
     x[-1, :] = 0.5  # ties everywhere: index 0

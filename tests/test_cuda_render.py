@@ -224,7 +224,7 @@ def test_block_timing_is_compiled_in_only_when_asked(monkeypatch):
 def test_a_reduction_that_reads_its_own_index_unrolls_it_in_the_source():
     """argmax's first hit (a max over -(index + n * miss)) is rendered with its row loop kept
     rolled and four elements a pass written out: NVRTC 13.0 unrolled that loop into one that
-    took each chunk's value at the wrong index (H200 run CI: every greedy pick over a
+    took each chunk's value at the wrong index (H200 run CL: every greedy pick over a
     128256-float row came back as -256415; right at -Xptxas -O0 and rolled). A reduction of
     values alone keeps the compiler's unrolling."""
     from luminal_fn.backends.render.reduce import INDEX_UNROLL

@@ -28,6 +28,7 @@ PART_KEYS = 128  # the fewest keys a block takes when a row's keys are split (fl
 SPLIT_WARPS = 8
 MAX_PARTS = 32
 SPLIT_SWITCH = "LUMINAL_CUDA_ATTN_SPLIT"
+WARPS_SWITCH = "LUMINAL_CUDA_ATTN_WARPS"
 # The split kernel's launch bound: blocks an SM it is compiled to fit (registers: 2 -> 120,
 # 3 -> 72, 4 -> 47 with nvcc 13.5, none spilled). A block's registers also decide how many blocks
 # of the GEMV launched after it under PDL fit beside it. LUMINAL_CUDA_ATTN_SPLIT_BLOCKS sets it.
@@ -43,7 +44,6 @@ def split_blocks_per_sm() -> int:
     if not v.isdigit() or not 1 <= int(v) <= 8:
         raise ValueError(f"{SPLIT_BLOCKS_SWITCH}={v!r}: expected the split kernel's blocks an SM, 1 to 8")
     return int(v)
-WARPS_SWITCH = "LUMINAL_CUDA_ATTN_WARPS"
 
 
 def _online_softmax_allowed(pl, node, switch: str) -> bool:

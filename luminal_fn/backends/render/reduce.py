@@ -132,9 +132,9 @@ class _Plan:
                     + [f"  acc = {combine(op, ct, 'acc', convert(self.lang, val, vt, ct))};", "}"])
         # A value that reads the loop's own index (argmax's first hit: a max over -(index +
         # n * miss)) is unrolled here, the loop itself kept rolled: NVRTC 13.0 unrolled such a
-        # loop into one that took each chunk's value at the wrong index (H200 run CI: every greedy
-        # pick over a 128256-float row came back as -256415; right at -Xptxas -O0 and rolled).
-        # The elements are still folded in order, so sums round as the rolled loop does.
+        # loop into one that took each chunk's value at the wrong index (H200 runs CK-CL: every
+        # greedy pick over a 128256-float row came back as -256415; right at -Xptxas -O0 and
+        # rolled). The elements are still folded in order, so sums round as the rolled loop does.
         lines = init + ["#pragma unroll 1",
                         f"for ({it} r = {start}; r < {end}; r += {INDEX_UNROLL} * ({step})) {{"]
         for u in range(INDEX_UNROLL):
