@@ -87,24 +87,39 @@ def rules_version(extra=()) -> str:
     return _rules_version(tuple(extra))
 
 
-# egglog e-graphs with the rules loaded, one per rule set (loading the rules costs more than a
-# small graph's whole build); each build runs between (push) and (pop) on it.
-_LOADED: dict = {}
+# Each build gets an egglog e-graph of its own with the rules loaded (the rule files parsed once
+# per rule set). One shared e-graph, each build between (push) and (pop), was faster (~0.45 s of
+# rule loading saved a build) but not isolated: after a long run of other builds in one process
+# (the CPU test suite in file order), a Scatter's index child read back as another input's class,
+# while a fresh e-graph gave the right term (2026-12-04; egglog 13.2).
+_PARSED: dict = {}
 _LOCK = threading.Lock()
 
 
-def _rules_loaded(extra: tuple):
-    eg = _LOADED.get(extra)
-    if eg is None:
-        from egglog.bindings import EGraph as Egglog
+def _new_egglog():
+    from egglog.bindings import EGraph as Egglog
 
+    try:
+        return Egglog(no_decomp=True)  # egglog >= 14: much faster multi-premise rules
+    except TypeError:  # egglog 13.2 (Python 3.11)
+        return Egglog()
+
+
+def _rules_loaded(extra: tuple):
+    """A new egglog e-graph with every rule file of the set run into it."""
+    with _LOCK:
+        parsed = _PARSED.get(extra)
+        if parsed is None:
+            parser = _new_egglog()
+            parsed = _PARSED[extra] = [(k, _parse(parser, text, f"rule file {k}"))
+                                       for k, text in enumerate(rule_texts(extra))]
+    eg = _new_egglog()
+    texts = rule_texts(extra)
+    for k, commands in parsed:
         try:
-            eg = Egglog(no_decomp=True)  # egglog >= 14: much faster multi-premise rules
-        except TypeError:  # egglog 13.2 (Python 3.11)
-            eg = Egglog()
-        for k, text in enumerate(rule_texts(extra)):
-            _run(eg, text, f"rule file {k}")
-        _LOADED[extra] = eg
+            _run_parsed(eg, commands, f"rule file {k}")
+        except EGraphBuildError:  # (commands parsed by another e-graph: parse them here)
+            _run(eg, texts[k], f"rule file {k}")
     return eg
 
 
@@ -112,13 +127,26 @@ class EGraphBuildError(RuntimeError):
     """egglog refused the program: a rule file or the encoded graph is malformed."""
 
 
-def _run(eg, text: str, what: str):
+def _parse(eg, text: str, what: str) -> list:
     from egglog.bindings import EggSmolError
 
     try:
-        return eg.run_program(*eg.parse_program(text))
+        return eg.parse_program(text)
     except EggSmolError as e:
         raise EGraphBuildError(f"egglog rejected {what}: {e}") from None
+
+
+def _run_parsed(eg, commands, what: str):
+    from egglog.bindings import EggSmolError
+
+    try:
+        return eg.run_program(*commands)
+    except EggSmolError as e:
+        raise EGraphBuildError(f"egglog rejected {what}: {e}") from None
+
+
+def _run(eg, text: str, what: str):
+    return _run_parsed(eg, _parse(eg, text, what), what)
 
 
 def build_egraph(graph, backend_rules=(), *, max_nodes: int = 2_000_000,
@@ -126,13 +154,7 @@ def build_egraph(graph, backend_rules=(), *, max_nodes: int = 2_000_000,
     """Encode ``graph``, run the schedule (each stage skipped once the e-graph holds more than
     ``max_nodes`` rows or ``time_limit`` seconds have passed; primitives always remain, so the
     result still extracts) and read the e-graph back."""
-    with _LOCK:
-        eg = _rules_loaded(tuple(backend_rules))
-        _run(eg, "(push)", "push")
-        try:
-            return _build(eg, graph, max_nodes, time_limit, progress)
-        finally:
-            _run(eg, "(pop)", "pop")
+    return _build(_rules_loaded(tuple(backend_rules)), graph, max_nodes, time_limit, progress)
 
 
 def _build(eg, graph, max_nodes, time_limit, progress) -> EGraph:
