@@ -106,19 +106,18 @@ def _new_egglog():
 
 
 def _rules_loaded(extra: tuple):
-    """A new egglog e-graph with every rule file of the set run into it."""
+    """A new egglog e-graph with every rule file of the set run into it (parsed by the first)."""
+    eg = _new_egglog()
+    texts = rule_texts(extra)
     with _LOCK:
         parsed = _PARSED.get(extra)
         if parsed is None:
-            parser = _new_egglog()
-            parsed = _PARSED[extra] = [(k, _parse(parser, text, f"rule file {k}"))
-                                       for k, text in enumerate(rule_texts(extra))]
-    eg = _new_egglog()
-    texts = rule_texts(extra)
-    for k, commands in parsed:
+            parsed = _PARSED[extra] = [_egglog(eg.parse_program, f"rule file {k}", text)
+                                       for k, text in enumerate(texts)]
+    for k, commands in enumerate(parsed):
         try:
-            _run_parsed(eg, commands, f"rule file {k}")
-        except EGraphBuildError:  # (commands parsed by another e-graph: parse them here)
+            _egglog(eg.run_program, f"rule file {k}", *commands)
+        except EGraphBuildError:  # (commands another e-graph parsed: parse them in this one)
             _run(eg, texts[k], f"rule file {k}")
     return eg
 
@@ -127,26 +126,18 @@ class EGraphBuildError(RuntimeError):
     """egglog refused the program: a rule file or the encoded graph is malformed."""
 
 
-def _parse(eg, text: str, what: str) -> list:
+def _egglog(call, what: str, *args):
+    """``call(*args)``, egglog's refusal raised as EGraphBuildError naming ``what``."""
     from egglog.bindings import EggSmolError
 
     try:
-        return eg.parse_program(text)
-    except EggSmolError as e:
-        raise EGraphBuildError(f"egglog rejected {what}: {e}") from None
-
-
-def _run_parsed(eg, commands, what: str):
-    from egglog.bindings import EggSmolError
-
-    try:
-        return eg.run_program(*commands)
+        return call(*args)
     except EggSmolError as e:
         raise EGraphBuildError(f"egglog rejected {what}: {e}") from None
 
 
 def _run(eg, text: str, what: str):
-    return _run_parsed(eg, _parse(eg, text, what), what)
+    return _egglog(eg.run_program, what, *_egglog(eg.parse_program, what, text))
 
 
 def build_egraph(graph, backend_rules=(), *, max_nodes: int = 2_000_000,

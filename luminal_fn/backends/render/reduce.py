@@ -124,20 +124,17 @@ class _Plan:
     def accumulate(self, op: str, ct: str, it: str, start: str, end: str, step: str) -> list:
         """Statements folding the prologue into ``acc`` (type ``ct``) over r = start, start +
         step, ... < end: the loop every reduction strategy runs."""
-        init = [f"{ct} acc = {init_of(self.lang, op, ct)};"]
-        if not self.has_iota:
-            el, val, vt = self.element("r", "t")
-            return (init + [f"for ({it} r = {start}; r < {end}; r += {step}) {{"]
-                    + ["  " + ln for ln in el]
-                    + [f"  acc = {combine(op, ct, 'acc', convert(self.lang, val, vt, ct))};", "}"])
         # A value that reads the loop's own index (argmax's first hit: a max over -(index +
         # n * miss)) is unrolled here, the loop itself kept rolled: NVRTC 13.0 unrolled such a
         # loop into one that took each chunk's value at the wrong index (H200 runs CK-CL: every
         # greedy pick over a 128256-float row came back as -256415; right at -Xptxas -O0 and
         # rolled). The elements are still folded in order, so sums round as the rolled loop does.
-        lines = init + ["#pragma unroll 1",
-                        f"for ({it} r = {start}; r < {end}; r += {INDEX_UNROLL} * ({step})) {{"]
-        for u in range(INDEX_UNROLL):
+        unroll = INDEX_UNROLL if self.has_iota else 1
+        stride = step if unroll == 1 else f"{unroll} * ({step})"
+        lines = [f"{ct} acc = {init_of(self.lang, op, ct)};"]
+        lines += ["#pragma unroll 1"] if unroll > 1 else []
+        lines.append(f"for ({it} r = {start}; r < {end}; r += {stride}) {{")
+        for u in range(unroll):
             rv, pre = ("r", "t") if u == 0 else (f"ru{u}", f"u{u}_t")
             el, val, vt = self.element(rv, pre)
             body = el + [f"acc = {combine(op, ct, 'acc', convert(self.lang, val, vt, ct))};"]
