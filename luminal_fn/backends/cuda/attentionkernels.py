@@ -31,8 +31,10 @@ SPLIT_SWITCH = "LUMINAL_CUDA_ATTN_SPLIT"
 WARPS_SWITCH = "LUMINAL_CUDA_ATTN_WARPS"
 # The split kernel's launch bound: blocks an SM it is compiled to fit (registers: 2 -> 120,
 # 3 -> 72, 4 -> 47 with nvcc 13.5, none spilled). A block's registers also decide how many blocks
-# of the GEMV launched after it under PDL fit beside it. LUMINAL_CUDA_ATTN_SPLIT_BLOCKS sets it.
-SPLIT_BLOCKS_PER_SM = 2
+# of the GEMV launched after it under PDL fit beside it. H200 (runs CR-CS, Llama-1B decode step
+# in a bucket up to 2048): 3 takes c = 40 from 776 to 758 us and c = 1000 from 1002 to 1005; 4 is
+# as fast at c = 40 and 10 us slower at c = 1000. LUMINAL_CUDA_ATTN_SPLIT_BLOCKS sets it.
+SPLIT_BLOCKS_PER_SM = 3
 SPLIT_BLOCKS_SWITCH = "LUMINAL_CUDA_ATTN_SPLIT_BLOCKS"
 
 
