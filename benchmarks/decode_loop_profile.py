@@ -1,6 +1,6 @@
 """Where the time between two generated tokens goes (Llama-1B, random weights, CUDA): the decode
-step alone, the device-side greedy pick alone, the pipelined loop's host time per token (queueing
-the step and the pick) and its device time per token (CUDA events around queued tokens), against
+step alone, with and without the greedy pick in its graph, the pipelined loop's host time per
+token (queueing the step that picks) and its device time per token (CUDA events around queued tokens), against
 the wall time per token that TPOT reports, and the step with its inputs on the device already
 (what the host arrays' uploads add). A wall time above the device time means the host
 serialises something.
@@ -35,13 +35,13 @@ def add_loop_args(ap, tokens: int) -> None:
                     help="the decode bucket's largest context (llama_bench's prompt 32 + 64 tokens: 128)")
 
 
-def warm_session(args) -> LlamaSession:
-    """Llama-3.2-1B with random weights on the CUDA backend, searched and compiled for a prompt
-    bucket up to 64 tokens and a decode bucket up to ``args.max_context``."""
+def warm_session(args, steps=model.STEP_OUTPUTS) -> LlamaSession:
+    """Llama-3.2-1B with random weights on the CUDA backend, ``steps`` searched and compiled for
+    a prompt bucket up to 64 tokens and a decode bucket up to ``args.max_context``."""
     cfg = llama_3_2_1b_config()
     session = LlamaSession(cfg, random_weights(cfg, args.dtype, backend="cuda"), max_seq_len=512,
                            buckets=model.dim_buckets(64, args.max_context), search=lf.SearchOptions(limit=args.search),
-                           backend="cuda")
+                           backend="cuda", steps=steps)
     session.warm_up()
     return session
 
@@ -84,7 +84,7 @@ def main():
     print(f"pipelined loop: {wall:.3f} ms/token wall (queue {1e3 * np.mean([p.execute for p in dec]):.3f} ms, "
           f"wait {1e3 * np.mean([p.logits for p in dec]):.3f} ms)")
 
-    # device time per token: the same chain of steps and picks, events around it
+    # device time per token: the same chain of greedy steps, events around it
     stream = cp.cuda.get_current_stream()
     session.reset()
     token = session.launch(prompt)
@@ -103,18 +103,16 @@ def main():
           f"{cp.cuda.get_elapsed_time(e0, e1) / n:.3f} ms/token, wall {1e3 * (t2 - t0) / n:.3f} ms/token")
 
     # the parts alone, each queued n times between events
-    logits = session._logits(token)
-    session.length -= 1
     step_args = model.step_inputs([0], 40)
-
     dev_args = tuple(cp.asarray(a) for a in step_args)  # uploaded once: what a step costs without its uploads
 
-    def step(inputs):
-        _, session.cache = session.step(session.weights, *inputs, session.cache)
+    def step(inputs, jitted=session.step):
+        _, session.cache = jitted(session.weights, *inputs, session.cache)
 
-    for what, call in (("greedy pick", lambda: session.greedy(logits)),
-                       ("step inputs (host arrays)", lambda: model.step_inputs([0], 40)),
+    for what, call in (("step inputs (host arrays)", lambda: model.step_inputs([0], 40)),
                        ("decode step, the same inputs", lambda: step(step_args)),
+                       ("decode step with its greedy pick, the same inputs",
+                        lambda: step(step_args, session.greedy_step)),
                        ("decode step, the same inputs already on the device", lambda: step(dev_args))):
         cp.cuda.runtime.deviceSynchronize()
         e0.record(stream)

@@ -1,8 +1,8 @@
 """The device timeline of the pipelined decode loop (Llama-1B, random weights, CUDA): every kernel,
 copy and idle gap between two generated tokens, recorded by CUPTI through torch.profiler (which
 sees CuPy's kernels and graph replays as well as its own). It answers what the wall time per
-token spends beyond the step's kernels: the uploads, the greedy pick, the gaps at graph and
-copy boundaries.
+token spends beyond the step's kernels: the uploads, the greedy pick (in the step's graph), the
+gaps at graph and copy boundaries.
 
     python benchmarks/decode_timeline.py [--dtype bfloat16] [--tokens 24] [--max-context 512]
 """
@@ -80,7 +80,7 @@ def main():
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    session = warm_session(args)
+    session = warm_session(args, steps=("greedy",))  # the pipelined loop's step only
     prompt = list(range(1, 33))
     generate_ids_pipelined(session, prompt, args.tokens)  # warm: every graph captured
     with profile(activities=[ProfilerActivity.CUDA]) as prof:

@@ -155,11 +155,15 @@ def generate(model_dir: str | None, prompt: str = DEFAULT_PROMPT, max_new_tokens
     timings["weight_load_s"] = time.perf_counter() - t0
     say(f"  Weight load: {timings['weight_load_s']:.2f} s")
 
+    # plain greedy decoding picks its tokens inside the step (on the device); a penalty needs
+    # the logits on the host
     session = LlamaSession(config, weights, max_seq_len=max_seq_len, buckets=buckets,
-                           search=search, backend=be)
+                           search=search, backend=be,
+                           steps=("greedy",) if repetition_penalty == 1.0 else ("logits",))
+    step = session.warmed[0]
     say(f"Compiling (buckets s {buckets['s']}, c {buckets['c']})...")
     timings["compile_s"] = session.warm_up()
-    report = compile_report(session.step)
+    report = compile_report(step)
     timings.update(report)
     if "egraph_build_s" in report:
         say(f"  E-graph build: {report['egraph_build_s']:.2f} s ({report['eclasses']} e-classes, "
@@ -168,7 +172,7 @@ def generate(model_dir: str | None, prompt: str = DEFAULT_PROMPT, max_new_tokens
         say(f"  Search: {report['search_s']:.2f} s ({report['buckets']} bucket combinations, "
             f"{report['candidates']} candidates timed, {report['cached']} from the search cache)")
     say(f"  Trace + e-graph build + search + compile: {timings['compile_s']:.2f} s "
-        f"(traces {session.step.trace_count}, compiles {session.step.compile_count})")
+        f"(traces {step.trace_count}, compiles {step.compile_count})")
 
     if rehearse:
         generate_ids(session, prompt_ids, min(3, max_new_tokens), stop, repetition_penalty)
@@ -182,8 +186,8 @@ def generate(model_dir: str | None, prompt: str = DEFAULT_PROMPT, max_new_tokens
     ttft, tpot = ttft_tpot_ms(profiles)
     result = GenerationResult(ids=ids, text=decoder.text, ttft_ms=ttft, tpot_ms=tpot,
                               prompt_ids=prompt_ids, stop_reason=reason, profiles=profiles,
-                              timings=timings, trace_count=session.step.trace_count,
-                              compile_count=session.step.compile_count)
+                              timings=timings, trace_count=step.trace_count,
+                              compile_count=step.compile_count)
     say(f"  TTFT: {ttft:.2f} ms")
     say(f"  TPOT: {tpot:.2f} ms")
     say(f"  {result.profile_line()}")

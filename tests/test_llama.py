@@ -171,6 +171,28 @@ def test_greedy_ids_match_reference_for_32_steps(session, ref, prompt):
     assert len(set(ids)) > 3  # the tiny model does not just repeat one token
 
 
+@pytest.mark.gpu
+def test_greedy_ids_on_the_gpu_match_reference(tiny_dir, ref, prompt, tmp_path):
+    """The pipelined greedy loop on the CUDA backend: the pick inside the step's graph, each
+    token fed to the next step as the device array it left there."""
+    cfg = load_config(tiny_dir)
+    weights = checkpoint.load_weights(tiny_dir, cfg, "float32", backend="cuda")
+    search = llama_1b.search_options(2, None, 0, progress=False, cache_dir=str(tmp_path))
+    s = LlamaSession(cfg, weights, max_seq_len=MAX_SEQ, buckets=model.dim_buckets(64, MAX_SEQ),
+                     search=search, backend="cuda", steps=("greedy",))
+    s.warm_up()
+    ids, reason, _ = generate_ids(s, prompt, 16, repetition_penalty=1.0)
+    seq, want = list(prompt), []
+    for _ in range(16):
+        row = ref.logits(seq)[-1]
+        top2 = np.sort(row)[-2:]
+        assert top2[1] - top2[0] > 10 * TOL  # no near-tie: float32 rounding cannot flip a choice
+        want.append(int(np.argmax(row)))
+        seq.append(want[-1])
+    assert reason == "max_new_tokens" and ids == want
+    assert (s.greedy_step.trace_count, s.greedy_step.compile_count) == (1, 1)
+
+
 def test_cached_steps_equal_recomputing_the_sequence(session, prompt):
     """Prefill + decode through the cache gives the logits of running the whole sequence at once."""
     extra = [40, 41, 42, 43]
@@ -195,6 +217,45 @@ def test_decode_steps_neither_retrace_nor_recompile(session, prompt):
     session.run(prompt[:20])      # a longer prefill on top of the context
     assert (step.trace_count, step.compile_count) == (traces, compiles)
     assert compile_report(step) == searched  # no bucket was searched again
+    # the step that picks its token on the device: warmed up too, and the same for every length
+    greedy = session.greedy_step
+    assert (greedy.trace_count, greedy.compile_count) == (1, 1)
+    picked = compile_report(greedy)
+    generate_ids(session, prompt[:7], 5, repetition_penalty=1.0)
+    generate_ids(session, prompt, 3, repetition_penalty=1.0)
+    assert (greedy.trace_count, greedy.compile_count) == (1, 1) and compile_report(greedy) == picked
+
+
+def test_the_greedy_step_returns_the_logits_steps_argmax(session, prompt):
+    """make_step(output="greedy") is make_step's logits followed by the pick, in one graph: the
+    token it leaves on the device is the argmax of the logits step's last row, for a prefill and
+    for decode steps fed that device token."""
+    session.reset()
+    row, _ = session.run(prompt)
+    tokens = [int(np.argmax(row))]
+    for _ in range(3):
+        row, _ = session.run(tokens[-1:])
+        tokens.append(int(np.argmax(row)))
+    session.reset()
+    token = session.launch(list(prompt))
+    got = [int(np.asarray(token)[0])]
+    for _ in range(3):
+        token = session.launch(token)  # the device array, as the pipelined loop passes it
+        got.append(int(np.asarray(token)[0]))
+    assert got == tokens and np.asarray(token).dtype == np.int32 and np.asarray(token).shape == (1,)
+
+
+def test_a_session_warms_up_only_the_steps_it_names(tiny_dir, session):
+    s = LlamaSession(session.config, session.weights, max_seq_len=MAX_SEQ, buckets=session.buckets,
+                     search=session.step.search, backend="numpy", steps=("greedy",))
+    s.warm_up()
+    assert s.warmed == [s.greedy_step] and s.greedy_step.compile_count == 1
+    assert s.step.trace_count == 0 and s.step.compile_count == 0  # the logits step: never traced
+    with pytest.raises(ValueError, match="steps must name some of"):
+        LlamaSession(session.config, session.weights, max_seq_len=MAX_SEQ, buckets=session.buckets,
+                     backend="numpy", steps=("sampled",))
+    with pytest.raises(ValueError, match="make_step: output must be one of"):
+        model.make_step(session.config, output="probs")
 
 
 def test_buckets_follow_the_seed():

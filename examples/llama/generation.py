@@ -59,21 +59,34 @@ def sample_greedy(logits_row: np.ndarray, seen: set, repetition_penalty: float) 
 class LlamaSession:
     """The weights, the jitted step and the cache of one model on one backend.
 
-    ``step`` is jitted once with dynamic ``s`` and ``c``; :meth:`warm_up` runs it at the buckets'
-    representative sizes (tracing, e-graph, search per bucket, compile) and every later prefill or
-    decode step reuses that compiled graph."""
+    Two steps are jitted (each once, with dynamic ``s`` and ``c``): ``step`` returns the logits
+    (:meth:`run`: the last row goes to the host, for a sampler there), ``greedy_step`` the greedy
+    next token, picked inside the step's graph (:meth:`launch`: the pipelined greedy loop).
+    :meth:`warm_up` runs those named in ``steps`` at the buckets' representative sizes (tracing,
+    e-graph, search per bucket, compile); every later prefill or decode step reuses that compiled
+    graph. A step not warmed up compiles at its first call."""
 
     def __init__(self, config: LlamaConfig, weights: dict, *, max_seq_len: int, buckets: dict,
-                 search=None, backend=None):
+                 search=None, backend=None, steps=model.STEP_OUTPUTS):
+        unknown = set(steps) - set(model.STEP_OUTPUTS)
+        if unknown or not steps:
+            raise ValueError(f"LlamaSession: steps must name some of {model.STEP_OUTPUTS}, got {steps!r}")
         self.config = config
         self.weights = weights
         self.max_seq_len = max_seq_len
         self.buckets = buckets
         self.backend = backend
-        self.step = model.make_step(config, backend=backend, buckets=buckets, search=search)
-        self.greedy = model.make_greedy(backend=backend, search=search, buckets=buckets)
+        self.steps = tuple(steps)
+        self.step, self.greedy_step = (
+            model.make_step(config, backend=backend, buckets=buckets, search=search, output=out)
+            for out in model.STEP_OUTPUTS)
         self.cache = model.new_cache(config, max_seq_len, backend)
         self.length = 0  # cache rows in use
+
+    @property
+    def warmed(self) -> list:
+        """The jitted steps :meth:`warm_up` compiles, in ``steps`` order."""
+        return [self.step if out == "logits" else self.greedy_step for out in self.steps]
 
     def warm_up(self) -> float:
         """Trace, build, search and compile at the representative dims; returns the seconds taken.
@@ -83,20 +96,19 @@ class LlamaSession:
         t0 = time.perf_counter()
         tokens = np.full(s, self.config.bos_token_id or 0, np.int32)
         pos = np.arange(s, dtype=np.int32)
-        mask = np.zeros((s, c), np.float32)
-        logits, self.cache = self.step(self.weights, tokens, pos, pos, mask, self.cache)
-        np.asarray(self.greedy(logits))  # compiles the device-side greedy pick too; waits
-        decode = model.step_inputs([0], 1)  # and the decode bucket (s = 1, c >= 2) with its pick
-        logits, self.cache = self.step(self.weights, *decode, self.cache)
-        np.asarray(self.greedy(logits))
+        prompt = (tokens, pos, pos, np.zeros((s, c), np.float32))
+        for jitted in self.warmed:  # the prompt bucket, then the decode one (s = 1, c >= 2)
+            for args in (prompt, model.step_inputs([0], 1)):
+                out, self.cache = jitted(self.weights, *args, self.cache)
+                np.asarray(out)  # waits
         return time.perf_counter() - t0
 
     def reset(self):
         self.length = 0
 
-    def _logits(self, tokens):
-        """Queue the step for ``tokens`` (a list, or the (1,) token array a previous step's
-        greedy pick left on the device) at the end of the context; its logits, not waited for."""
+    def _queue(self, jitted, tokens):
+        """Queue ``jitted`` for ``tokens`` (a list, or the (1,) token array a previous greedy
+        step left on the device) at the end of the context; its first output, not waited for."""
         n = len(tokens)
         if self.length + n > self.max_seq_len:
             raise ValueError(f"the context would grow to {self.length + n} tokens, past "
@@ -105,15 +117,19 @@ class LlamaSession:
         if not isinstance(tokens, list):
             args = (tokens,) + args[1:]  # the device token, never read back to build the input
         # the donated cache is consumed; the returned one is the live one
-        logits, self.cache = self.step(self.weights, *args, self.cache)
+        out, self.cache = jitted(self.weights, *args, self.cache)
         self.length += n
-        return logits
+        return out
+
+    def _logits(self, tokens):
+        """The logits of a step queued for ``tokens``, not waited for."""
+        return self._queue(self.step, tokens)
 
     def launch(self, tokens):
-        """Queue one step and its greedy next token; returns that token as a device array
-        without waiting for it, its copy to the host already queued behind the pick (so reading
-        it waits for this step only, not for a step queued after it)."""
-        return self.greedy(self._logits(tokens)).copy_to_host_async()
+        """Queue one step that picks its greedy next token on the device; returns that token as
+        a device array without waiting for it, its copy to the host already queued behind the
+        step (so reading it waits for this step only, not for a step queued after it)."""
+        return self._queue(self.greedy_step, tokens).copy_to_host_async()
 
     def run(self, tokens) -> tuple:
         """Append ``tokens`` at the end of the context; returns (last logits row, StepProfile)."""

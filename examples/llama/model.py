@@ -1,6 +1,7 @@
 """The Llama forward pass as one pure function, jitted once for prefill and every decode step.
 
-``step(weights, tokens, positions, scatter_idx, mask, cache) -> (logits, cache)``
+``step(weights, tokens, positions, scatter_idx, mask, cache) -> (logits, cache)``, or with
+``make_step(..., output="greedy")`` -> (the next token as a (1,) int32 device array, cache)
 
 - ``tokens``, ``positions``, ``scatter_idx``: (s,) int32, the new tokens, their positions, and the
   cache rows their keys/values are written to (``s`` is a dynamic dim);
@@ -130,33 +131,46 @@ def representative_dims(buckets: dict) -> tuple:
     return rep(buckets["s"]), rep(buckets["c"])
 
 
+def greedy_token(logits):
+    """The last logits row's argmax as a (1,) int32 array: the next step's tokens as they are."""
+    return lnp.argmax(logits[-1]).astype(lnp.int32).reshape(1)
+
+
+STEP_OUTPUTS = ("logits", "greedy")
+
+
 def make_step(config: LlamaConfig, *, backend=None, buckets=None, search=None, all_logits=False,
-              contiguous_cache: bool = True):
+              contiguous_cache: bool = True, output: str = "logits"):
     """The model step jitted once: dynamic s and c, donated cache. ``contiguous_cache=False``
-    takes the seed's ``gather_idx`` argument (see the module docstring)."""
+    takes the seed's ``gather_idx`` argument (see the module docstring). ``output="greedy"``
+    returns (greedy_token(logits), cache) instead of (logits, cache): the pick runs inside the
+    step's own graph, so a greedy decode loop queues one call a token, not two."""
+    if output not in STEP_OUTPUTS:
+        raise ValueError(f"make_step: output must be one of {STEP_OUTPUTS}, got {output!r}")
+
+    def finish(logits, cache):
+        return (greedy_token(logits), cache) if output == "greedy" else (logits, cache)
+
     if contiguous_cache:
         def llama_step(weights, tokens, positions, scatter_idx, mask, cache):
-            return forward(weights, tokens, positions, scatter_idx, None, mask, cache, config,
-                           all_logits=all_logits)
+            return finish(*forward(weights, tokens, positions, scatter_idx, None, mask, cache, config,
+                                   all_logits=all_logits))
 
         axes = {k: v for k, v in DYNAMIC_AXES.items() if k != "gather_idx"}
         return lf.jit(llama_step, dynamic_axes=axes, buckets=buckets, search=search,
                       backend=backend, donate_argnums=(5,))
 
     def llama_gather_step(weights, tokens, positions, scatter_idx, gather_idx, mask, cache):
-        return forward(weights, tokens, positions, scatter_idx, gather_idx, mask, cache, config,
-                       all_logits=all_logits)
+        return finish(*forward(weights, tokens, positions, scatter_idx, gather_idx, mask, cache, config,
+                               all_logits=all_logits))
 
     return lf.jit(llama_gather_step, dynamic_axes=DYNAMIC_AXES, buckets=buckets, search=search,
                   backend=backend, donate_argnums=(6,))
 
 
 def make_greedy(*, backend=None, search=None, buckets=None):
-    """The greedy pick on the device: logits (s, vocab) -> the last row's argmax as a (1,) int32
-    array, which the next step takes as its tokens without a trip through the host."""
-    def greedy_token(logits):
-        return lnp.argmax(logits[-1]).astype(lnp.int32).reshape(1)
-
+    """The greedy pick on the device as a function of its own: logits (s, vocab) -> the last
+    row's argmax as a (1,) int32 array (``make_step(output="greedy")`` runs it inside the step)."""
     s_buckets = {"s": buckets["s"]} if buckets and "s" in buckets else None
     return lf.jit(greedy_token, dynamic_axes={"logits": {0: "s"}}, backend=backend, search=search,
                   buckets=s_buckets)
