@@ -486,6 +486,21 @@ def test_the_matcher_leaves_dynamic_axes_out():
     assert jf.trace_count == 1
 
 
+def test_is_ready_on_the_numpy_backend_and_after_donation():
+    """A NumPy-backend call returns computed arrays: is_ready() is True at once, before and after
+    a pending copy; a donated Array names the call it was donated to, as any read does."""
+    x = np.arange(6, dtype=np.float32)
+    y = lf.jit(lambda a: a * 2.0, backend="numpy")(x)
+    assert y.is_ready() is True
+    assert y.copy_to_host_async().is_ready() is True
+    cache = lf.device_put(np.zeros(6, np.float32), "numpy")
+    bump = lf.jit(lambda c: c + 1.0, backend="numpy", donate_argnums=0)
+    out = bump(cache)
+    assert out.is_ready()
+    with pytest.raises(lf.DonationError, match="donated"):
+        cache.is_ready()
+
+
 def test_copy_to_host_async_gives_the_same_values_on_every_backend():
     """copy_to_host_async returns the Array itself and np.asarray reads the same values after it
     (on the NumPy backend nothing is pending; the GPU test covers the pinned copy)."""

@@ -226,6 +226,18 @@ def test_decode_steps_neither_retrace_nor_recompile(session, prompt):
     assert (greedy.trace_count, greedy.compile_count) == (1, 1) and compile_report(greedy) == picked
 
 
+def test_the_greedy_loop_hands_each_token_over_before_the_next_step_on_numpy(session, prompt):
+    """On a backend whose calls return computed arrays the pipelined loop does not run ahead
+    (that would only hold each token back a step): when token k reaches on_token, the cache
+    holds the prompt and k decode steps, not k + 1. The ids are the loop's usual ones."""
+    seen = []
+    ids, reason, profiles = generate_ids(session, prompt, 6, repetition_penalty=1.0,
+                                         on_token=lambda t: seen.append((t, session.length)))
+    assert reason == "max_new_tokens" and [t for t, _ in seen] == ids and len(profiles) == 6
+    assert [n for _, n in seen] == [len(prompt) + k for k in range(6)]
+    assert all(p.execute > 0 for p in profiles)  # each token's own step is timed as its queueing
+
+
 def test_the_greedy_step_returns_the_logits_steps_argmax(session, prompt):
     """make_step(output="greedy") is make_step's logits followed by the pick, in one graph: the
     token it leaves on the device is the argmax of the logits step's last row, for a prefill and

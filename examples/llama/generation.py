@@ -176,8 +176,11 @@ def generate_ids_pipelined(session: LlamaSession, prompt_ids: list, max_new_toke
                            stop_ids=(), on_token=None) -> tuple:
     """Greedy decoding with the argmax on the device and one step in flight: step t+1 is queued
     with step t's token still on the device, then token t is read (while t+1 runs) and checked
-    for a stop. A step queued past a stop token is simply discarded. ``StepProfile.total`` is
-    the time between two tokens reaching the host (the first: the prefill, TTFT)."""
+    for a stop. A step queued past a stop token is simply discarded. Where token t is computed
+    already when t+1 would be queued (a backend that returns computed arrays: NumPy), running
+    ahead gains nothing and would hold token t back a step, so t+1 is queued after reading it.
+    ``StepProfile.total`` is the time between two tokens reaching the host (the first: the
+    prefill, TTFT)."""
     stop_ids = set(stop_ids)
     session.reset()
     ids: list = []
@@ -188,24 +191,30 @@ def generate_ids_pipelined(session: LlamaSession, prompt_ids: list, max_new_toke
         return ids, "max_seq_len", profiles
     t_prev = time.perf_counter()
     token = session.launch(list(prompt_ids))
+    queued = time.perf_counter() - t_prev  # queueing the step that makes this token
     reason = "max_new_tokens"
     while True:
         t0 = time.perf_counter()
-        ahead = len(ids) + 1 < max_new_tokens and session.length + 1 <= session.max_seq_len
-        nxt = session.launch(token) if ahead else None
+        room = session.length + 1 <= session.max_seq_len
+        more = len(ids) + 1 < max_new_tokens
+        nxt = session.launch(token) if more and room and not token.is_ready() else None
         t1 = time.perf_counter()
         value = int(np.asarray(token).reshape(-1)[0])  # waits for the step that chose it
         t2 = time.perf_counter()
-        profiles.append(StepProfile(total=t2 - t_prev, execute=t1 - t0, logits=t2 - t1))
+        profiles.append(StepProfile(total=t2 - t_prev, execute=queued + t1 - t0, logits=t2 - t1))
         t_prev = t2
         if not _keep(value, ids, stop_ids, on_token):
             reason = "stop token"
             break
         if len(ids) >= max_new_tokens:
             break
-        if nxt is None:
+        if not room:
             reason = "max_seq_len"
             break
+        queued = 0.0
+        if nxt is None:  # not queued ahead: queue it now, fed the token read just now
+            nxt = session.launch(token)
+            queued = time.perf_counter() - t2
         token = nxt
     return ids, reason, profiles
 

@@ -112,6 +112,12 @@ class Backend:
         waits only for work queued so far, or None where reading is already immediate."""
         return None
 
+    def is_ready(self, buf, pending) -> bool:
+        """Whether ``buf`` is computed, so reading it would not wait (``pending``: its
+        copy_to_host_async result, or None); never blocks. Backends that finish the work before
+        a call returns (NumPy; MLX evaluates every output) answer True."""
+        return True
+
     def is_buffer(self, x) -> bool:
         return False
 

@@ -87,6 +87,14 @@ class Array:
             self._host = self._backend.copy_to_host_async(self._buf)
         return self
 
+    def is_ready(self) -> bool:
+        """Whether the work computing this Array has finished, so reading it would not wait (as
+        ``jax.Array.is_ready``); never blocks. Always True on the NumPy and MLX backends, whose
+        calls return computed arrays; on CUDA it follows a pending host copy's event, else the
+        whole stream (False while later work still runs)."""
+        self._check()
+        return self._backend.is_ready(self._buf, self._host)
+
     def block_until_ready(self):
         self._check()
         self._backend.synchronize()

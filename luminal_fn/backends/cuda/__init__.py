@@ -146,6 +146,14 @@ class CudaBackend(Backend):
         # bfloat16's storage (uint16 on the device) is read as bfloat16, as to_numpy reads it
         return self._readback.start(buf, dt.to_numpy(dt.bfloat16) if buf.dtype == np.uint16 else None)
 
+    def is_ready(self, buf, pending) -> bool:
+        """A pending host copy answers for its own event; otherwise the current stream does, so
+        an array counts as not ready while work queued after it still runs (never wrongly
+        ready)."""
+        if pending is not None:
+            return pending.done()
+        return bool(self.cp.cuda.get_current_stream().done)
+
     def is_buffer(self, x) -> bool:
         return isinstance(x, self.cp.ndarray)
 

@@ -177,6 +177,10 @@ class PendingRead:
         self.value = None
         self.source = source  # the device array, kept from the memory pool until its copy is done
 
+    def done(self) -> bool:
+        """Whether the copy has finished (result() would not wait); never blocks."""
+        return self.value is not None or bool(self.event.done)
+
     def result(self) -> np.ndarray:
         if self.value is None:
             with self.ring.lock:
