@@ -106,19 +106,16 @@ def _new_egglog():
 
 
 def _rules_loaded(extra: tuple):
-    """A new egglog e-graph with every rule file of the set run into it (parsed by the first)."""
+    """A new egglog e-graph with every rule file of the set run into it (parsed by the first;
+    egglog 13.2 and 14 run commands another e-graph parsed)."""
     eg = _new_egglog()
-    texts = rule_texts(extra)
     with _LOCK:
         parsed = _PARSED.get(extra)
         if parsed is None:
             parsed = _PARSED[extra] = [_egglog(eg.parse_program, f"rule file {k}", text)
-                                       for k, text in enumerate(texts)]
+                                       for k, text in enumerate(rule_texts(extra))]
     for k, commands in enumerate(parsed):
-        try:
-            _egglog(eg.run_program, f"rule file {k}", *commands)
-        except EGraphBuildError:  # (commands another e-graph parsed: parse them in this one)
-            _run(eg, texts[k], f"rule file {k}")
+        _egglog(eg.run_program, f"rule file {k}", *commands)
     return eg
 
 
