@@ -56,6 +56,7 @@ def run_one(model_dir, dtype: str, args) -> dict:
         "tpot_exec_ms": 1e3 * sum(p.execute for p in decode) / n,
         "tpot_logits_ms": 1e3 * sum(p.logits for p in decode) / n,
         "weight_load_s": res.timings.get("weight_load_s"), "compile_s": res.timings.get("compile_s"),
+        "egraph_built": res.timings.get("egraph_built"),
         "traces": res.trace_count, "compiles": res.compile_count, "wall_s": wall,
     }
 
@@ -91,7 +92,9 @@ def main(argv=None) -> int:
             print(f"  TTFT: {row['ttft_ms']:.2f} ms", flush=True)
             print(f"  TPOT: {row['tpot_ms']:.2f} ms (exec {row['tpot_exec_ms']:.2f} ms, logits read "
                   f"{row['tpot_logits_ms']:.2f} ms); weight build {row['weight_load_s']:.1f} s, "
-                  f"compile/search {row['compile_s']:.1f} s", flush=True)
+                  f"compile/search {row['compile_s']:.1f} s"
+                  f"{'' if row['egraph_built'] is not False else ' (every bucket from the search cache)'}",
+                  flush=True)
             gc.collect()  # free this dtype's weights before the next
     except llama_1b.ModelInputError as e:
         print(f"llama_bench: error: {e}", file=sys.stderr)

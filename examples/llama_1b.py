@@ -168,6 +168,8 @@ def generate(model_dir: str | None, prompt: str = DEFAULT_PROMPT, max_new_tokens
     if "egraph_build_s" in report:
         say(f"  E-graph build: {report['egraph_build_s']:.2f} s ({report['eclasses']} e-classes, "
             f"{report['enodes']} e-nodes)")
+    elif report.get("egraph_built") is False:
+        say("  E-graph: not built (every bucket's kernels from the search cache)")
     if "search_s" in report:
         say(f"  Search: {report['search_s']:.2f} s ({report['buckets']} bucket combinations, "
             f"{report['candidates']} candidates timed, {report['cached']} from the search cache)")

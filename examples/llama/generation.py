@@ -240,15 +240,18 @@ def ttft_tpot_ms(profiles: list) -> tuple:
 
 def compile_report(jitted) -> dict:
     """E-graph build and search figures of the jitted step's compiled graph (Lowered.stats() and
-    Compiled.cost()); {} before the first call."""
+    Compiled.cost()); {} before the first call. ``egraph_built`` is False when every bucket came
+    with its LLIR from the search cache (then there are no e-graph figures)."""
     stages = jitted.compiled()  # one per traced signature: one for this model
     if not stages:
         return {}
     compiled = stages[-1]
     out: dict = {}
     try:
-        st = compiled.lowered.stats()
-        out.update(egraph_build_s=st["build_s"], eclasses=st["eclasses"], enodes=st["enodes"])
+        out["egraph_built"] = compiled.lowered.egraph_built
+        if out["egraph_built"]:  # (stats() would build it: a cached start does without)
+            st = compiled.lowered.stats()
+            out.update(egraph_build_s=st["build_s"], eclasses=st["eclasses"], enodes=st["enodes"])
     except (AttributeError, KeyError, TypeError):
         pass
     try:

@@ -392,6 +392,13 @@ class Lowered:
         self.backend = backend
         self.program = program
 
+    @property
+    def egraph_built(self) -> bool:
+        """Whether the e-graph has been built: ``as_text``, ``stats`` and ``rule_report`` build
+        it, and so does compiling a bucket whose LLIR the search cache does not hold; a compile
+        served wholly from the cache never does."""
+        return self.program.egraph_built
+
     def as_text(self) -> str:
         return self.program.as_text()
 

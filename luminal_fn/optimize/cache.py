@@ -6,9 +6,17 @@ option counts) it was chosen over; an entry that does not parse, or whose key or
 from the caller's, is ignored (and later overwritten), never trusted. Writes go to a temporary
 file in the same folder and are moved into place with `os.replace`, so a reader never sees half
 an entry. A cache that cannot be written (read-only disk) only costs a warning.
+
+An entry may also hold the LLIR the genome extracted (ir/serialize.py, base64 in the JSON), with
+a digest of the code that extracts it (`extraction_code_version`): a process whose every bucket
+finds one runs without building the e-graph at all. That LLIR is used only when the digest
+matches this library's code and the bytes read back as a graph; otherwise the genome is.
 """
 from __future__ import annotations
 
+import base64
+import binascii
+import functools
 import hashlib
 import json
 import os
@@ -17,6 +25,9 @@ import time
 import warnings
 from pathlib import Path
 from typing import Mapping, Sequence
+
+from ..ir.graph import Graph
+from ..ir.serialize import GraphFormatError, graph_from_bytes, graph_to_bytes
 
 ENV_VAR = "LUMINAL_CACHE_DIR"
 FORMAT = 1  # bump when the entry layout changes; old entries then read as misses
@@ -42,6 +53,21 @@ def library_version() -> str:
     from .. import __version__  # late: the package imports this module while initialising
 
     return str(__version__)
+
+
+@functools.lru_cache(maxsize=1)
+def extraction_code_version() -> str:
+    """A short hash of the sources an extracted LLIR depends on (the IR and the optimizer,
+    rule files included): a stored LLIR from other code is not reused, even at the same
+    library version (a development checkout)."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256(library_version().encode())
+    for sub in ("ir", "optimize"):
+        for p in sorted((root / sub).rglob("*")):
+            if p.suffix in (".py", ".egg") and p.is_file():
+                h.update(str(p.relative_to(root)).encode())
+                h.update(p.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def make_key(graph_hash: str, bucket: str, backend: str, device: str,
@@ -79,20 +105,48 @@ class SearchCache:
     def lookup(self, key: str, genes: Sequence) -> tuple | None:
         """The cached genome for `key`, or None when absent, unreadable or made for other genes.
         `genes`: gene names, or Gene objects (then option counts are checked too)."""
-        path = self.path_for(key)
         names, counts = _gene_signature(genes)
-        try:
-            with open(path, "r", encoding="utf-8") as f:
-                entry = json.load(f)
-        except FileNotFoundError:
-            return self._miss("absent")
-        except (OSError, ValueError) as e:  # unreadable or not JSON (truncated, garbage)
-            return self._miss(f"unreadable entry ({type(e).__name__})")
+        entry = self._read(key)
+        if entry is None:
+            return None
         genome = self._validate(entry, key, names, counts)
         if genome is None:
             return None
         self.last_miss_reason = None
         return genome
+
+    def lookup_llir(self, key: str) -> Graph | None:
+        """The LLIR stored with `key`'s entry, or None when there is none, it was extracted by
+        other code, or its bytes do not read back as a graph (`last_miss_reason` says which)."""
+        entry = self._read(key)
+        if entry is None:
+            return None
+        if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("key") != key:
+            return self._miss("wrong format or key")
+        llir = entry.get("llir")
+        if not isinstance(llir, dict) or not isinstance(llir.get("data"), str):
+            return self._miss("no LLIR stored")
+        if llir.get("code") != extraction_code_version():
+            return self._miss("LLIR from other code")
+        try:
+            data = base64.b64decode(llir["data"], validate=True)
+            if hashlib.sha256(data).hexdigest() != llir.get("sha256"):
+                return self._miss("LLIR digest mismatch")
+            graph = graph_from_bytes(data)
+        except (binascii.Error, GraphFormatError) as e:
+            return self._miss(f"unreadable LLIR ({e})")
+        self.last_miss_reason = None
+        return graph
+
+    def _read(self, key: str):
+        """The parsed entry, or None (the reason in `last_miss_reason`)."""
+        try:
+            with open(self.path_for(key), "r", encoding="utf-8") as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return self._miss("absent")
+        except (OSError, ValueError) as e:  # unreadable or not JSON (truncated, garbage)
+            return self._miss(f"unreadable entry ({type(e).__name__})")
 
     def _miss(self, reason: str):
         self.last_miss_reason = reason
@@ -121,8 +175,9 @@ class SearchCache:
         return tuple(genome)
 
     def store(self, key: str, genome: Sequence[int], genes: Sequence,
-              meta: Mapping | None = None) -> bool:
-        """Write an entry atomically; returns False (with one warning) if the disk refuses."""
+              meta: Mapping | None = None, llir: Graph | None = None) -> bool:
+        """Write an entry atomically; returns False (with one warning) if the disk refuses.
+        ``llir``: the graph the genome extracts, stored so a later process needs no e-graph."""
         names, counts = _gene_signature(genes)
         genome = [int(v) for v in genome]
         if len(genome) != len(names):
@@ -130,6 +185,10 @@ class SearchCache:
                              f"{len(names)} genes")
         entry = {"format": FORMAT, "key": key, "gene_names": names, "gene_options": counts,
                  "genome": genome, "meta": dict(meta or {}), "created": time.time()}
+        if llir is not None:
+            data = graph_to_bytes(llir)
+            entry["llir"] = {"code": extraction_code_version(), "sha256": hashlib.sha256(data).hexdigest(),
+                             "data": base64.b64encode(data).decode("ascii")}
         path = self.path_for(key)
         tmp = None
         try:

@@ -1,6 +1,7 @@
 """A lowered program: the e-graph of one traced graph for one backend, searched per dim bucket.
 
-``lower_graph`` builds the e-graph (the Lowered stage). ``Program.compile`` searches every bucket
+``lower_graph`` makes the Lowered stage; its e-graph is built when first needed: by the stage's
+views (``as_text``, ``stats``, ``rule_report``) or by a bucket whose LLIR the search cache lacks. ``Program.compile`` searches every bucket
 combination whose representative dims are known (a dim without a bucket spec is searched at the
 value of the first call that needs it), reusing the on-disk cache, and returns a
 :class:`Runner` that dispatches each call to its bucket's executable.
@@ -8,6 +9,7 @@ value of the first call that needs it), reusing the on-disk cache, and returns a
 from __future__ import annotations
 
 import gc
+import threading
 import time
 
 from ..ir.expr import evaluate, render
@@ -111,13 +113,37 @@ class Program:
         self.symbols = list(symbols)
         self.fn_name = fn_name
         BucketSet(buckets, self.symbols)  # validate the spec before the long work
-        rules = list(backend.rule_sources())
-        self.rules_version = rules_version(rules)
-        steps = 7
-        with build_progress(steps, self.options.progress, desc=f"e-graph {fn_name}") as bar:
-            self.egraph = build_egraph(graph, rules, progress=bar)
-        self.extractor = Extractor(self.egraph, graph, backend.kernel_kinds, fn_name)
+        self._rules = list(backend.rule_sources())
+        self.rules_version = rules_version(self._rules)
+        self._egraph = self._extractor = None  # built on first need (see egraph_built)
+        self._build_lock = threading.Lock()
         self._example = self._random = None  # timing inputs while compile() runs
+
+    # ---- the e-graph, built when first needed ------------------------------------------------
+    @property
+    def egraph_built(self) -> bool:
+        """Whether the e-graph exists. A compile whose every bucket finds its LLIR in the search
+        cache never builds it; the stage views below and a bucket that must be searched do."""
+        return self._egraph is not None
+
+    @property
+    def egraph(self):
+        with self._build_lock:  # two threads' first calls in new buckets: one build
+            if self._egraph is None:
+                self._build()
+        return self._egraph
+
+    def _build(self):
+        with build_progress(7, self.options.progress, desc=f"e-graph {self.fn_name}") as bar:
+            egraph = build_egraph(self.graph, self._rules, progress=bar)
+        self._extractor = Extractor(egraph, self.graph, self.backend.kernel_kinds, self.fn_name)
+        self._egraph = egraph
+
+    @property
+    def extractor(self) -> Extractor:
+        if self._extractor is None:
+            self.egraph  # noqa: B018  (builds both)
+        return self._extractor
 
     # ---- the Lowered stage's views ------------------------------------------------------------
     def stats(self) -> dict:
@@ -201,7 +227,6 @@ class Program:
         opts = self.options
         run_dims = self._satisfying(bucket, bucket.representative(call_dims))
         max_dims = bucket.max_dims(call_dims)
-        ex = self.extractor
         cache = SearchCache(opts.cache_dir) if opts.cache else None
         # the options that change a search's outcome are part of its identity: a larger limit
         # or another seed or memory budget searches again
@@ -212,12 +237,17 @@ class Program:
         # the backend plans buffers and kernels once for the whole bucket (its largest dims)
         compile_options = {"buckets": {p.dim: [(p.lo, p.hi)] for p in bucket.parts
                                        if not p.unbounded}}
-        if cache is not None:
-            genome = cache.lookup(key, ex.genes)
-            if genome is not None:
+        llir = cache.lookup_llir(key) if cache is not None else None  # needs no e-graph
+        if llir is None:
+            ex = self.extractor  # builds the e-graph on the first need: not search time
+            t0 = time.perf_counter()
+            genome = cache.lookup(key, ex.genes) if cache is not None else None
+            if genome is not None:  # an entry without a usable LLIR: extract it, and keep it
                 llir = ex.extract(genome)
-                return BucketPlan(bucket, run_dims, llir, self._final(llir, compile_options),
-                                  cached=True, search_s=time.perf_counter() - t0)
+                cache.store(key, genome, ex.genes, cache.read_meta(key), llir=llir)
+        if llir is not None:
+            return BucketPlan(bucket, run_dims, llir, self._final(llir, compile_options),
+                              cached=True, search_s=time.perf_counter() - t0)
         evaluate = CandidateEvaluator(ex, self.backend, opts, run_dims, max_dims,
                                       self._inputs_for(run_dims), compile_options)
         desc = f"search {self.fn_name}" + (f" [{bucket.describe(call_dims)}]" if self.symbols else "")
@@ -233,7 +263,7 @@ class Program:
         if cache is not None:
             cache.store(key, genome, ex.genes,
                         meta={"fn": self.fn_name, "bucket": bucket.describe(call_dims),
-                              "best_time_s": best_time})
+                              "best_time_s": best_time}, llir=llir)
         if self.donated:
             exe = self._final(llir, compile_options)
         return BucketPlan(bucket, run_dims, llir, exe, result, search_s=time.perf_counter() - t0)
