@@ -77,6 +77,19 @@ def int_literal(node):
     return int(arr.reshape(-1)[0])
 
 
+def inf_literal(node):
+    """+1 or -1 for a float Constant holding one infinity (isnan's bounds), else None."""
+    if not node.dtype.is_float:
+        return None
+    try:
+        arr = np.asarray(node.attrs.get("value"), dtype=np.float64)
+    except Exception:  # noqa: BLE001 - as int_literal
+        return None
+    if arr.size != 1 or not np.isinf(arr.reshape(-1)[0]):
+        return None
+    return 1 if arr.reshape(-1)[0] > 0 else -1
+
+
 @dataclass
 class Encoded:
     """The egglog commands of a graph; (Const id) and (Custom id) name HLIR node ids, whose
@@ -101,6 +114,9 @@ def encode(g: Graph) -> Encoded:
             value = int_literal(node)
             if value is not None:
                 enc.commands.append(f"(ConstInt {node.id} {value})")
+            sign = inf_literal(node)
+            if sign is not None:
+                enc.commands.append(f"(ConstInf {node.id} {sign})")
         elif op == "Iota":
             term = f"(Iota {expr_term(node.attrs['expr'])} {expr_term(node.shape[0])})"
         elif op == "Cast":

@@ -2,12 +2,14 @@
 softmax_rows; semantics in backends/numpy/row_kernels.py): one block per row calling the device
 functions at the end of kernels/rms_norm.cu and kernels/softmax.cu. The traced literals (1/D,
 eps, -1, log2(e), the attention scale) are scalar Constants, rendered into the wrapper as float
-literals; one held in memory instead is read from its buffer.
+literals; one held in memory instead is read from its buffer. And argmax_rows
+(specialize_argmax.egg, kernels/argmax.cu): a row split over blocks when there are few rows.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...ir import dtypes as dt
 from ...ir.expr import as_expr, same
 from ...ir.ops import RMS_ROWS_ROUNDING
 from ...ir.view import View
@@ -128,9 +130,46 @@ def lower_softmax_rows(pl, node):
     pl.add_kernel(src, ids, node.id, "softmax_rows")
 
 
+ARGMAX_BLOCK = 256
+ARGMAX_PASS = 4  # elements a thread scans in one pass of lf_argmax_rows
+
+
+def argmax_parts(rows_max: int, n_max: int, sm_count: int) -> int:
+    """Blocks a row for lf_argmax_rows: enough that a thread scans one pass, within two blocks
+    an SM over all rows; one when the rows alone fill the device."""
+    if rows_max >= sm_count:
+        return 1
+    return max(1, min(2 * sm_count // max(rows_max, 1), -(-n_max // (ARGMAX_BLOCK * ARGMAX_PASS))))
+
+
+@lowerer("argmax_rows")
+def lower_argmax_rows(pl, node):
+    b_x, xv = _direct(pl, node, 0, lambda v: row_view(v) is not None)
+    off, rs, rows, N = row_view(xv)
+    rows_max = _at_most(pl, rows)
+    parts = argmax_parts(rows_max, _at_most(pl, N), pl.sm_count)
+    bufs = [("in0", "b0", pl.kernel_input(node, 0).dtype, True)]
+    ids = [b_x]
+    split = "(float*)0, (int*)0, (int*)0"
+    if parts > 1:  # each block's (value, index) pair, and the per-row counts (zero between launches)
+        ids += [pl.scratch(dt.float32, rows_max * parts), pl.scratch(dt.int32, rows_max * parts),
+                pl.zeroed_counters(rows_max, ("argmax_rows count", node.id))]
+        bufs += [("scratch", "pv", dt.float32, False), ("scratch_index", "pi", dt.int32, False),
+                 ("count", "cnt", dt.int32, False)]
+        split = "pv, pi, cnt"
+    bufs.append(("out", "out", node.dtype, False))
+    ids.append(pl.node_buf[node.id])
+    TX = storage(pl, pl.kernel_input(node, 0).dtype)
+    body = [f"lf_argmax_rows<{TX}, {ARGMAX_BLOCK}>(b0 + ({rexpr(pl, off)}), (long long)({rexpr(pl, rs)}), "
+            f"{rexpr(pl, rows)}, {rexpr(pl, N)}, {parts}, {split}, out);"]
+    src = hand_source(pl, "argmax_rows", body, bufs, ARGMAX_BLOCK, as_expr(rows) * parts, 1,
+                      meta={"parts": parts})
+    pl.add_kernel(src, ids, node.id, "argmax_rows")
+
+
 def _at_most(pl, e) -> int:
     v = ix.max_value(e, pl.dims_max)
     return int(v) if v else 1024
 
 
-__all__ = ["RmsRowsCall", "lower_rms_norm_rows", "lower_softmax_rows"]
+__all__ = ["RmsRowsCall", "argmax_parts", "lower_argmax_rows", "lower_rms_norm_rows", "lower_softmax_rows"]

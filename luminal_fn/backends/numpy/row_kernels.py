@@ -13,6 +13,10 @@ softmax_rows    x (H, S, D), neg (1,), log2e (1,) [, scale (1,), mask (H, S, D)]
                 e = exp2((x + max(x, -1) * neg) * log2e); y = e * (1 / sum(e, -1))
 CAST 0 / 1 only tell the two e-classes of one kernel apart (computed in float32, stored in the
 node's dtype either way).
+
+argmax_rows     x (N,) or (R, N) (optimize/rules/specialize_argmax.egg)   R N
+                over the last axis: the first index of the largest value, or of the first NaN
+                (NumPy's argmax); int32, shape () or (R,)
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ from ...ir.ops import RMS_ROWS_ROUNDING
 from .executor import kernel
 from .model_kernels import _as, _store
 
-ROW_KERNELS = ("rms_norm_rows", "softmax_rows")
+ROW_KERNELS = ("rms_norm_rows", "softmax_rows", "argmax_rows")
 
 
 def _f32(reader, vals, dims):
@@ -65,6 +69,17 @@ def _softmax_rows(node, readers):
         m = np.maximum.reduce(x, axis=-1, keepdims=True)
         e = np.exp2((x + m * _scalar(r_neg, vals, dims)) * _scalar(r_l2e, vals, dims))
         return _store(node, e * (np.float32(1) / np.add.reduce(e, axis=-1, keepdims=True)))
+
+    return step
+
+
+@kernel("argmax_rows")
+def _argmax_rows(node, readers):
+    (r_x,) = readers
+
+    def step(vals, dims):
+        x = _f32(r_x, vals, dims)  # (exact for half types) NumPy's argmax: the first maximum, a NaN before all
+        return np.asarray(np.argmax(x, axis=-1), dtype=np.int32)  # (a 0-d result stays 0-d)
 
     return step
 
