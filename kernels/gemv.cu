@@ -119,21 +119,38 @@ template <typename T> struct LfGemvStore {
   __device__ __forceinline__ void operator()(int n, float acc) const { y[n] = lf_st<T>(acc); }
 };
 
-template <typename T, int ITERS, typename X, typename Store>
-__device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, X x,
-                              int N, int K, int WPR, int block, int blocks, const Store& store) {
+// lf_gemv_nk_rows_to: lf_gemv_nk_to, or with PAIRS (one warp a row, WPR == 1) the rows of RoPE's
+// pairs: the block's warps 0-3 take rows d of four pairs and warps 4-7 their rows d + half (rows
+// h * 2 * half + j and that + half for pair p = h * half + j), and the two dot products of pair p
+// go to store(p, acc_d, acc_d_half) together, through shared memory.
+template <typename T, int ITERS, bool PAIRS, typename X, typename Store>
+__device__ void lf_gemv_nk_rows_to(const T* __restrict__ w, long long ldw, X x, int N, int K, int WPR,
+                                   int half, int block, int blocks, const Store& store) {
   constexpr int V = 16 / sizeof(T);
   __shared__ float red[8];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int rpb = 8 / WPR, row_in = warp / WPR, part = warp % WPR;
-  if (block * rpb + row_in < N) lf_gemv_prefetch(w + (long long)(block * rpb + row_in) * ldw, K, part, WPR, lane);
+  // the row this warp computes in the group of rpb rows from ``base``, and whether it exists
+  auto row_of = [&](int base) -> int {
+    if constexpr (PAIRS) {
+      const int p = base / 2 + (row_in & 3);
+      return (p / half) * 2 * half + p % half + (row_in >> 2) * half;
+    } else {
+      return base + row_in;
+    }
+  };
+  auto valid = [&](int base) -> bool {
+    if constexpr (PAIRS) return base / 2 + (row_in & 3) < N / 2;
+    else return base + row_in < N;
+  };
+  if (valid(block * rpb)) lf_gemv_prefetch(w + (long long)row_of(block * rpb) * ldw, K, part, WPR, lane);
   lf_xhold(x);
   lf_pdl_wait();
   constexpr bool EARLY = ITERS > 0 && LfComputesX<X>::value && (LF_GEMV_EARLY & 1);
   LfRaw<T> head[EARLY ? ITERS : 1];  // the first row's weights, loaded before x is computed
   if constexpr (EARLY) {
-    if (block * rpb + row_in < N) {  // (k0 and step as the loop below names them)
-      const T* wr = w + (long long)(block * rpb + row_in) * ldw;
+    if (valid(block * rpb)) {  // (k0 and step as the loop below names them)
+      const T* wr = w + (long long)row_of(block * rpb) * ldw;
       const int k0 = (part * 32 + lane) * V, step = WPR * 32 * V;
       #pragma unroll
       for (int i = 0; i < ITERS; ++i) head[i] = lf_vraw(wr + k0 + i * step);
@@ -141,9 +158,10 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, X x,
   }
   lf_xprepare(x);
   for (int base = block * rpb; base < N; base += blocks * rpb) {
-    const int n = base + row_in;
+    const int n = row_of(base);
+    const bool ok = valid(base);
     float acc = 0.f;
-    if (n < N) {
+    if (ok) {
       const T* wr = w + (long long)n * ldw;
       const int k0 = (part * 32 + lane) * V, step = WPR * 32 * V;
       if (ITERS > 0) {
@@ -185,12 +203,17 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, X x,
     }
     #pragma unroll
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (WPR == 1) {
-      if (lane == 0 && n < N) store(n, acc);
+    if constexpr (PAIRS) {
+      if (lane == 0) red[warp] = acc;
+      __syncthreads();
+      if (warp < 4 && lane == 0 && ok) store(base / 2 + warp, red[warp], red[warp + 4]);
+      __syncthreads();
+    } else if (WPR == 1) {
+      if (lane == 0 && ok) store(n, acc);
     } else {
       if (lane == 0) red[warp] = acc;
       __syncthreads();
-      if (part == 0 && lane == 0 && n < N) {
+      if (part == 0 && lane == 0 && ok) {
         float s = 0.f;
         for (int p = 0; p < WPR; ++p) s += red[row_in * WPR + p];
         store(n, s);
@@ -198,6 +221,20 @@ __device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, X x,
       __syncthreads();
     }
   }
+}
+
+template <typename T, int ITERS, typename X, typename Store>
+__device__ void lf_gemv_nk_to(const T* __restrict__ w, long long ldw, X x,
+                              int N, int K, int WPR, int block, int blocks, const Store& store) {
+  lf_gemv_nk_rows_to<T, ITERS, false>(w, ldw, x, N, K, WPR, 0, block, blocks, store);
+}
+
+// RoPE's pairs of an output of N rows in heads of 2 * half (backends/cuda/gemv_stores.py):
+// store(p, acc_d, acc_d_half) for each pair p, one warp a row
+template <typename T, int ITERS, typename X, typename Store>
+__device__ void lf_gemv_nk_rope_to(const T* __restrict__ w, long long ldw, X x,
+                                   int N, int K, int half, int block, int blocks, const Store& store) {
+  lf_gemv_nk_rows_to<T, ITERS, true>(w, ldw, x, N, K, 1, half, block, blocks, store);
 }
 
 // lf_gemv_nk_pair_to: row n of two weight matrices of the same shape (a gated MLP's gate and

@@ -40,7 +40,7 @@ import numpy as np
 
 from luminal_fn.backends.cuda.executable import launch_shape
 from luminal_fn.backends.cuda.plan import KernelStep, evaluate
-from luminal_fn.backends.cuda.source import HAND_ORDER
+from luminal_fn.backends.cuda.source import HAND_ORDER, hand_macros
 
 _SHIM = r"""
 #include <atomic>
@@ -366,7 +366,8 @@ def build_with_hand(plans, files: tuple, workdir: str) -> ctypes.CDLL:
     wanted = set(files) | {d for f in files for d in HAND_NEEDS.get(f, ())}
     texts = [kernel_file(f) for f in HAND_ORDER if f in wanted]
     defined = {m for t in texts for m in re.findall(r"^__device__[^\n(]*?\b(lf_\w+)\s*\(", t, re.M)}
-    parts = [_SHIM, _HAND_SHIM] + [_shared_static(t) for t in texts]
+    # (the switches that set the files' compile-time tuning, as module_source applies them)
+    parts = [_SHIM, _HAND_SHIM] + hand_macros() + [_shared_static(t) for t in texts]
     plans = plans if isinstance(plans, (list, tuple)) else [plans]
     for src in {s.source.name: s.source for bp in plans for s in bp.steps}.values():
         parts.append(_shared_static(src.text))

@@ -60,16 +60,23 @@ def test_the_llama_step_attention_writes_the_o_projections_input():
         assert "out, (long long)(32), (long long)(16), (long long)(64), (long long)(1)" in src.text
 
 
-def test_the_llama_step_runs_six_launches_a_layer():
-    """rms + q/k/v, [RoPE q + RoPE k into the k cache + the v scatter], attention, o, rms +
-    gate/up, down: the second layer's steps (the first also builds the RoPE tables). Each norm
-    runs inside the GEMVs after it (prologue.py)."""
+@pytest.mark.parametrize("stores", ["1", "0"])
+def test_the_llama_step_runs_five_launches_a_layer(stores, monkeypatch):
+    """rms + q/k/v with RoPE q, RoPE k into the k cache and the v scatter (gemv_stores.py),
+    attention, o, rms + gate/up, down: the second layer's steps (the first also builds the RoPE
+    tables). Each norm runs inside the GEMVs after it (prologue.py). With gemv_stores.py off,
+    six: RoPE and the scatter in one launch of their own."""
+    monkeypatch.setenv("LUMINAL_CUDA_GEMV_STORES", stores)
     labels = [s.label for s in _tiny_llama_plan().steps]
     first = labels.index("attention_rows")
     second = labels.index("attention_rows", first + 1)
-    layer = labels[labels.index("rms_norm_rows + matmul (gemv nk x3)", first + 3):second + 1]
-    assert layer == ["rms_norm_rows + matmul (gemv nk x3)",
-                     "rope_half + rope_half -> Scatter (in place) + Scatter (in place)", "attention_rows"], labels
+    qkv = "rms_norm_rows + matmul (gemv nk x3)"
+    layer = labels[next(i for i in range(first + 3, second) if labels[i].startswith(qkv)):second + 1]
+    if stores == "1":
+        assert layer == [f"{qkv} + RoPE/cache stores", "attention_rows"], labels
+    else:
+        assert layer == [qkv, "rope_half + rope_half -> Scatter (in place) + Scatter (in place)",
+                         "attention_rows"], labels
     assert labels[second + 1:second + 4] == ["matmul (gemv nk) + epilogue",
                                              "rms_norm_rows + matmul (gemv nk pair) + epilogue",
                                              "matmul (gemv nk) + epilogue"]

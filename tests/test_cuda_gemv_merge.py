@@ -173,6 +173,7 @@ def test_a_llama_decode_step_runs_q_k_v_and_gate_up_as_one_launch_each(monkeypat
     import sys
 
     monkeypatch.setenv("LUMINAL_CUDA_MERGE_INDEPENDENT", "0")  # count the GEMV merges alone
+    monkeypatch.setenv("LUMINAL_CUDA_GEMV_STORES", "0")  # (RoPE and cache stores: test_cuda_gemv_stores.py)
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
     from llama.checkpoint import random_weights

@@ -92,10 +92,14 @@ def _plain_steps(ll):
         return plan_graph(ll, {}).steps
 
 
-def test_the_tiny_llama_step_runs_rope_of_q_and_k_in_one_launch():
+def test_the_tiny_llama_step_runs_rope_of_q_and_k_in_one_launch(monkeypatch):
     """RoPE of q, and RoPE of k storing into the k cache (rope_store.py); with the attention
-    kernel the v cache scatter joins them (tests/test_attention_store.py)."""
+    kernel the v cache scatter joins them (tests/test_attention_store.py). (With gemv_stores.py
+    on, layers after the first compute them in the q/k/v GEMV's launch instead: off here.)"""
+    from luminal_fn.backends.cuda.gemv_stores import SWITCH as STORES
     from test_cuda_gemv_prologue import _plan, _tiny_llama
+
+    monkeypatch.setenv(STORES, "0")
 
     layers = 2
     traced, flat = _tiny_llama(layers)

@@ -26,7 +26,10 @@ from luminal_fn.optimize.egraph import build_egraph
 from luminal_fn.optimize.extract import Extractor
 from test_cuda_gemv_prologue import _plan, _tiny_llama
 
-GEMV_CALL = re.compile(r"\blf_gemv_nk(_to|_pair_to)?<")
+# the functions a GEMV hands its values to: an epilogue (epilogue.py), RoPE or a cache store
+# (gemv_stores.py)
+STORE_LAMBDA = re.compile(r"auto (epilogue|lf_store\d+) = \[&\]")
+GEMV_CALL = re.compile(r"\blf_gemv_nk(_to|_pair_to|_rope_to)?<")
 
 
 def test_launch_structs_have_the_drivers_layout():
@@ -76,14 +79,16 @@ def test_every_kernel_waits_before_it_reads(prologue):
             # only guards on dims, a folded norm's row (its shared memory, LfRmsRow: pointers)
             # and the epilogue's definition before the GEMV call that waits
             call = next(i for i, ln in enumerate(body) if GEMV_CALL.search(ln))
-            before, in_lambda = [], False
-            for ln in body[1:call]:  # the epilogue lambda's reads run when the GEMV stores
+            before, depth = [], 0
+            for ln in body[1:call]:  # the store lambdas' reads run when the GEMV stores
                 if ln == "auto lf_main = [&]() {":
                     continue  # the body as a function, for the weight prefetch after it (l2_prefetch.py)
-                in_lambda = in_lambda or ln.startswith("auto epilogue = [&]")
-                if not in_lambda:
+                if depth == 0 and STORE_LAMBDA.match(ln):
+                    depth = 1
+                elif depth:  # (a store lambda may hold lambdas of its own: gemv_stores.py)
+                    depth += ln.count("{") - ln.count("}")
+                else:
                     before.append(ln)
-                in_lambda = in_lambda and ln != "};"
             assert not any("[" in ln for ln in before if not ln.startswith("__shared__ ")), (s.label, before)
             # a launch that ends early still waits: else it could complete before the kernel
             # it follows, and the kernel after it would not be ordered behind that one
@@ -101,7 +106,7 @@ def test_every_kernel_waits_before_it_reads(prologue):
 
 def test_the_gemv_functions_wait_before_their_loops():
     text = kernel_file("gemv.cu")
-    for fn in ("lf_gemv_nk_to", "lf_gemv_nk_pair_to"):
+    for fn in ("lf_gemv_nk_rows_to", "lf_gemv_nk_pair_to"):
         body = text[text.index(f"__device__ void {fn}("):]
         body = body[:body.index("\n}\n")]
         assert body.index("lf_gemv_prefetch(") < body.index("lf_pdl_wait();") < body.index("for (int base")

@@ -53,6 +53,18 @@ class PairStores:
     pair: int
 
 
+@dataclass(frozen=True)
+class PairFunction:
+    """How a pair kernel's body becomes a function of one pair (gemv_stores.py: RoPE computed
+    where the GEMV before it has both elements): ``loop`` is the body's grid-stride loop line over
+    the pair index ``i`` (C type ``itype``); inside it, operand 0's two elements are read by the
+    C expressions ``x`` (x1, x2)."""
+
+    loop: str
+    x: tuple
+    itype: str
+
+
 def _render_pairs(pl, node, kind, operands, step, pair, call, extra_bufs=(), meta=None):
     """A grid-stride loop over the pairs: loads both elements of each operand, calls
     ``call(values)`` (C code assigning float y1, y2) and stores y1 at the pair's first output
@@ -91,10 +103,12 @@ def _render_pairs(pl, node, kind, operands, step, pair, call, extra_bufs=(), met
     inner.append(f"out[ao + {pair}] = {store_expr(pl.lang, node.dtype, 'y2', 'float')};")
     # where the two stores sit in the body, for rope_store.py to send them elsewhere
     stores = PairStores(len(body) + len(inner) - 2, itype, pair)
+    loop = body[-1]
     body += ["  " + ln for ln in inner] + ["}"]
+    meta = {**(meta or {}), "_pair_fn": PairFunction(loop, vals[0], itype)}
     bufs.append(("out", "out", node.dtype, False))
     ids.append(pl.node_buf[node.id])
-    src = hand_source(pl, kind, body, bufs, BLOCK, n, BLOCK, meta={**(meta or {}), "_pair_stores": stores})
+    src = hand_source(pl, kind, body, bufs, BLOCK, n, BLOCK, meta={**meta, "_pair_stores": stores})
     pl.add_kernel(src, ids, node.id, kind)
 
 
@@ -130,4 +144,4 @@ def lower_rope(pl, node):
     _render_pairs(pl, node, "rope", ops, step, pair, call, meta={"style": style})
 
 
-__all__ = ["lower_rope", "lower_rope_half"]
+__all__ = ["PairFunction", "PairStores", "lower_rope", "lower_rope_half"]

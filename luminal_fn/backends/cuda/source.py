@@ -40,15 +40,22 @@ def module_source(kernels) -> str:
             raise ValueError(f"{TRACE_SWITCH}={trace!r}: give the number of block records to keep, such as 65536")
         parts.insert(0, f"#define LF_TRACE {int(trace)}")
     if any(k.meta.get("hand") for k in seen.values()):
-        for switch, macro, valid, want in HAND_MACRO_SWITCHES:
-            value = os.environ.get(switch, "")
-            if value:
-                if not valid(value):
-                    raise ValueError(f"{switch}={value!r}: give {want}")
-                parts.append(f"#define {macro} {int(value)}")
+        parts += hand_macros()
         parts += [kernel_file(f) for f in HAND_ORDER]
     parts += [k.text for k in seen.values()]
     return "\n".join(parts) + "\n"
+
+
+def hand_macros() -> list:
+    """The ``#define`` lines the HAND_MACRO_SWITCHES set in the environment ask for (checked)."""
+    lines = []
+    for switch, macro, valid, want in HAND_MACRO_SWITCHES:
+        value = os.environ.get(switch, "")
+        if value:
+            if not valid(value):
+                raise ValueError(f"{switch}={value!r}: give {want}")
+            lines.append(f"#define {macro} {int(value)}")
+    return lines
 
 
 def source_key(text: str, arch: str = "") -> str:
@@ -74,4 +81,4 @@ def nvcc_check(text: str, arch: str = "sm_90") -> str:
         return proc.stderr
 
 
-__all__ = ["module_source", "source_key", "nvcc_available", "nvcc_check"]
+__all__ = ["hand_macros", "module_source", "source_key", "nvcc_available", "nvcc_check"]

@@ -1,0 +1,133 @@
+"""RoPE of q and k and the KV-cache stores computed in the q/k/v GEMV launch
+(backends/cuda/gemv_stores.py, kernels/gemv.cu's lf_gemv_nk_rope_to): plans, and the tiny Llama
+decode step on the CPU emulation of CUDA, bit for bit against the plan that launches them (the
+fold off: LUMINAL_CUDA_GEMV_STORES=0) and against the NumPy backend; on the GPU where there is
+one.
+"""
+import shutil
+
+import numpy as np
+import pytest
+
+from luminal_fn.backends.cuda import KERNEL_KINDS
+from luminal_fn.backends.cuda.executable import plan_graph
+from luminal_fn.backends.cuda.gemv_stores import SWITCH
+from luminal_fn.backends.numpy import NumpyBackend
+from luminal_fn.optimize.egraph import build_egraph
+from luminal_fn.optimize.extract import Extractor
+
+from test_cuda_gemv_prologue import _tiny_llama
+
+# what the emulation runs: the GEMVs, the norm, RoPE and attention kernels (no cuBLAS)
+KINDS = frozenset({"rms_norm_rows", "rope_half", "attention_rows"})
+FOLDED = "+ RoPE/cache stores"
+
+
+def _plan(ll, dims, donated, fold=True):
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(SWITCH, "1" if fold else "0")
+        return plan_graph(ll, dims, donated=donated)
+
+
+def _labels(bp):
+    return [s.label for s in bp.steps]
+
+
+def _step(layers, weights, kinds=KINDS):
+    traced, flat = _tiny_llama(layers, weights, cache_rows=48)
+    g = traced.hlir
+    ex = Extractor(build_egraph(g), g, kernel_kinds=kinds)
+    return ex, ex.extract(None), flat
+
+
+@pytest.mark.parametrize("weights", ["float32", "bfloat16"])
+def test_every_layer_but_the_first_loses_its_rope_launch(weights):
+    _, ll, flat = _step(3, weights, KERNEL_KINDS)
+    donated = flat(39)[1].donated
+    before, after = _plan(ll, {"s": 1, "c": 48}, donated, fold=False), _plan(ll, {"s": 1, "c": 48}, donated)
+    folded = [lb for lb in _labels(after) if lb.endswith(FOLDED)]
+    # layer 0 computes its cos/sin tables and the cache index after its q/k/v GEMV: kept as is
+    assert len(folded) == 2, _labels(after)
+    # (this genome's attention is two matmuls around softmax_rows, so each layer's v scatter comes
+    # after them: a launch of its own, like RoPE's)
+    def stores(bp):
+        return [lb for lb in _labels(bp) if "rope_half" in lb or "Scatter" in lb]
+
+    assert len(stores(before)) == 3 + 2 * 2 and len(stores(after)) == 3, _labels(after)
+    assert len(after.steps) == len(before.steps) - 4
+    for s in after.steps:
+        if s.label.endswith(FOLDED):
+            text = s.source.text
+            assert text.count("lf_gemv_nk_rope_to<") == 2 and "lf_rope_half_pair(" in text
+            assert len(s.source.meta["nodes"]) == 4  # the GEMVs' step and RoPE q, RoPE k, the v scatter
+
+
+def test_the_switch_is_checked():
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(SWITCH, "maybe")
+        with pytest.raises(ValueError, match=SWITCH):
+            _, ll, flat = _step(1, "float32")
+            plan_graph(ll, {"s": 1, "c": 48}, donated=flat(39)[1].donated)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the CUDA emulation needs it")
+@pytest.mark.parametrize("weights,early", [("float32", ""), ("bfloat16", ""), ("bfloat16", "3")])
+def test_tiny_llama_decode_step_on_the_cpu_emulation(weights, early, tmp_path, monkeypatch):
+    """Two layers (the second folded): the logits and both layers' caches, at three cache
+    lengths, bit for bit as the unfolded plan computes them and close to the NumPy backend;
+    also with every folded GEMV loading its first rows before the norm (LF_GEMV_EARLY 3)."""
+    import cuda_model_emulation as emu
+
+    if early:
+        monkeypatch.setenv("LUMINAL_CUDA_GEMV_EARLY", early)
+
+    ex, ll, flat = _step(2, weights)
+    donated = flat(39)[1].donated
+    before, after = _plan(ll, {"s": 1, "c": 48}, donated, fold=False), _plan(ll, {"s": 1, "c": 48}, donated)
+    assert sum(lb.endswith(FOLDED) for lb in _labels(after)) == 1, _labels(after)
+    lib = emu.build_with_hand([before, after], ("rms_norm.cu", "rope.cu", "gemv.cu", "attention.cu"),
+                              str(tmp_path))
+    want_plan = NumpyBackend().compile(ex.extract(ex.generic_genome()))
+    for c in (1, 21, 48):
+        args, _ = flat(c - 1)
+        dims = {"s": 1, "c": c}
+        want = want_plan.run([a.copy() for a in args], dims)
+        got = emu.run(lib, after, [a.copy() for a in args], dims)
+        ref = emu.run(lib, before, [a.copy() for a in args], dims)
+        assert len(got) == len(want) == 5  # logits and two layers' caches
+        for k, (a, b, w) in enumerate(zip(got, ref, want)):
+            np.testing.assert_array_equal(a, b, err_msg=f"c={c} output {k}")
+            np.testing.assert_allclose(a, np.asarray(w), rtol=2e-3, atol=2e-3, err_msg=f"c={c} output {k}")
+
+
+def test_the_module_compiles():
+    from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
+
+    _, ll, flat = _step(2, "bfloat16", KERNEL_KINDS)
+    after = _plan(ll, {"s": 1, "c": 48}, flat(39)[1].donated)
+    assert any(lb.endswith(FOLDED) for lb in _labels(after))
+    if not nvcc_available():
+        pytest.skip("nvcc is not installed: the plan was made, the module not compiled")
+    nvcc_check(module_source(after.kernels()))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("weights", ["float32", "bfloat16"])
+def test_tiny_llama_decode_step_on_the_gpu(weights):
+    """Folded and unfolded plans on the GPU, every kernel kind offered: bit for bit the same."""
+    from luminal_fn.backends import get_backend
+
+    be = get_backend("cuda")
+    _, ll, flat = _step(2, weights, KERNEL_KINDS)
+    outs = {}
+    for fold in (False, True):
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv(SWITCH, "1" if fold else "0")
+            exe = be.compile(ll, {"donated": flat(39)[1].donated})
+            for c in (21, 48):
+                args, _ = flat(c - 1)
+                got = exe.run([be.from_numpy(a) for a in args], {"s": 1, "c": c})
+                outs[fold, c] = [np.asarray(be.to_numpy(o)).copy() for o in got]
+    for c in (21, 48):
+        for a, b in zip(outs[True, c], outs[False, c]):
+            np.testing.assert_array_equal(a, b)
