@@ -41,25 +41,64 @@ def _step(layers, weights, kinds=KINDS):
 
 
 @pytest.mark.parametrize("weights", ["float32", "bfloat16"])
-def test_every_layer_but_the_first_loses_its_rope_launch(weights):
+def test_every_layer_loses_its_rope_and_scatter_launches(weights):
     _, ll, flat = _step(3, weights, KERNEL_KINDS)
     donated = flat(39)[1].donated
     before, after = _plan(ll, {"s": 1, "c": 48}, donated, fold=False), _plan(ll, {"s": 1, "c": 48}, donated)
     folded = [lb for lb in _labels(after) if lb.endswith(FOLDED)]
-    # layer 0 computes its cos/sin tables and the cache index after its q/k/v GEMV: kept as is
-    assert len(folded) == 2, _labels(after)
+    assert len(folded) == 3, _labels(after)
+
     # (this genome's attention is two matmuls around softmax_rows, so each layer's v scatter comes
     # after them: a launch of its own, like RoPE's)
     def stores(bp):
         return [lb for lb in _labels(bp) if "rope_half" in lb or "Scatter" in lb]
 
-    assert len(stores(before)) == 3 + 2 * 2 and len(stores(after)) == 3, _labels(after)
-    assert len(after.steps) == len(before.steps) - 4
+    assert len(stores(before)) == 2 * 3 and not stores(after), _labels(after)
+    assert len(after.steps) == len(before.steps) - 6
     for s in after.steps:
         if s.label.endswith(FOLDED):
             text = s.source.text
             assert text.count("lf_gemv_nk_rope_to<") == 2 and "lf_rope_half_pair(" in text
             assert len(s.source.meta["nodes"]) == 4  # the GEMVs' step and RoPE q, RoPE k, the v scatter
+
+
+def test_nothing_moves_past_a_step_that_writes_what_it_reads(monkeypatch):
+    """In graph order, layer 0 computes its RoPE tables and cache index after its q/k/v GEMV
+    (the planner normally computes them first): its RoPE and scatter then stay where they are."""
+    from luminal_fn.backends.cuda.plan import Planner
+
+    monkeypatch.setattr(Planner, "_tables_first", lambda self, nodes: nodes)
+    _, ll, flat = _step(3, "bfloat16", KERNEL_KINDS)
+    labels = _labels(_plan(ll, {"s": 1, "c": 48}, flat(39)[1].donated))
+    qkv = [lb for lb in labels if "(gemv nk x3)" in lb]
+    assert [lb.endswith(FOLDED) for lb in qkv] == [False, True, True], labels
+    assert sum("rope_half" in lb for lb in labels) == 2  # layer 0's RoPE of q, and of k with its store
+
+
+def test_small_tables_of_the_inputs_are_planned_first():
+    """The RoPE cos/sin rows and the cache index (small, from the positions alone) come before
+    layer 0's GEMV and share launches with the step's first kernels."""
+    _, ll, flat = _step(2, "bfloat16", KERNEL_KINDS)
+    labels = _labels(_plan(ll, {"s": 1, "c": 48}, flat(39)[1].donated, fold=False))
+    first_gemv = next(i for i, lb in enumerate(labels) if "gemv" in lb)
+    assert labels[0].count("fused") == 4, labels  # cos, sin and the index's two kernels
+    assert first_gemv <= 3, labels
+    # which nodes move, by the bucket: constants, then the small kernels of the inputs alone (at
+    # s = 1 the token cast, RoPE's angle rows, cos, sin, the index; up to s = 4096 only those of
+    # at most TABLE_ELEMENTS elements), then the rest, inputs first
+    from itertools import takewhile
+
+    from luminal_fn.backends.cuda.plan import TABLE_ELEMENTS, Planner
+    from luminal_fn.backends.render.index import max_value, numel
+
+    for s_max, n_moved in ((1, 5), (4096, 3)):
+        nodes = ll.live_nodes()
+        order = Planner(ll, {"s": s_max, "c": 48}, sorted(ll.symbols()), 132)._tables_first(nodes)
+        moved = [n for n in takewhile(lambda n: n.op != "Input", order) if n.op != "Constant"]
+        assert len(moved) == n_moved, [(n.id, n.shape) for n in moved]
+        assert all(n.attrs.get("name") == "fused" for n in moved)
+        assert all(max_value(numel(n.shape), {"s": s_max}) <= TABLE_ELEMENTS for n in moved)
+        assert sorted(n.id for n in order) == sorted(n.id for n in nodes)  # every node, once
 
 
 def test_the_switch_is_checked():
@@ -73,7 +112,7 @@ def test_the_switch_is_checked():
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the CUDA emulation needs it")
 @pytest.mark.parametrize("weights,early", [("float32", ""), ("bfloat16", ""), ("bfloat16", "3")])
 def test_tiny_llama_decode_step_on_the_cpu_emulation(weights, early, tmp_path, monkeypatch):
-    """Two layers (the second folded): the logits and both layers' caches, at three cache
+    """Two layers (both folded): the logits and both layers' caches, at three cache
     lengths, bit for bit as the unfolded plan computes them and close to the NumPy backend;
     also with every folded GEMV loading its first rows before the norm (LF_GEMV_EARLY 3)."""
     import cuda_model_emulation as emu
@@ -84,7 +123,7 @@ def test_tiny_llama_decode_step_on_the_cpu_emulation(weights, early, tmp_path, m
     ex, ll, flat = _step(2, weights)
     donated = flat(39)[1].donated
     before, after = _plan(ll, {"s": 1, "c": 48}, donated, fold=False), _plan(ll, {"s": 1, "c": 48}, donated)
-    assert sum(lb.endswith(FOLDED) for lb in _labels(after)) == 1, _labels(after)
+    assert sum(lb.endswith(FOLDED) for lb in _labels(after)) == 2, _labels(after)
     lib = emu.build_with_hand([before, after], ("rms_norm.cu", "rope.cu", "gemv.cu", "attention.cu"),
                               str(tmp_path))
     want_plan = NumpyBackend().compile(ex.extract(ex.generic_genome()))

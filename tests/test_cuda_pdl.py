@@ -69,7 +69,7 @@ def test_every_kernel_waits_before_it_reads(prologue):
     ll = Extractor(build_egraph(g), g, kernel_kinds=KERNEL_KINDS).extract(None)
     bp = _plan(ll, {"s": 1, "c": 64}, fold=prologue, donated=flat(39)[1].donated)
     kernels = [s for s in bp.steps if isinstance(s, KernelStep)]
-    assert len(kernels) > 20
+    assert len(kernels) >= 18  # (two layers; RoPE and the cache stores inside the q/k/v GEMVs)
     inside = guards = 0
     for s in kernels:
         body = _body_lines(s.source.text)

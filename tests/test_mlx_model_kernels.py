@@ -43,7 +43,7 @@ R = np.random.default_rng(17)
 HAVE_METAL = bool(mx.metal.is_available())
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed on this machine")
 KINDS = ("embedding_bag", "embedding_bag_multi", "embedding_bag_multi_raw", "dlrm_interact", "conv2d_bias",
-         "linear_bias", "matmul_t", "rms_norm_rows", "softmax_rows")
+         "linear_bias", "matmul_t", "rms_norm_rows", "softmax_rows", "argmax_rows")
 # NumPy kinds MLX does not offer (its graphs keep the generic form): the decode attention, RoPE
 NOT_ON_MLX = ("attention_rows", "rope_half")
 
@@ -310,7 +310,31 @@ def rows_softmax_attention_mask():
     return _extracted(lambda q, k, v, m: lf.nn.scaled_dot_product_attention(q, k, v, mask=m), q, k, v, mask)
 
 
+def _argmax_data(shape, d):
+    """Rows with a NaN after the maximum, a row of ties, a row of -inf, +0 after -0."""
+    x = rand(shape, d).astype(np.float32)
+    rows = x.reshape(-1, shape[-1])
+    rows[0, [5, 2]] = np.nan
+    if len(rows) > 3:
+        rows[1] = 0.25
+        rows[2] = -np.inf
+        rows[3] = -1.0
+        rows[3, [4, 7]] = [-0.0, 0.0]
+    return x.astype(d.np)
+
+
+def rows_argmax_rows_f32():
+    x = _argmax_data((6, 40), dt.float32)
+    return _extracted(lambda x: lnp.argmax(x, axis=-1), x)
+
+
+def rows_argmax_last_row_bf16():
+    x = _argmax_data((3, 33), dt.bfloat16)
+    return _extracted(lambda x: lnp.argmax(x[0]).astype(lnp.int32).reshape(1), x)
+
+
 CASES = {f.__name__: f for f in [
+    rows_argmax_rows_f32, rows_argmax_last_row_bf16,
     rows_rms_cast_bf16, rows_rms_half_bf16, rows_rms_half_f16, rows_softmax_attention_mask,
     emb_basic, emb_transposed_table_symbolic_batch, emb_stride_buffer_clamped, emb_int32, emb_f16,
     multi_prefix_k3, multi_no_prefix_symbolic, multi_int32, rawmulti_prefix_k3, rawmulti_no_prefix_symbolic,
@@ -322,7 +346,7 @@ CASES = {f.__name__: f for f in [
 PREFIX = {"emb": "embedding_bag", "multi": "embedding_bag_multi", "rawmulti": "embedding_bag_multi_raw",
           "dlrm": "dlrm_interact",
           "conv": "conv2d_bias", "linear": "linear_bias", "matmul_t": "matmul_t",
-          "rows_rms": "rms_norm_rows", "rows_softmax": "softmax_rows"}
+          "rows_rms": "rms_norm_rows", "rows_softmax": "softmax_rows", "rows_argmax": "argmax_rows"}
 
 
 def _kind(case: str) -> str:

@@ -41,6 +41,10 @@ from .widening import read_through
 ALIGN = 256
 
 
+# the largest table (elements at a bucket's largest dims) the planner computes first when it is
+# made from the inputs alone: a decode step's RoPE cos/sin rows and KV-cache index are a few KB
+TABLE_ELEMENTS = 1 << 16
+
 @dataclass
 class Buf:
     id: int
@@ -316,10 +320,11 @@ class Planner:
         return BucketPlan(self.symbols, self.dims_max, self.bufs, self.steps, size, outputs, inputs)
 
     def _schedule(self) -> list:
-        """The nodes in planning order: the graph's, with sibling nodes (equal SIBLING_KEYS keys,
-        such as GEMVs reading the same activation row) moved next to each other when their inputs
-        allow, so that merge_gemv_steps can run them in one launch."""
-        nodes = self.graph.live_nodes()
+        """The nodes in planning order: the graph's, with small tables made from the inputs
+        alone first (_tables_first), and sibling nodes (equal SIBLING_KEYS keys, such as GEMVs
+        reading the same activation row) moved next to each other when their inputs allow, so
+        that merge_gemv_steps can run them in one launch."""
+        nodes = self._tables_first(self.graph.live_nodes())
         keys = {}
         for n in nodes:
             fn = SIBLING_KEYS.get(n.attrs.get("name")) if n.op == "CustomOp" else None
@@ -329,6 +334,27 @@ class Planner:
         if len(keys) < 2:
             return nodes
         return sibling_order(nodes, keys, {n.id for n in nodes if n.op == "Input"})
+
+    def _tables_first(self, nodes: list) -> list:
+        """Constants, then small elementwise kernels computed from inputs and constants alone
+        (at most TABLE_ELEMENTS at the bucket's largest dims), then the rest, each in graph
+        order. A decode step's RoPE tables and cache index are traced inside layer 0's
+        attention, after its q/k/v GEMV: first, they let that GEMV take RoPE and the cache
+        stores as its own (gemv_stores.py), and may share a launch with the step's first
+        kernels (horizontal.py)."""
+        early = {n.id for n in nodes if n.op in ("Input", "Constant")}
+        tables = []
+        for n in nodes:
+            if (n.op == "CustomOp" and n.attrs.get("name") == "fused"
+                    and all(i in early for i, _ in n.inputs)
+                    and (max_value(numel(n.shape), self.dims_max) or TABLE_ELEMENTS + 1) <= TABLE_ELEMENTS):
+                early.add(n.id)
+                tables.append(n)
+        if not tables:
+            return nodes
+        first = [n for n in nodes if n.op == "Constant"] + tables
+        moved = {n.id for n in first}
+        return first + [n for n in nodes if n.id not in moved]
 
     def is_scalar_constant(self, nid: int) -> bool:
         """Whether node ``nid`` is a scalar Constant (inlined into the kernels that read it)."""

@@ -5,6 +5,9 @@ semantics of backends/numpy/row_kernels.py: the traced formula with its literals
 rms_norm_rows   x (R, D), inv_n (1,), eps (1,), w (D,)               R D CAST
 softmax_rows    x (H, S, D), neg (1,), log2e (1,) [, scale (1,), mask (H, S, D)]
                                                                      H S D CAST
+argmax_rows     x (N,) or (R, N)                                     R N
+                NumPy's argmax over the last axis (the first maximum, the first NaN before
+                all), found as first hits so that it holds whatever mx.argmax does with ties
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import mlx.core as mx
 from ...ir.ops import RMS_ROWS_ROUNDING
 from .ops import MX_DTYPES, cast, op
 
-ROW_KINDS = ("rms_norm_rows", "softmax_rows")
+ROW_KINDS = ("rms_norm_rows", "softmax_rows", "argmax_rows")
 
 
 def _f32(reader, vals, dims):
@@ -54,6 +57,25 @@ def _softmax_rows(node, readers):
         m = mx.max(x, axis=-1, keepdims=True)
         e = mx.power(2.0, (x + m * _scalar(r_neg, vals, dims)) * _scalar(r_l2e, vals, dims))
         return cast(e * (1.0 / mx.sum(e, axis=-1, keepdims=True)), node.dtype)
+
+    return step
+
+
+@op("argmax_rows")
+def _argmax_rows(node, readers):
+    (r_x,) = readers
+
+    def step(vals, dims):
+        x = _f32(r_x, vals, dims)
+        n = x.shape[-1]
+        pos = mx.arange(n, dtype=mx.int32)
+        nan = mx.isnan(x)
+        top = mx.max(mx.where(nan, -float("inf"), x), axis=-1, keepdims=True)
+
+        def first(hit):  # the lowest index where hit holds (n where it never does)
+            return mx.min(mx.where(hit, pos, n), axis=-1)
+
+        return cast(mx.where(mx.any(nan, axis=-1), first(nan), first(x == top)), node.dtype)
 
     return step
 
