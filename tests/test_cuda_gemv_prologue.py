@@ -330,8 +330,6 @@ def test_tiny_llama_decode_step_on_the_cpu_emulation(tmp_path):
     """The float32 tiny Llama step, planned for CUDA with its norms folded into the GEMVs (the
     norm kernel and the GEMVs chosen, the rest generic), computes the NumPy backend's generic
     step, and exactly what the unfolded plan computes, at three cache lengths."""
-    import cuda_model_emulation as emu
-
     traced, flat = _tiny_llama(2, "float32", cache_rows=48)
     g = traced.hlir
     ex = Extractor(build_egraph(g), g, kernel_kinds=frozenset({"rms_norm_rows"}))
@@ -340,7 +338,15 @@ def test_tiny_llama_decode_step_on_the_cpu_emulation(tmp_path):
     before = _plan(ll, {"s": 1, "c": 48}, fold=False, donated=donated)
     after = _plan(ll, {"s": 1, "c": 48}, donated=donated)
     assert _labels(before).count("rms_norm_rows") == 5 and "rms_norm_rows" not in _labels(after)
-    lib = _library([before, after], str(tmp_path))
+    emulated_steps_agree(_library([before, after], str(tmp_path)), before, after, ex, flat, 1e-4)
+
+
+def emulated_steps_agree(lib, before, after, ex, flat, tol):
+    """The tiny two-layer Llama step of ``flat`` at cache lengths 1, 21 and 48, emulated: plan
+    ``after`` bit for bit as plan ``before``, and within ``tol`` of the NumPy backend's generic
+    genome of ``ex`` (the logits and both layers' caches)."""
+    import cuda_model_emulation as emu
+
     want_plan = NumpyBackend().compile(ex.extract(ex.generic_genome()))
     for c in (1, 21, 48):
         args, _ = flat(c - 1)
@@ -351,7 +357,7 @@ def test_tiny_llama_decode_step_on_the_cpu_emulation(tmp_path):
         assert len(got) == len(want) == 5  # logits and two layers' caches
         for k, (a, b, w) in enumerate(zip(got, ref, want)):
             np.testing.assert_array_equal(a, b, err_msg=f"c={c} output {k}")
-            np.testing.assert_allclose(a, np.asarray(w), rtol=1e-4, atol=1e-4, err_msg=f"c={c} output {k}")
+            np.testing.assert_allclose(a, np.asarray(w), rtol=tol, atol=tol, err_msg=f"c={c} output {k}")
 
 
 # ---- on the GPU ----------------------------------------------------------------------------------

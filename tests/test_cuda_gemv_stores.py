@@ -12,11 +12,10 @@ import pytest
 from luminal_fn.backends.cuda import KERNEL_KINDS
 from luminal_fn.backends.cuda.executable import plan_graph
 from luminal_fn.backends.cuda.gemv_stores import SWITCH
-from luminal_fn.backends.numpy import NumpyBackend
 from luminal_fn.optimize.egraph import build_egraph
 from luminal_fn.optimize.extract import Extractor
 
-from test_cuda_gemv_prologue import _tiny_llama
+from test_cuda_gemv_prologue import _tiny_llama, emulated_steps_agree
 
 # what the emulation runs: the GEMVs, the norm, RoPE and attention kernels (no cuBLAS)
 KINDS = frozenset({"rms_norm_rows", "rope_half", "attention_rows"})
@@ -126,17 +125,7 @@ def test_tiny_llama_decode_step_on_the_cpu_emulation(weights, early, tmp_path, m
     assert sum(lb.endswith(FOLDED) for lb in _labels(after)) == 2, _labels(after)
     lib = emu.build_with_hand([before, after], ("rms_norm.cu", "rope.cu", "gemv.cu", "attention.cu"),
                               str(tmp_path))
-    want_plan = NumpyBackend().compile(ex.extract(ex.generic_genome()))
-    for c in (1, 21, 48):
-        args, _ = flat(c - 1)
-        dims = {"s": 1, "c": c}
-        want = want_plan.run([a.copy() for a in args], dims)
-        got = emu.run(lib, after, [a.copy() for a in args], dims)
-        ref = emu.run(lib, before, [a.copy() for a in args], dims)
-        assert len(got) == len(want) == 5  # logits and two layers' caches
-        for k, (a, b, w) in enumerate(zip(got, ref, want)):
-            np.testing.assert_array_equal(a, b, err_msg=f"c={c} output {k}")
-            np.testing.assert_allclose(a, np.asarray(w), rtol=2e-3, atol=2e-3, err_msg=f"c={c} output {k}")
+    emulated_steps_agree(lib, before, after, ex, flat, 2e-3)
 
 
 def test_the_module_compiles():
