@@ -100,6 +100,48 @@ def test_small_tables_of_the_inputs_are_planned_first():
         assert sorted(n.id for n in order) == sorted(n.id for n in nodes)  # every node, once
 
 
+def _gemv_then_rope(style):
+    """x (1, 64) @ W (128, 64)^T -> (1, 2, 64) heads, then the attr-driven rope of ``style``."""
+    from cuda_cases import B
+    from luminal_fn.ir.view import View
+
+    b = B()
+    K, N, D = 64, 128, 64
+    x, w, c, s = b.input((1, K)), b.input((N, K)), b.input((1, D)), b.input((1, D))
+    y = b.custom("matmul", [b.c(x), (w, View.contiguous((N, K)).permute([1, 0]))], (1, N), m=1, n=N, k=K)
+    heads = View.contiguous((1, N)).reshape((1, N // D, D))
+    tab = View((1, N // D, D), (D, 0, 1), 0)
+    b.output(b.custom("rope", [(y, heads), (c, tab), (s, tab)], (1, N // D, D), style=style))
+    rng = np.random.default_rng(4)
+    ins = [rng.standard_normal(shape).astype(np.float32) for shape in ((1, K), (N, K), (1, D), (1, D))]
+    return b.g, ins
+
+
+@pytest.mark.parametrize("style", ["half", "interleaved"])
+def test_only_rotate_half_pairs_fold(style, tmp_path):
+    """rotate_half's pairs (d, d + half) are rows of one block; the interleaved style's (2i,
+    2i + 1) are not what lf_gemv_nk_rope_to pairs: that RoPE keeps its own launch."""
+    g, ins = _gemv_then_rope(style)
+    labels = _labels(plan_graph(g, {}))
+    assert labels == (["matmul (gemv nk) + RoPE/cache stores"] if style == "half"
+                      else ["matmul (gemv nk)", "rope"]), labels
+    if shutil.which("g++") is not None:
+        import cuda_model_emulation as emu
+
+        bp = plan_graph(g, {})
+        (got,) = emu.run(emu.build_with_hand(bp, ("rope.cu", "gemv.cu"), str(tmp_path)), bp, ins, {})
+        x, w, c, sn = (a.astype(np.float64) for a in ins)
+        y = (x @ w.T).reshape(2, 64)
+        if style == "half":  # pairs (d, d + 32)
+            i1, i2 = np.arange(32), np.arange(32) + 32
+        else:  # pairs (2i, 2i + 1)
+            i1, i2 = np.arange(0, 64, 2), np.arange(1, 64, 2)
+        want = np.empty_like(y)
+        want[:, i1] = y[:, i1] * c[0, i1] - y[:, i2] * sn[0, i1]
+        want[:, i2] = y[:, i2] * c[0, i2] + y[:, i1] * sn[0, i2]
+        np.testing.assert_allclose(got.reshape(2, 64), want, rtol=1e-4, atol=1e-4)
+
+
 def test_the_switch_is_checked():
     with pytest.MonkeyPatch.context() as env:
         env.setenv(SWITCH, "maybe")

@@ -100,8 +100,8 @@ def _store_of(pl, g, segs, between, t, stores):
         return None
     k = hits[0]
     y = outs[k]
-    if not _only_between(pl, y, g, t):
-        return None
+    if not _only_between(pl, y, g, t) or writes & set(g.bufs):
+        return None  # (nor may t write what the GEMV reads)
     for s in between:  # computing t earlier must not change what it reads or what others see
         r, w = _access(s)
         if w & (reads - {y}) or (r | w) & writes:
@@ -140,8 +140,9 @@ def _rope_half(pl, t, seg) -> int:
     half) of heads of 2 * half, else 0."""
     rope = pl.graph.nodes[t.node]
     D = tuple(rope.shape)[-1] if rope.shape else None
-    if not isinstance(D, int) or D % 2 or seg.n % D or t.source.meta["_pair_fn"].x[1] == t.source.meta["_pair_fn"].x[0]:
-        return 0
+    fn = t.source.meta["_pair_fn"]
+    if not isinstance(D, int) or D % 2 or seg.n % D or fn.pair != D // 2 or fn.x[1] == fn.x[0]:
+        return 0  # (rotate_half's pairs only: the interleaved style pairs neighbours)
     if not _in_order(pl, rope, 0) or not same(ix.numel(rope.shape), ix.numel(pl.graph.nodes[rope.inputs[0][0]].shape)):
         return 0
     return D // 2

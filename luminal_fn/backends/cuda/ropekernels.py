@@ -58,11 +58,13 @@ class PairFunction:
     """How a pair kernel's body becomes a function of one pair (gemv_stores.py: RoPE computed
     where the GEMV before it has both elements): ``loop`` is the body's grid-stride loop line over
     the pair index ``i`` (C type ``itype``); inside it, operand 0's two elements are read by the
-    C expressions ``x`` (x1, x2)."""
+    C expressions ``x`` (x1, x2); ``pair`` is the distance between a pair's two output elements
+    (D / 2 for rotate_half, 1 for the interleaved style)."""
 
     loop: str
     x: tuple
     itype: str
+    pair: int
 
 
 def _render_pairs(pl, node, kind, operands, step, pair, call, extra_bufs=(), meta=None):
@@ -105,7 +107,7 @@ def _render_pairs(pl, node, kind, operands, step, pair, call, extra_bufs=(), met
     stores = PairStores(len(body) + len(inner) - 2, itype, pair)
     loop = body[-1]
     body += ["  " + ln for ln in inner] + ["}"]
-    meta = {**(meta or {}), "_pair_fn": PairFunction(loop, vals[0], itype)}
+    meta = {**(meta or {}), "_pair_fn": PairFunction(loop, vals[0], itype, pair)}
     bufs.append(("out", "out", node.dtype, False))
     ids.append(pl.node_buf[node.id])
     src = hand_source(pl, kind, body, bufs, BLOCK, n, BLOCK, meta={**meta, "_pair_stores": stores})
