@@ -114,6 +114,22 @@ def test_a_damaged_or_foreign_llir_is_not_used(tmp_path, damage):
     assert all(c["cached"] for c in second.cost().values())
 
 
+def test_a_stored_kernel_the_backend_no_longer_offers_is_extracted_again(tmp_path, monkeypatch):
+    """A stored LLIR naming a kernel kind the backend has dropped (a later version of it) is
+    not run: the genome is extracted again from the e-graph, with the kinds the backend has."""
+    from luminal_fn.backends.numpy import NumpyBackend
+
+    first = _run(_jit(tmp_path))
+    used = {n.attrs.get("name") for p in first.runner.plans.values() for n in p.llir.live_nodes()
+            if n.op == "CustomOp"} - {"fused", "fused_reduce", "matmul"}
+    assert used, "the cached plans use a backend kernel (rms_norm_rows)"
+    monkeypatch.setattr(NumpyBackend, "kernel_kinds", NumpyBackend.kernel_kinds - used)
+    second = _run(_jit(tmp_path))
+    assert second.lowered.egraph_built
+    for p in second.runner.plans.values():
+        assert not used & {n.attrs.get("name") for n in p.llir.live_nodes() if n.op == "CustomOp"}
+
+
 def test_graph_bytes_round_trip_and_run():
     x = R.standard_normal((5, 8)).astype(np.float32)
     traced = lf.jit(block, dynamic_axes=AXES).trace(x, W1, W2)

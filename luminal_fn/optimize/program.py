@@ -13,6 +13,7 @@ import threading
 import time
 
 from ..ir.expr import evaluate, render
+from ..ir.llir import GENERIC_KINDS
 from .buckets import BucketError, BucketSet
 from .cache import SearchCache, make_key
 from .egraph import build_egraph, rule_report, rules_version
@@ -238,6 +239,8 @@ class Program:
         compile_options = {"buckets": {p.dim: [(p.lo, p.hi)] for p in bucket.parts
                                        if not p.unbounded}}
         llir = cache.lookup_llir(key) if cache is not None else None  # needs no e-graph
+        if llir is not None and not self._runs(llir):
+            llir = None  # (a kernel kind this backend no longer offers: extract again)
         if llir is None:
             ex = self.extractor  # builds the e-graph on the first need: not search time
             t0 = time.perf_counter()
@@ -267,6 +270,11 @@ class Program:
         if self.donated:
             exe = self._final(llir, compile_options)
         return BucketPlan(bucket, run_dims, llir, exe, result, search_s=time.perf_counter() - t0)
+
+    def _runs(self, llir) -> bool:
+        """Whether every kernel of a stored LLIR is one this backend still offers."""
+        kinds = {n.attrs.get("name") for n in llir.live_nodes() if n.op == "CustomOp"}
+        return kinds <= set(GENERIC_KINDS) | set(self.backend.kernel_kinds)
 
     def _final(self, llir, compile_options: dict):
         """The executable calls run: told which inputs are donated (a backend may reuse them)."""
