@@ -10,7 +10,8 @@ an entry. A cache that cannot be written (read-only disk) only costs a warning.
 An entry may also hold the LLIR the genome extracted (ir/serialize.py, base64 in the JSON), with
 a digest of the code that extracts it (`extraction_code_version`): a process whose every bucket
 finds one runs without building the e-graph at all. That LLIR is used only when the digest
-matches this library's code and the bytes read back as a graph; otherwise the genome is.
+matches this library's code and the bytes read back as a graph (and, program.py checks, the
+backend still offers its kernels); otherwise the genome is.
 """
 from __future__ import annotations
 
