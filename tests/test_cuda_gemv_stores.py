@@ -184,7 +184,10 @@ def test_the_module_compiles():
 @pytest.mark.gpu
 @pytest.mark.parametrize("weights", ["float32", "bfloat16"])
 def test_tiny_llama_decode_step_on_the_gpu(weights):
-    """Folded and unfolded plans on the GPU, every kernel kind offered: bit for bit the same."""
+    """Folded and unfolded plans on the GPU, every kernel kind offered, agree to an ulp or two:
+    NVRTC contracts RoPE's multiply-adds into FMAs one way inside the GEMV's kernel and another in
+    RoPE's own (H200, run CW: at most 2.4e-7 apart; the CPU emulation, without FMAs, is bit for
+    bit)."""
     from luminal_fn.backends import get_backend
 
     be = get_backend("cuda")
@@ -200,4 +203,4 @@ def test_tiny_llama_decode_step_on_the_gpu(weights):
                 outs[fold, c] = [np.asarray(be.to_numpy(o)).copy() for o in got]
     for c in (21, 48):
         for a, b in zip(outs[True, c], outs[False, c]):
-            np.testing.assert_array_equal(a, b)
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
