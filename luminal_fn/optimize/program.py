@@ -129,9 +129,10 @@ class Program:
 
     @property
     def egraph(self):
-        with self._build_lock:  # two threads' first calls in new buckets: one build
-            if self._egraph is None:
-                self._build()
+        if self._egraph is None:  # (the lock only around the build: views read it often)
+            with self._build_lock:  # two threads' first calls in new buckets: one build
+                if self._egraph is None:
+                    self._build()
         return self._egraph
 
     def _build(self):

@@ -32,6 +32,7 @@ from ...ir.expr import same
 from ..render import index as ix
 from ..render.kernels import finish
 from ..render.lang import as_stored, compute_type, convert, load_expr, store_expr
+from .epilogue import _in_order, _only_between
 from .siblings import block_ranges, x_arg
 
 SWITCH = "LUMINAL_CUDA_GEMV_STORES"
@@ -121,20 +122,6 @@ def _store_of(pl, g, segs, between, t, stores):
     return None
 
 
-def _only_between(pl, buf, s1, s2) -> bool:
-    return pl.bufs[buf].kind == "arena" and not any(buf in st.bufs for st in pl.steps
-                                                    if st is not s1 and st is not s2)
-
-
-def _in_order(pl, node, k) -> bool:
-    """Whether node reads its input k element for element: all of the producer's buffer, in
-    order, with node's own length (the producer: a GEMV's output, one row in this bucket)."""
-    src, view = node.inputs[k]
-    n = ix.numel(pl.graph.nodes[src].shape)
-    return (view.is_contiguous and view.mask is None and ix.is_zero(view.offset)
-            and same(ix.numel(view.shape), n))
-
-
 def _rope_half(pl, t, seg) -> int:
     """Half the head size when t's RoPE reads the segment's n rows in order as pairs (d, d +
     half) of heads of 2 * half, else 0."""
@@ -143,7 +130,7 @@ def _rope_half(pl, t, seg) -> int:
     fn = t.source.meta["_pair_fn"]
     if not isinstance(D, int) or D % 2 or seg.n % D or fn.pair != D // 2 or fn.x[1] == fn.x[0]:
         return 0  # (rotate_half's pairs only: the interleaved style pairs neighbours)
-    if not _in_order(pl, rope, 0) or not same(ix.numel(rope.shape), ix.numel(pl.graph.nodes[rope.inputs[0][0]].shape)):
+    if not _in_order(pl, rope, 0):
         return 0
     return D // 2
 
@@ -183,8 +170,10 @@ def _scatter_functor(pl, t, y, seg, name, prefix):
     idx, vals = pl.kernel_input(sc, 1), pl.kernel_input(sc, 2)
     if idx.inlined or vals.inlined or pl.input_buf(sc, 2) != y or t.bufs[-1] != pl.node_buf.get(sc.id):
         return None
-    v = vals.view
-    if (not _in_order(pl, sc, 2) or len(v.shape) != len(idx.view.shape)
+    v = vals.view  # (all of the values' buffer in order; the scatter's own shape is the cache's)
+    if (not (v.is_contiguous and v.mask is None and ix.is_zero(v.offset)
+             and same(ix.numel(v.shape), ix.numel(pl.graph.nodes[sc.inputs[2][0]].shape)))
+            or len(v.shape) != len(idx.view.shape)
             or not all(same(a, b) for a, b in zip(v.shape, idx.view.shape))):
         return None
     lang, names = pl.lang, ix.dim_names(pl.symbols)
