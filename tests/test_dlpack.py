@@ -185,6 +185,9 @@ def test_cupy_arrays_in_and_out_without_copies():
     assert a.buffer.data.ptr == x.data.ptr  # shared
     f = lf.jit(lambda v: v.sum(axis=1), backend="cuda")
     np.testing.assert_allclose(np.asarray(f(x)), cp.asnumpy(x).sum(1))  # a CuPy argument
+    assert a.buffer is x  # this backend's own kind of buffer: taken as it is, no DLPack wrapper
+    x += 1.0  # the same CuPy array again, changed in place: the call reads it anew
+    np.testing.assert_allclose(np.asarray(f(x)), cp.asnumpy(x).sum(1))
     back = cp.from_dlpack(f(a))
     np.testing.assert_allclose(cp.asnumpy(back), cp.asnumpy(x).sum(1))
     assert cp.from_dlpack(a).data.ptr == x.data.ptr  # exported without a copy

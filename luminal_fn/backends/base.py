@@ -76,6 +76,9 @@ class Backend:
 
     name = "base"
     kernel_kinds: frozenset = frozenset()
+    # True where a call queues its work and returns before it is done (``Array.is_ready`` says
+    # when); False where calls return computed arrays, so running ahead of a result gains nothing
+    asynchronous: bool = False
 
     def rule_sources(self) -> list:
         """egglog rule texts this backend adds to the optimizer's schedule."""

@@ -34,6 +34,7 @@ _STORED_AS_IS = frozenset(np.dtype(t) for t in (np.float32, np.float16, np.int32
 class CudaBackend(Backend):
     name = "cuda"
     kernel_kinds = KERNEL_KINDS
+    asynchronous = True  # launches are queued on the caller's stream
 
     def __init__(self):
         self.cp = cupy()  # raises BackendUnavailable without CuPy or a GPU
@@ -89,7 +90,14 @@ class CudaBackend(Backend):
 
     def from_dlpack(self, x):
         """CUDA memory is shared (``cupy.from_dlpack``, no copy); memory elsewhere (host, other
-        devices) is read on the host and moved."""
+        devices) is read on the host and moved. A CuPy array of this device is taken as it is:
+        it is already a buffer of this backend, ordered by CuPy's current stream like every call
+        (the DLPack round trip would cost host time a call and a new object, so a jitted
+        function called on the same CuPy arrays could not reuse its last call's table)."""
+        cp = self.cp
+        if (type(x) is cp.ndarray and x.dtype in _STORED_AS_IS
+                and x.data.device_id == cp.cuda.runtime.getDevice()):
+            return x
         if dlpack_device_type(x) not in CUDA_READABLE:
             return self.from_numpy(host_from_dlpack(x, self.name))
         try:
