@@ -351,6 +351,41 @@ def test_repeated_calls_reuse_the_table_and_graph_only_while_that_is_right(cuda)
             np.testing.assert_allclose(cp.asnumpy(o), k * xs @ w0, rtol=1e-4, atol=1e-4)
 
 
+def test_calls_changing_some_inputs_rewrite_only_those_and_stay_right(cuda):
+    """A call whose arrays are partly the last call's (a model's weights) and partly new (its
+    step inputs: new device arrays, host arrays, a misaligned view) rewrites only the new ones'
+    pointers: every result matches NumPy, whichever input changed, including the inputs a
+    cuBLAS step reads (its pointers key the captured graph)."""
+    import cupy as cp
+
+    rng = np.random.default_rng(2)
+    b = C.B()
+    a, w, s = b.input((32, 48)), b.input((48, 40)), b.input((40,))
+    y = b.custom("matmul", [b.c(a), b.c(w)], (32, 40), dt.float32, m=32, n=40, k=48, strategy="cublas")
+    b.output(b.custom("fused", [b.c(y), (s, C._bcast_row(32, 40))], (32, 40), dt.float32,
+                      expr=("Add", "float32", ("in", 0), ("in", 1))))
+    exe = cuda.compile(b.g)
+    xs = [rng.standard_normal((32, 48), np.float32) for _ in range(4)]
+    w0, w1 = (rng.standard_normal((48, 40), np.float32) for _ in range(2))
+    s0 = rng.standard_normal(40).astype(np.float32)
+    dw, ds = cp.asarray(w0), cp.asarray(s0)
+    padded = cp.zeros(32 * 48 + 1, np.float32)
+    padded[1:] = cp.asarray(xs[3]).reshape(-1)
+    calls = [(cp.asarray(xs[0]), dw, ds, xs[0], w0), (cp.asarray(xs[1]), dw, ds, xs[1], w0),
+             (xs[2], dw, ds, xs[2], w0),  # a host array
+             (padded[1:].reshape(32, 48), dw, ds, xs[3], w0),  # starts inside a 16-byte word: copied
+             (None, cp.asarray(w1), ds, xs[3], w1),  # the same x as the call before, a new w
+             (None, None, cp.asarray(s0 * 2), xs[3], w1)]
+    kept, want, last = [], [], None
+    for x_in, w_in, s_in, x_ref, w_ref in calls:
+        args = [x_in if x_in is not None else last[0], w_in if w_in is not None else last[1], s_in]
+        kept.append(exe.run(args, {})[0])
+        want.append(x_ref @ w_ref + (s0 * 2 if s_in is not ds else s0))
+        last = args
+    for got, ref in zip(kept, want):
+        np.testing.assert_allclose(cp.asnumpy(got), ref, rtol=1e-4, atol=1e-4)
+
+
 def test_copy_to_host_async_waits_only_for_work_queued_before_it(cuda):
     """A host copy started right after a result is made holds that result's values even when
     the same buffer's producer queues more work afterwards, and bfloat16 reads as bfloat16."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import operator
 import os
 import time
@@ -78,6 +79,9 @@ class _Bucket:
         self.in_slots = [(k, nsym + bid) for k, bid in enumerate(bp.inputs)
                          if bid is not None and bp.bufs[bid].first >= 0]
         self.sym_slots = list(enumerate(self.symbols))
+        self.slot_of_input = [-1] * len(bp.inputs)  # input position -> its table slot (-1: unread)
+        for k, j in self.in_slots:
+            self.slot_of_input[k] = j
         self.out_specs = []  # (P index, static shape or None, shape exprs, storage dtype)
         for bid in bp.outputs:
             b = bp.bufs[bid]
@@ -146,8 +150,10 @@ class _Bucket:
         return cupyx.empty_pinned((n,), dtype=np.int64)
 
     # ---- one call -----------------------------------------------------------------------------
-    def run(self, inputs, dims, same_inputs=False):
-        """Queue one call; ``same_inputs``: the very arrays of this bucket's last call."""
+    def run(self, inputs, dims, same_inputs=False, changed=None):
+        """Queue one call; ``same_inputs``: the very arrays of this bucket's last call;
+        ``changed``: the positions of the only inputs that differ from the last call's (a model
+        called in a loop: the weights repeat, the step's tokens and positions do not)."""
         cp = self.cp
         stream = cp.cuda.get_current_stream()
         outs, out_ptrs = [], []
@@ -169,7 +175,8 @@ class _Bucket:
             host, graph = last[4], self.last_graph
         else:  # (the same arrays and dims: the last table with new output pointers, and the last
             # graph when no cuBLAS step writes an output: its key only holds the other pointers)
-            host = self._write_table(inputs, dims, out_ptrs, stream, last[4] if same else None)
+            host = self._write_table(inputs, dims, out_ptrs, stream, last[4] if same else None,
+                                     None if changed is None else (last[4], changed))
             graph = self.last_graph if same and self.hosts_skip_outputs else None
             self.last_table = (stream, out_ptrs, dim_values, list(inputs), host)
         if graph is None and self.graphs_ok and self.exe.use_graphs:
@@ -181,9 +188,10 @@ class _Bucket:
             self._launch_all(dims, host)
         return outs
 
-    def _write_table(self, inputs, dims, out_ptrs, stream, like=None):
+    def _write_table(self, inputs, dims, out_ptrs, stream, like=None, patch=None):
         """Fill the next pinned slot with this call's dims and pointers (``like``: a slot already
-        holding its dims and input pointers) and queue its copy to P."""
+        holding its dims and input pointers; ``patch``: (a slot holding the other inputs'
+        pointers, the positions of the inputs to write)) and queue its copy to P."""
         slot = self.slot
         self.slot = slot + 1 if slot + 1 < PINNED_SLOTS else 0
         ev = self.events[slot]
@@ -194,6 +202,15 @@ class _Bucket:
         host = self.pinned[slot]
         if like is not None:
             host[:] = like
+        elif patch is not None:
+            host[:] = patch[0]
+            for i, s in self.sym_slots:
+                host[i] = dims[s]
+            slot_of = self.slot_of_input
+            for k in patch[1]:
+                j = slot_of[k]
+                if j >= 0:
+                    host[j] = inputs[k].data.ptr
         else:
             for i, s in self.sym_slots:
                 host[i] = dims[s]
@@ -317,14 +334,13 @@ class CudaExecutable(Executable):
         host arrays are moved (narrowed first by the front end's rule: int64 -> int32, float64 ->
         float32). Kernels read with 16-byte vector loads, so a view starting inside a 16-byte
         word (``x[1:]``) is copied rather than misread (a misaligned load is a sticky CUDA error)."""
-        ndarray = self._ndarray
-        want = self._in_dtypes
-        out = list(inputs)
-        for k, x in enumerate(out):
-            if type(x) is ndarray and x.dtype == want[k] and x._c_contiguous and not x.data.ptr & 15:
-                continue
-            out[k] = self._convert(k, x)
-        return out
+        return [self._device_input(k, x) for k, x in enumerate(inputs)]
+
+    def _device_input(self, k, x):
+        if (type(x) is self._ndarray and x.dtype == self._in_dtypes[k] and x._c_contiguous
+                and not x.data.ptr & 15):
+            return x
+        return self._convert(k, x)
 
     def _convert(self, k, x):
         cp = cupy()
@@ -347,9 +363,18 @@ class CudaExecutable(Executable):
         last = b.last_table
         # the very device arrays of the bucket's last call (a host array never matches: it was
         # converted, and may have changed since): no conversion, and the bucket may reuse its table
-        if last is not None and len(last[3]) == len(inputs) and all(map(operator.is_, inputs, last[3])):
-            return b.run(last[3], dims, same_inputs=True)
-        return b.run(self._device_inputs(inputs), dims)
+        if last is None or len(last[3]) != len(inputs):
+            return b.run(self._device_inputs(inputs), dims)
+        prev = last[3]
+        changed = list(itertools.compress(range(len(inputs)), map(operator.is_not, inputs, prev)))
+        if not changed:
+            return b.run(prev, dims, same_inputs=True)
+        # only the changed inputs are checked and converted; the others are the last call's
+        # device arrays, whose pointers the last table already holds
+        out = list(prev)
+        for k in changed:
+            out[k] = self._device_input(k, inputs[k])
+        return b.run(out, dims, changed=changed)
 
     def synchronize(self) -> None:
         cupy().cuda.get_current_stream().synchronize()
