@@ -486,6 +486,49 @@ def test_the_matcher_leaves_dynamic_axes_out():
     assert jf.trace_count == 1
 
 
+class _OtherLibraryArray:
+    """Another library's array (as CuPy, PyTorch or JAX arrays are): DLPack, and a type that
+    declares shape and dtype."""
+
+    def __init__(self, arr):
+        self.arr = arr
+
+    shape = property(lambda self: self.arr.shape)
+    dtype = property(lambda self: self.arr.dtype)
+
+    def __dlpack__(self, **kwargs):
+        return self.arr.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.arr.__dlpack_device__()
+
+
+def test_other_libraries_arrays_take_the_fast_dispatch_path():
+    """A function called again and again on another library's arrays (CuPy, PyTorch, JAX) is
+    matched by the generated matcher like one called on NumPy arrays: no retrace, no general
+    flatten, right values each call (new values in the same shapes read anew); a dynamic axis may
+    change, a static axis or dtype change goes the general way and still computes."""
+    jf = lf.jit(lambda p, x: (x * p["w"]).sum(axis=1) + p["b"], dynamic_axes={"x": {0: "s"}})
+    p = {"w": _OtherLibraryArray(np.arange(4, dtype=np.float32)), "b": _OtherLibraryArray(np.float32([1.0]))}
+    calls = []
+    for s in (3, 3, 5):
+        x = np.random.default_rng(s).standard_normal((s, 4)).astype(np.float32)
+        got = np.asarray(jf(p, _OtherLibraryArray(x)))
+        np.testing.assert_allclose(got, (x * p["w"].arr).sum(axis=1) + 1.0, rtol=1e-6)
+        calls.append(jf._matcher)
+    m = jf._matcher
+    assert m is not None and calls[1] is m and calls[2] is m  # built once, then hit
+    x = _OtherLibraryArray(np.ones((7, 4), np.float32))
+    leaves, bufs = m.match((p, x))
+    assert leaves[-1] is x and bufs is None
+    assert m.match((p, _OtherLibraryArray(np.ones((7, 5), np.float32)))) is None  # a static axis
+    assert m.match((p, _OtherLibraryArray(np.ones((7, 4), np.int32)))) is None  # another dtype
+    assert m.match((p, np.ones((7, 4), np.float32))) is None  # another leaf type
+    assert jf.trace_count == 1
+    xi = np.ones((2, 4), np.int32)
+    np.testing.assert_allclose(np.asarray(jf(p, _OtherLibraryArray(xi))), (xi * p["w"].arr).sum(axis=1) + 1.0)
+
+
 def test_is_ready_on_the_numpy_backend_and_after_donation():
     """A NumPy-backend call returns computed arrays: is_ready() is True at once, before and after
     a pending copy; a donated Array names the call it was donated to, as any read does."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .array import Array
+from .signature import foreign_array
 
 SCALARS = (float, int, bool)
 
@@ -61,6 +62,19 @@ class ArgumentMatcher:
                     for a, d in enumerate(x.shape):
                         if a not in axes:
                             lines.append(f"  if s[{a}] != {int(d)}: return None")
+            elif foreign_array(t):  # a CuPy / PyTorch / JAX array: converted at the call
+                direct[0] = False
+                v = f"v{len(names)}"
+                names.append(v)
+                lines.append(f"  {v} = {expr}")
+                lines.append(f"  if type({v}) is not {const(t)} or {v}.dtype != {const(x.dtype)}: return None")
+                axes = (dynamic or {}).get(len(names) - 1)
+                shape = tuple(x.shape)
+                lines.append(f"  s = {v}.shape")
+                lines.append(f"  if len(s) != {len(shape)}: return None")
+                for a, d in enumerate(shape):
+                    if not axes or a not in axes:
+                        lines.append(f"  if s[{a}] != {int(d)}: return None")
             elif t in SCALARS:
                 direct[0] = False
                 v = f"v{len(names)}"

@@ -111,6 +111,30 @@ def fast_key(args, static_pos, dynamic=None):
     return tuple(key), leaves
 
 
+def _foreign_leaf(x, t, key: list, leaves: list, dynamic) -> bool:
+    if not foreign_array(t):
+        return False
+    key.append(_shape_key(tuple(x.shape), len(leaves), dynamic))
+    key.append(x.dtype)  # the library's own dtype object: equal only to its own kind
+    leaves.append(x)
+    return True
+
+
+_FOREIGN: dict = {}  # type -> whether it is another library's array (CuPy, PyTorch, JAX)
+
+
+def foreign_array(t) -> bool:
+    """Whether values of type ``t`` are another library's arrays, read through DLPack, whose type
+    declares ``shape`` and ``dtype`` (CuPy, PyTorch, JAX): the dispatch cache keys them by shape
+    and dtype as it keys NumPy arrays, so a model called on them in a loop skips the general
+    flatten and signature each call."""
+    known = _FOREIGN.get(t)
+    if known is None:
+        known = _FOREIGN[t] = (hasattr(t, "__dlpack__") and hasattr(t, "shape") and hasattr(t, "dtype")
+                               and not issubclass(t, (np.ndarray, np.generic, Array, Tracer)))
+    return known
+
+
 def _shape_key(shape, k, dynamic):
     if dynamic is None:
         return shape
@@ -132,7 +156,7 @@ def _fast_container(x, t, key: list, leaves: list, dynamic=None) -> bool:
         key.append((t, len(x)))
         children = x
     else:
-        return False
+        return _foreign_leaf(x, t, key, leaves, dynamic)
     for c in children:
         tc = type(c)
         if tc is Array or tc is np.ndarray:
