@@ -182,6 +182,13 @@ inline int lf_combine(int mode, int old, int v) {
 }
 inline int atomicAdd(int* p, int v) { std::lock_guard<std::mutex> g(lf_atomic_mu); const int old = *p; *p += v; return old; }
 inline void __threadfence() {}
+inline unsigned long long atomicMax(unsigned long long* p, unsigned long long v) {
+  std::lock_guard<std::mutex> g(lf_atomic_mu); const unsigned long long old = *p; if (v > old) *p = v; return old;
+}
+inline unsigned long long atomicExch(unsigned long long* p, unsigned long long v) {
+  std::lock_guard<std::mutex> g(lf_atomic_mu); const unsigned long long old = *p; *p = v; return old;
+}
+inline unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
 template <typename T> inline T __ldcg(const T* p) { return *p; }
 inline void lf_atomic(int mode, float* p, float v) { std::lock_guard<std::mutex> g(lf_atomic_mu); *p = lf_combine(mode, *p, v); }
 inline void lf_atomic(int mode, int* p, int v) { std::lock_guard<std::mutex> g(lf_atomic_mu); *p = lf_combine(mode, *p, v); }

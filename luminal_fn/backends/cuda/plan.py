@@ -28,6 +28,7 @@ from ..render import (CUDA, KernelInput, KernelSource, render_copy, render_node,
 from ..render.index import max_value, numel
 from .attention_store import fold_attention_stores
 from .epilogue import fuse_gemv_epilogues, fuse_reshaped_elementwise
+from .gemv_argmax import fold_gemv_argmax
 from .gemv_stores import fold_gemv_stores
 from .horizontal import merge_independent_steps
 from .l2_prefetch import prefetch_next_weights
@@ -313,6 +314,7 @@ class Planner:
         fuse_reshaped_elementwise(self)
         fold_rope_stores(self)  # (before the merge: the folded step joins RoPE of q and the v scatter)
         fold_gemv_stores(self)  # (after it: RoPE of k keeps its cache stores inside the GEMV)
+        fold_gemv_argmax(self)  # (the greedy pick after the LM head's GEMV and its epilogue)
         merge_independent_steps(self)
         prefetch_next_weights(self)  # (last: the GEMV steps it renders again are final)
         self._lifetimes()
