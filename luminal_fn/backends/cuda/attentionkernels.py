@@ -19,6 +19,7 @@ from ..render import index as ix
 from .handkernels import hand_source, rexpr, storage
 from .plan import lowerer
 from .rowkernels import _at_most, _direct, _lead, _scalar_operand
+from .switches import switch_on
 
 SCORES_IN_SHARED = 4096  # the largest bucket C whose scores stay in shared memory (16 KiB)
 PART_KEYS = 128  # the fewest keys a block takes when a row's keys are split (flash decoding)
@@ -52,7 +53,7 @@ def _online_softmax_allowed(pl, node, switch: str) -> bool:
     """Whether a variant that runs an online softmax (running max and sum: the split rows, the
     tiles) may be planned: ``switch`` not 0/off/false, and the traced shift x - max(x) (neg = -1,
     which rescaling by the running max relies on)."""
-    if os.environ.get(switch, "1").strip().lower() in ("0", "off", "false"):
+    if not switch_on(switch, True, "allow the online-softmax variant"):
         return False
     neg = pl.kernel_input(node, 3).scalar
     return neg is not None and float(neg) == -1.0

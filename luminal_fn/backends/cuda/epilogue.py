@@ -25,6 +25,7 @@ from ..render import index as ix
 from ..render.kernels import consumer_store, finish, inline_scalars, render_elementwise
 from ..render.tree import substitute_inputs, tree_has
 from .siblings import forced_warps_per_row, nk_shape, x_arg
+from .switches import switch_on
 
 
 def fold_adjacent(steps: list, fold, chain: bool = False) -> int:
@@ -105,7 +106,7 @@ def pair_launch(seg) -> tuple:
     V = 16 // seg.dtype.itemsize
     forced = forced_warps_per_row(PAIR_WPR_SWITCH, seg.k, V)
     wpr = seg.wpr if forced is None else forced
-    unroll = os.environ.get(PAIR_UNROLL_SWITCH, "1").strip().lower() not in ("0", "off", "false")
+    unroll = switch_on(PAIR_UNROLL_SWITCH, True, "unroll the pair kernel's loads")
     iters, blocks = nk_shape(seg.n, seg.k, V, wpr, MAX_PAIR_UNROLLED if unroll else 0)
     cap = os.environ.get(PAIR_BLOCKS_SWITCH, "").strip()
     if cap:

@@ -28,6 +28,7 @@ from .launch import PlainLaunch, launch_shape
 from .plan import HostStep, KernelStep, Planner, evaluate
 from .pdl import PdlLaunch, function_handle, module_arch, pdl_supported
 from .source import module_source
+from .switches import switch_on
 from . import matmul as _matmul  # noqa: F401  (registers the matmul lowering)
 from . import handkernels as _hand  # noqa: F401  (registers rms_norm, softmax)
 from . import ropekernels as _rope  # noqa: F401  (registers rope)
@@ -281,7 +282,7 @@ class CudaExecutable(Executable):
         self.buckets = options.get("buckets") or {}
         self.donated = tuple(options.get("donated") or ())
         self.use_graphs = options.get("cuda_graphs",
-                                      os.environ.get("LUMINAL_CUDA_GRAPHS", "1") not in ("0", "false"))
+                                      switch_on("LUMINAL_CUDA_GRAPHS", True, "capture CUDA graphs"))
         dev = cp.cuda.Device()
         self.sm_count = int(dev.attributes.get("MultiProcessorCount", 132))
         self.arch = int(dev.compute_capability)

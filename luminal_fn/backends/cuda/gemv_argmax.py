@@ -15,7 +15,6 @@ else touches the buffer. ``LUMINAL_CUDA_GEMV_ARGMAX=0`` turns the pass off (for 
 """
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
 from ...ir import dtypes as dt
@@ -23,16 +22,14 @@ from ...ir.expr import same
 from ..render import index as ix
 from ..render.kernels import finish
 from .epilogue import _only_between, fold_adjacent
+from .switches import switch_on
 
 SWITCH = "LUMINAL_CUDA_GEMV_ARGMAX"
 _TAIL = ", epilogue);"  # how epilogue.py's single GEMV call ends
 
 
 def enabled() -> bool:
-    value = os.environ.get(SWITCH, "1").strip().lower()
-    if value not in ("0", "1", "off", "on", "false", "true"):
-        raise ValueError(f"{SWITCH}={value!r}: give 1 (the argmax inside the GEMV's launch) or 0")
-    return value in ("1", "on", "true")
+    return switch_on(SWITCH, True, "the argmax inside the GEMV's launch")
 
 
 def fold_gemv_argmax(pl) -> int:

@@ -24,7 +24,6 @@ launch: its cos/sin tables are computed after the q/k/v GEMV.
 """
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import replace
 
@@ -34,15 +33,13 @@ from ..render.kernels import finish
 from ..render.lang import as_stored, compute_type, convert, load_expr, store_expr
 from .epilogue import _in_order, _only_between
 from .siblings import block_ranges, x_arg
+from .switches import switch_on
 
 SWITCH = "LUMINAL_CUDA_GEMV_STORES"
 
 
 def enabled() -> bool:
-    value = os.environ.get(SWITCH, "1").strip().lower()
-    if value not in ("0", "1", "off", "on", "false", "true"):
-        raise ValueError(f"{SWITCH}={value!r}: give 1 (fold RoPE and cache stores into GEMVs) or 0")
-    return value in ("1", "on", "true")
+    return switch_on(SWITCH, True, "fold RoPE and cache stores into GEMVs")
 
 
 def fold_gemv_stores(pl) -> int:

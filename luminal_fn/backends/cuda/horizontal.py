@@ -17,12 +17,12 @@ A step joins the launch before it when
 """
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import replace
 
 from ..render.kernels import finish
 from .launch import launch_shape
+from .switches import switch_on
 
 MAX_PARTS = 4
 MERGEABLE_HAND_KINDS = ("rope_half", "rope")
@@ -89,7 +89,7 @@ def _merged(pl, group: list):
 def merge_independent_steps(pl) -> None:
     """Replace runs of adjacent independent grid-stride kernel steps in ``pl.steps`` (up to
     MAX_PARTS each) by one step each."""
-    if os.environ.get("LUMINAL_CUDA_MERGE_INDEPENDENT", "1").lower() in ("0", "false", "off"):
+    if not switch_on("LUMINAL_CUDA_MERGE_INDEPENDENT", True, "merge adjacent independent kernels"):
         return
     steps, out, i = pl.steps, [], 0
     while i < len(steps):

@@ -16,6 +16,8 @@ from __future__ import annotations
 import ctypes
 import os
 
+from .switches import switch_on
+
 _ATTR_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CUlaunchAttributeID
 
 
@@ -53,7 +55,7 @@ def _driver_launch():
 def pdl_supported(compute_capability: int) -> bool:
     """Whether kernels of this device are launched with the attribute (sm_90+, a driver with
     cuLaunchKernelEx, and LUMINAL_CUDA_PDL not 0)."""
-    if os.environ.get("LUMINAL_CUDA_PDL", "1").lower() in ("0", "false", "off"):
+    if not switch_on("LUMINAL_CUDA_PDL", True, "programmatic dependent launch"):
         return False
     return compute_capability >= 90 and _driver_launch() is not None
 

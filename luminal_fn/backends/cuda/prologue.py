@@ -28,12 +28,12 @@ turns the fold off.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 
 from ...ir.expr import as_expr, mod
 from ..render import index as ix
 from .siblings import MAX_UNROLLED, nk_shape, render_gemv_nk, skip_when_empty
+from .switches import switch_on
 
 GEMV_BLOCK = 256  # the threads of a lf_gemv_nk block (siblings.render_gemv_nk)
 HOLD_MAX = 4  # 16-byte vectors of x and of w a thread holds (registers) while it computes the row
@@ -58,10 +58,7 @@ class RmsPrologue:
 
 def fold_enabled() -> bool:
     """LUMINAL_CUDA_RMS_PROLOGUE: ``1`` (the default) folds, ``0`` keeps the norm's own launch."""
-    value = os.environ.get(SWITCH, "").strip().lower()
-    if value not in ("0", "1", "off", "on", "false", "true", ""):
-        raise ValueError(f"{SWITCH}={value!r}: expected 1 (fold the one-row RMS norm into its GEMVs) or 0")
-    return value not in ("0", "off", "false")
+    return switch_on(SWITCH, True, "fold the one-row RMS norm into its GEMVs")
 
 
 def fold_rms_prologues(pl) -> int:

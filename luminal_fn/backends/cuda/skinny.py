@@ -18,7 +18,6 @@ chunks of W in flight (cp.async).
 """
 from __future__ import annotations
 
-import os
 
 from ...ir import dtypes as dt
 from ...ir.expr import to_int_or_expr
@@ -27,6 +26,7 @@ from ..render import index as ix
 from .pdl import prefetch_chunks
 from .plan import evaluate
 from .split_k import add_partials_sum, add_product
+from .switches import switch_on
 
 SWITCH = "LUMINAL_CUDA_SKINNY"
 MAX_ROWS = 64  # rows of C at the bucket's largest dims (MT = 4 tiles of 16)
@@ -40,7 +40,7 @@ PREFETCH_SWITCH = "LUMINAL_CUDA_SKINNY_PREFETCH"
 
 
 def enabled() -> bool:
-    return os.environ.get(SWITCH, "0").strip().lower() not in ("0", "", "off", "false", "no")
+    return switch_on(SWITCH, False, "the tensor-core kernel for skinny prompt GEMMs")
 
 
 def launch(N: int, K: int, sm_count: int) -> tuple:

@@ -1,0 +1,25 @@
+"""The on/off environment switches of the CUDA backend's plan passes and launch modes (kept for
+A/B runs on the device): one reader, so every switch takes the same spellings, and a typo is an
+error naming the switch rather than silently the default."""
+from __future__ import annotations
+
+import os
+
+ON = ("1", "on", "true", "yes")
+OFF = ("0", "off", "false", "no")
+
+
+def switch_on(name: str, default: bool, means: str) -> bool:
+    """Whether the switch ``name`` is on (unset or empty: ``default``); ``means`` says what 1 does,
+    for the error."""
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value in ON:
+        return True
+    if value in OFF:
+        return False
+    raise ValueError(f"{name}={value!r}: expected 1 ({means}) or 0")
+
+
+__all__ = ["switch_on"]
