@@ -107,32 +107,32 @@ __device__ void lf_argmax_rows(const T* __restrict__ x, long long row_stride, in
 }
 
 // The argmax of one row folded into the GEMV that computes it (backends/cuda/gemv_argmax.py):
-// the GEMV's store of dot product n also takes (the value as stored, n) into the thread's pair;
-// after the GEMV the block merges its threads' pairs and puts the best into one 64-bit key with
-// atomicMax. The key orders pairs as lf_am_before does: a NaN above any number, then the larger
-// value (0 and -0 alike), then the lower index; so the largest key is the row's argmax. The
-// launch's last block (counted in cnt) writes the index and sets key and count back to zero.
+// the GEMV's store of value n also takes (the value as stored, n) into the thread's pair; after
+// the GEMV the block merges its threads' pairs and puts the best into one 64-bit key with a
+// fire-and-forget atomicMax (no fence, no count: the block ends at once). The key orders pairs as
+// lf_am_before does: a NaN above any number, then the larger value (0 and -0 alike), then the
+// lower index; so the largest key is the row's argmax. A one-thread kernel after the GEMV
+// (lf_am_key_index) writes the index and sets the key back to zero for the next launch.
 __device__ __forceinline__ unsigned long long lf_am_key(float v, int i) {
   const unsigned int u = __float_as_uint(v == 0.f ? 0.f : v);
   const unsigned int order = v != v ? 0xffffffffu : (u & 0x80000000u ? ~u : u | 0x80000000u);
   return (unsigned long long)order << 32 | (unsigned int)(0x7fffffff - i);
 }
 
-// every thread of the block calls it, after its last store; key (zero between launches) and cnt
+// every thread of the block calls it, after its last store; key is zero before the first block
 template <int BLOCK>
-__device__ void lf_am_fold_finish(float bv, int bi, unsigned long long* key, int* cnt, int blocks,
-                                  int* __restrict__ out) {
+__device__ void lf_am_fold_block(float bv, int bi, unsigned long long* key) {
   __shared__ float sv[32];
   __shared__ int si[32];
   lf_am_block<BLOCK>(bv, bi, sv, si);
-  if (threadIdx.x == 0) {
-    atomicMax(key, lf_am_key(bv, bi));
-    __threadfence();  // the key before the count
-    if (atomicAdd(cnt, 1) == blocks - 1) {
-      __threadfence();
-      const unsigned long long k = atomicExch(key, 0ull);
-      out[0] = 0x7fffffff - (int)(unsigned int)(k & 0xffffffffull);
-      cnt[0] = 0;
-    }
+  if (threadIdx.x == 0) atomicMax(key, lf_am_key(bv, bi));
+}
+
+// the row's index from the key the GEMV's blocks left, and the key back to zero (one thread)
+__device__ __forceinline__ void lf_am_key_index(unsigned long long* key, int* __restrict__ out) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) {
+    const unsigned long long k = *key;
+    out[0] = 0x7fffffff - (int)(unsigned int)(k & 0xffffffffull);
+    *key = 0ull;
   }
 }

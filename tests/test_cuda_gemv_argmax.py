@@ -1,8 +1,8 @@
 """The greedy pick folded into the LM head's GEMV launch (backends/cuda/gemv_argmax.py,
-kernels/argmax.cu's lf_am_fold_finish): plans, the kernel on the CPU emulation of CUDA against
+kernels/argmax.cu's lf_am_fold_block and lf_am_key_index): plans, the kernel on the CPU emulation of CUDA against
 np.argmax on every hard case (ties, NaNs, infinities, a row of -inf) and against the plan that
 launches argmax_rows on its own (the fold off), the tiny Llama greedy step, and the same on the
-GPU where there is one (replayed: the key and count are back at zero for the next launch).
+GPU where there is one (replayed: the key is back at zero for the next launch).
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import cuda_cases as C
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 
 FOLDED = "rms_norm_rows + matmul (gemv nk) + epilogue + argmax"
+KEY = "argmax_rows (the GEMV's key)"
 
 
 def head_pick(h, g, w):
@@ -70,10 +71,10 @@ def test_the_pick_joins_the_lm_head_launch():
     ll = C.cheapest_llir(head_pick, _inputs(300, 64, ml_dtypes.bfloat16, "random")[:3])
     before, after = _plan(ll, fold=False), _plan(ll)
     assert _labels(before)[-2:] == ["rms_norm_rows + matmul (gemv nk) + epilogue", "argmax_rows"]
-    assert _labels(after)[-1] == FOLDED and "argmax_rows" not in _labels(after)
-    assert len(after.steps) == len(before.steps) - 1
-    text = after.steps[-1].source.text
-    assert "lf_am_fold_finish<256>" in text and "lf_am_take(lf_ld(out[n])" in text
+    assert _labels(after)[-2:] == [FOLDED, KEY] and "argmax_rows" not in _labels(after)
+    assert len(after.steps) == len(before.steps)
+    text = after.steps[-2].source.text
+    assert "lf_am_fold_block<256>" in text and "lf_am_take(lf_ld(lf_am_s), n, lf_am_v, lf_am_i);" in text
 
 
 def test_the_tiny_llama_greedy_step_ends_in_one_launch():
@@ -96,7 +97,7 @@ def test_the_tiny_llama_greedy_step_ends_in_one_launch():
     with pytest.MonkeyPatch.context() as env:
         env.setenv(SWITCH, "1")
         labels = _labels(plan_graph(ll, {"s": 1, "c": 16}))
-    assert labels[-1] == FOLDED and "argmax_rows" not in labels, labels
+    assert labels[-2:] == [FOLDED, KEY] and "argmax_rows" not in labels, labels
 
 
 def test_no_fold_when_the_logits_are_returned_too():
@@ -130,7 +131,7 @@ def test_the_folded_pick_on_the_cpu_emulation(n, k, dname, tmp_path):
     d = ml_dtypes.bfloat16 if dname == "bfloat16" else np.float16
     ll = C.cheapest_llir(head_pick, _inputs(n, k, d, "random")[:3])
     before, after = _plan(ll, fold=False), _plan(ll)
-    assert _labels(after)[-1] == FOLDED
+    assert _labels(after)[-2:] == [FOLDED, KEY]
     lib = emu.build_with_hand([before, after], ("rms_norm.cu", "gemv.cu", "argmax.cu"), str(tmp_path))
     for seed, case in enumerate(CASES):
         h, g, w, want = _inputs(n, k, d, case, seed)
@@ -151,7 +152,7 @@ def test_the_module_compiles():
 
     ll = C.cheapest_llir(head_pick, _inputs(300, 64, ml_dtypes.bfloat16, "random")[:3])
     kernels = _plan(ll).kernels()
-    assert any(k.kind.endswith("_argmax") for k in kernels)
+    assert any(k.kind.endswith("_argmax") for k in kernels) and any(k.kind == "argmax_key" for k in kernels)
     if not nvcc_available():
         pytest.skip("nvcc is not installed: the plan was made, the module not compiled")
     nvcc_check(module_source(kernels))
@@ -162,7 +163,7 @@ def test_the_module_compiles():
 def test_the_folded_pick_on_the_gpu(n, k, dname):
     """The cheapest plan on the GPU with the fold on and off (a vocabulary's 128256 rows: 16032
     blocks meet in the key): the same index on every case, the constructed one where the case
-    decides it, and again on two replays (the key and count are back at zero each time)."""
+    decides it, and again on two replays (the key is back at zero each time)."""
     from luminal_fn.backends import get_backend
 
     be = get_backend("cuda")

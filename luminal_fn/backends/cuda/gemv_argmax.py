@@ -1,31 +1,35 @@
 """The greedy pick folded into the LM head's GEMV launch.
 
 A greedy decode step ends with the LM head (one GEMV, with its epilogue: the widening of the
-logits to float32) and argmax_rows over its one row: a second launch that waits for the first
-and reads the 128256 logits again (about 9 us of a step on an H200, run CX). Here the argmax
-step becomes part of the GEMV's launch (kernels/argmax.cu, ``lf_am_fold_finish``): the
-epilogue's store of logit n also takes (the value as stored, n) into the thread's best pair,
-and after the GEMV each block puts its best into one 64-bit key with atomicMax; the launch's
-last block writes the index. The logits are still stored (the values are read back as stored,
-so the pick sees the bits the unfolded argmax would read).
+logits to float32) and argmax_rows over its one row: a launch that reads the 128256 logits
+again (4.8 us alone on an H200, run CX). Here the epilogue's store of logit n also takes (the
+value as stored, n) into the thread's best pair; after the GEMV each block merges its pairs and
+puts the best into one 64-bit key with a fire-and-forget atomicMax (kernels/argmax.cu,
+``lf_am_fold_block``), and the argmax step becomes a one-thread kernel that turns the key into
+the index and zeroes it (``lf_am_key_index``). (Finding the launch's last block instead, as
+argmax_rows does, costs each of the LM head's 16032 blocks a fence and a counted atomic before
+it may end: the decode step took 30 us longer that way, run DA.)
 
 Folded only when the argmax_rows step comes right after a single Linear-layout GEMV whose
-epilogue writes the buffer it reads, reads all of that buffer in order as one row, and nothing
-else touches the buffer. ``LUMINAL_CUDA_GEMV_ARGMAX=0`` turns the pass off (for A/B runs).
+epilogue writes the buffer it reads with one store, reads all of that buffer in order as one
+row, and nothing else touches the buffer. ``LUMINAL_CUDA_GEMV_ARGMAX=0`` turns the pass off.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from ...ir import dtypes as dt
 from ...ir.expr import same
 from ..render import index as ix
 from ..render.kernels import finish
-from .epilogue import _only_between, fold_adjacent
+from .epilogue import _only_between
 from .switches import switch_on
 
 SWITCH = "LUMINAL_CUDA_GEMV_ARGMAX"
 _TAIL = ", epilogue);"  # how epilogue.py's single GEMV call ends
+_LAMBDA = "auto epilogue = [&](int n, float acc0) {"  # and its epilogue lambda starts
+_STORE = re.compile(r"^(\s*)out\[n\] = (.+);$")
 
 
 def enabled() -> bool:
@@ -36,7 +40,14 @@ def fold_gemv_argmax(pl) -> int:
     """Fold each eligible argmax_rows step into the GEMV launch before it; returns how many."""
     if not enabled():
         return 0
-    return fold_adjacent(pl.steps, lambda s1, s2: _argmax_of(pl, s1, s2))
+    folded, i = 0, 0
+    while i + 1 < len(pl.steps):
+        got = _argmax_of(pl, pl.steps[i], pl.steps[i + 1])
+        if got is not None:
+            pl.steps[i:i + 2] = list(got)
+            folded += 1
+        i += 1
+    return folded
 
 
 def _single_gemv_call(step):
@@ -49,7 +60,26 @@ def _single_gemv_call(step):
     return call if call.startswith("lf_gemv_nk_to<") and call.endswith(_TAIL) else None
 
 
+def _taking_epilogue(body):
+    """The body with the epilogue's one store of out also taking the stored value into the
+    thread's pair (declared before the lambda), else None."""
+    start = [k for k, ln in enumerate(body) if ln.startswith(_LAMBDA)]
+    if len(start) != 1:
+        return None
+    end = body.index("};", start[0])
+    stores = [k for k in range(start[0] + 1, end) if _STORE.match(body[k])]
+    if len(stores) != 1:
+        return None
+    k = stores[0]
+    pad, value = _STORE.match(body[k]).groups()
+    take = [f"{pad}const auto lf_am_s = {value};", f"{pad}out[n] = lf_am_s;",
+            f"{pad}lf_am_take(lf_ld(lf_am_s), n, lf_am_v, lf_am_i);"]
+    decl = ["float lf_am_v = -LF_INF;", "int lf_am_i = 0x7fffffff;"]
+    return body[:start[0]] + decl + body[start[0]:k] + take + body[k + 1:]
+
+
 def _argmax_of(pl, s1, s2):
+    """(the GEMV step taking the argmax, the key's one-thread step), or None."""
     call = _single_gemv_call(s1)
     src2 = getattr(s2, "source", None)
     if call is None or src2 is None or src2.kind != "argmax_rows":
@@ -62,26 +92,22 @@ def _argmax_of(pl, s1, s2):
     n = ix.numel(pl.graph.nodes[src].shape)
     one_row = (view.is_contiguous and view.mask is None and ix.is_zero(view.offset)
                and same(ix.numel(view.shape), n) and same(ix.numel(node.shape), 1))
-    if not one_row or not _only_between(pl, y, s1, s2):
+    body = _taking_epilogue(s1.source.meta["_body"][:-1])
+    if not one_row or body is None or not _only_between(pl, y, s1, s2):
         return None
-    counts = pl.zeroed_counters(4, ("gemv argmax key and count", node.id))  # key: 2 ints, count: 1
-    take = ["float lf_am_v = -LF_INF;", "int lf_am_i = 0x7fffffff;",
-            "auto lf_am_store = [&](int n, float acc0) {",
-            "  epilogue(n, acc0);",
-            "  lf_am_take(lf_ld(out[n]), n, lf_am_v, lf_am_i);",
-            "};"]
-    done = ["lf_am_fold_finish<256>(lf_am_v, lf_am_i, (unsigned long long*)am_cnt, am_cnt + 2, "
-            "gridDim.x, am_out);"]
+    key = pl.zeroed_counters(2, ("gemv argmax key", node.id))  # 8 bytes: one 64-bit key
     meta = s1.source.meta
-    body = meta["_body"][:-1] + take + [call[:-len(_TAIL)] + ", lf_am_store);"] + done
-    bufs = list(meta["_bufs"]) + [("count", "am_cnt", dt.int32, False), ("index", "am_out", dt.int32, False)]
+    body += [call, "lf_am_fold_block<256>(lf_am_v, lf_am_i, (unsigned long long*)am_key);"]
+    bufs = list(meta["_bufs"]) + [("count", "am_key", dt.int32, False)]
     keep = {k: v for k, v in meta.items() if not k.startswith("_") or k == "_weights"}
     src1 = s1.source
-    new = finish(pl.lang, f"{src1.kind}_argmax", body, bufs, src1.block, src1.work, src1.per_block,
-                 src1.grid_cap, meta={**keep, "nodes": (*meta.get("nodes", (s1.node,)), s2.node)},
-                 shared_bytes=src1.shared_bytes)
-    return replace(s2, source=new, bufs=list(s1.bufs) + [counts, s2.bufs[-1]],
-                   label=f"{s1.label} + argmax")
+    gemv = finish(pl.lang, f"{src1.kind}_argmax", body, bufs, src1.block, src1.work, src1.per_block,
+                  src1.grid_cap, meta=keep, shared_bytes=src1.shared_bytes)
+    index = finish(pl.lang, "argmax_key", ["lf_am_key_index((unsigned long long*)am_key, out);"],
+                   [("count", "am_key", dt.int32, False), ("out", "out", node.dtype, False)], 32, 1, 1,
+                   meta={"hand": True})
+    return (replace(s1, source=gemv, bufs=list(s1.bufs) + [key], label=f"{s1.label} + argmax"),
+            replace(s2, source=index, bufs=[key, s2.bufs[-1]], label="argmax_rows (the GEMV's key)"))
 
 
 __all__ = ["SWITCH", "enabled", "fold_gemv_argmax"]
