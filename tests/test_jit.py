@@ -486,6 +486,28 @@ def test_the_matcher_leaves_dynamic_axes_out():
     assert jf.trace_count == 1
 
 
+def test_calls_alternating_between_structures_each_keep_a_matcher(monkeypatch):
+    """A prompt step on host data and a decode step on the device token alternate: each
+    structure gets its own generated matcher, so neither falls back to the key-building path
+    once both are known (the last hit is tried first); values stay right throughout."""
+    import luminal_fn.frontend.jit as jit_module
+
+    jf = lf.jit(lambda w, t: (w * t).sum(axis=-1), dynamic_axes={"t": {0: "s"}})
+    w = lf.device_put(np.arange(4, dtype=np.float32))
+    host = np.ones((3, 4), np.float32)
+    dev = lf.device_put(np.full((1, 4), 2.0, np.float32))
+    for _ in range(2):
+        np.testing.assert_allclose(np.asarray(jf(w, host)), [6.0, 6.0, 6.0])
+        np.testing.assert_allclose(np.asarray(jf(w, dev)), [12.0])
+    assert len(jf._matchers) == 2 and jf._matcher.match((w, dev)) is not None
+    keyed = []
+    monkeypatch.setattr(jit_module, "fast_key", lambda *a: keyed.append(a) or None)
+    for _ in range(3):  # matched without building a key
+        np.testing.assert_allclose(np.asarray(jf(w, host[:2])), [6.0, 6.0])
+        np.testing.assert_allclose(np.asarray(jf(w, dev)), [12.0])
+    assert not keyed and jf.trace_count == 1
+
+
 class _OtherLibraryArray:
     """Another library's array (as CuPy, PyTorch or JAX arrays are): DLPack, and a type that
     declares shape and dtype."""

@@ -38,6 +38,8 @@ from .tracer import TraceContext, Tracer, current, lift
 pytree.register_leaf_type(Tracer)
 
 _DISPATCH_CACHE_LIMIT = 4096  # concrete signatures kept per function (dynamic dims add entries)
+_MATCHERS_KEPT = 4  # generated matchers of recent argument structures (prefill, decode, ...)
+_MATCHER_BUILDS = 32  # after this many, new structures take the dispatch cache's key alone
 
 
 class Jitted:
@@ -90,7 +92,8 @@ class Jitted:
         self._entries: dict = {}  # abstract signature -> Compiled
         self._fast: dict = {}  # concrete signature of a plain positional call -> Compiled
         self._fast_dynamic = None  # {leaf: dynamic axes} the keys in _fast leave out
-        self._matcher = None  # fast_match.ArgumentMatcher of the last fast-path structure
+        self._matchers: list = []  # fast_match.ArgumentMatchers of recent structures, last hit first
+        self._matcher_builds = 0
         # The dispatch cache needs every parameter given positionally (no defaults to fill in).
         self._fast_ok = self._sig is not None and not self._has_kwonly
         self._n_params = n
@@ -190,25 +193,46 @@ class Jitted:
                 tuple(abstract(x, s.dyn, s.path, self.name) for x, s in zip(leaves, lay.leaves)))
 
     # ---- the call path ----------------------------------------------------------------------
+    @property
+    def _matcher(self):
+        """The generated matcher hit last (None before any)."""
+        return self._matchers[0] if self._matchers else None
+
     def __call__(self, *args, **kwargs):
-        m = self._matcher
-        if m is not None and not kwargs:
-            hit = m.match(args)
-            if hit is not None:
-                leaves, bufs = hit
-                if bufs is not None:  # every leaf an Array already on the backend
-                    return m.compiled.call_buffers(leaves, bufs)
-                return m.compiled.call_leaves(leaves)
-        if not kwargs and self._fast:
-            fk = fast_key(args, self.static_argnums, self._fast_dynamic)
-            if fk is not None:
-                try:
-                    compiled = self._fast.get(fk[0])
-                except TypeError:  # an unhashable static value: the slow path says so clearly
-                    compiled = None
-                if compiled is not None:
-                    return compiled.call_leaves(fk[1])
+        if not kwargs:
+            matchers = self._matchers
+            for j, m in enumerate(matchers):
+                hit = m.match(args)
+                if hit is not None:
+                    if j:
+                        matchers.insert(0, matchers.pop(j))
+                    leaves, bufs = hit
+                    if bufs is not None:  # every leaf an Array already on the backend
+                        return m.compiled.call_buffers(leaves, bufs)
+                    return m.compiled.call_leaves(leaves)
+            if self._fast:
+                fk = fast_key(args, self.static_argnums, self._fast_dynamic)
+                if fk is not None:
+                    try:
+                        compiled = self._fast.get(fk[0])
+                    except TypeError:  # an unhashable static value: the slow path says so clearly
+                        compiled = None
+                    if compiled is not None:
+                        self._learn_structure(args, compiled)
+                        return compiled.call_leaves(fk[1])
         return self._call(args, kwargs)
+
+    def _learn_structure(self, args, compiled):
+        """A matcher for this call's structure, tried first from now on (calls alternating
+        between a few structures, such as a prompt step on host data and a decode step on the
+        device token, each match their own)."""
+        if self.static_argnums or self._matcher_builds >= _MATCHER_BUILDS:
+            return
+        self._matcher_builds += 1
+        m = matcher_for(args, self._fast_dynamic, compiled, compiled.backend)
+        if m is not None:
+            self._matchers.insert(0, m)
+            del self._matchers[_MATCHERS_KEPT:]
 
     def _call(self, args, kwargs):
         if current() is not None and any(isinstance(x, Tracer) for x in pytree.tree_leaves((args, kwargs))):
@@ -230,10 +254,10 @@ class Jitted:
                     a is b for a, b in zip(fk[1], leaves)):
                 if len(self._fast) >= _DISPATCH_CACHE_LIMIT or dynamic != self._fast_dynamic:
                     self._fast.clear()  # keys made with another structure's mask would miss
+                    self._matchers.clear()  # (and matchers built under it)
                 self._fast_dynamic = dynamic
                 self._fast[fk[0]] = compiled
-                if not self.static_argnums:  # the last structure, matched without a key
-                    self._matcher = matcher_for(args, dynamic, compiled, compiled.backend)
+                self._learn_structure(args, compiled)  # matched without a key from now on
         return compiled.call_leaves(leaves)
 
     # ---- stages -----------------------------------------------------------------------------
@@ -309,7 +333,7 @@ class Jitted:
         self._layouts.clear()
         self._fast.clear()
         self._fast_dynamic = None
-        self._matcher = None
+        self._matchers.clear()
 
     def __repr__(self):
         return f"<luminal_fn.jit of {self.name}>"
