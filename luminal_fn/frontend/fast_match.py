@@ -47,16 +47,18 @@ class ArgumentMatcher:
                 v = f"v{k}"
                 names.append(v)
                 lines.append(f"  {v} = {expr}")
-                lines.append(f"  if type({v}) is not {'Array' if t is Array else 'ndarray'}: return None")
-                lines.append(f"  if {v}.dtype != {const(x.dtype)}: return None")
+                axes = (dynamic or {}).get(k)
+                # one test a leaf where it can be (a statement each costs as much again); an
+                # Array's dtype is a singleton, compared by identity
+                same_dtype = f"{v}.dtype {'is not' if t is Array else '!='} {const(x.dtype)}"
+                same_shape = "" if axes else f" or {v}.shape != {const(tuple(x.shape))}"
+                lines.append(f"  if type({v}) is not {'Array' if t is Array else 'ndarray'} or "
+                             f"{same_dtype}{same_shape}: return None")
                 if t is Array:
                     lines.append(f"  b{k} = {v}._buf if {v}._backend is BE and not {v}._deleted else None")
                 else:
                     direct[0] = False
-                axes = (dynamic or {}).get(k)
-                if not axes:
-                    lines.append(f"  if {v}.shape != {const(tuple(x.shape))}: return None")
-                else:
+                if axes:
                     lines.append(f"  s = {v}.shape")
                     lines.append(f"  if len(s) != {len(x.shape)}: return None")
                     for a, d in enumerate(x.shape):
