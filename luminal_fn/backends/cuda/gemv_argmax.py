@@ -97,7 +97,7 @@ def _argmax_of(pl, s1, s2):
         return None
     key = pl.zeroed_counters(2, ("gemv argmax key", node.id))  # 8 bytes: one 64-bit key
     meta = s1.source.meta
-    body += [call, "lf_am_fold_block<256>(lf_am_v, lf_am_i, (unsigned long long*)am_key);"]
+    body += [call, f"lf_am_fold_block<{s1.source.block}>(lf_am_v, lf_am_i, (unsigned long long*)am_key);"]
     bufs = list(meta["_bufs"]) + [("count", "am_key", dt.int32, False)]
     keep = {k: v for k, v in meta.items() if not k.startswith("_") or k == "_weights"}
     src1 = s1.source
