@@ -29,14 +29,15 @@ from .switches import switch_on
 
 
 def fold_adjacent(steps: list, fold, chain: bool = False) -> int:
-    """Replace each adjacent pair (a, b) of ``steps`` for which ``fold(a, b)`` returns a step by
-    that step; returns how many were replaced. With ``chain`` the new step is tried again with
-    the step after it (a kernel that takes over several copies in a row); else the walk moves on."""
+    """Replace each adjacent pair (a, b) of ``steps`` for which ``fold(a, b)`` returns a step (or
+    a list of steps) by it; returns how many were replaced. With ``chain`` the new step is tried
+    again with the step after it (a kernel that takes over several copies in a row); else the
+    walk moves on."""
     folded = i = 0
     while i + 1 < len(steps):
         new = fold(steps[i], steps[i + 1])
         if new is not None:
-            steps[i:i + 2] = [new]
+            steps[i:i + 2] = new if isinstance(new, list) else [new]
             folded += 1
             if chain:
                 continue

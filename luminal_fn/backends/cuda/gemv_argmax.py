@@ -23,7 +23,7 @@ from ...ir import dtypes as dt
 from ...ir.expr import same
 from ..render import index as ix
 from ..render.kernels import finish
-from .epilogue import _only_between
+from .epilogue import _only_between, fold_adjacent
 from .switches import switch_on
 
 SWITCH = "LUMINAL_CUDA_GEMV_ARGMAX"
@@ -38,16 +38,7 @@ def enabled() -> bool:
 
 def fold_gemv_argmax(pl) -> int:
     """Fold each eligible argmax_rows step into the GEMV launch before it; returns how many."""
-    if not enabled():
-        return 0
-    folded, i = 0, 0
-    while i + 1 < len(pl.steps):
-        got = _argmax_of(pl, pl.steps[i], pl.steps[i + 1])
-        if got is not None:
-            pl.steps[i:i + 2] = list(got)
-            folded += 1
-        i += 1
-    return folded
+    return fold_adjacent(pl.steps, lambda s1, s2: _argmax_of(pl, s1, s2)) if enabled() else 0
 
 
 def _single_gemv_call(step):
@@ -79,7 +70,7 @@ def _taking_epilogue(body):
 
 
 def _argmax_of(pl, s1, s2):
-    """(the GEMV step taking the argmax, the key's one-thread step), or None."""
+    """[the GEMV step taking the argmax, the key's one-thread step], or None."""
     call = _single_gemv_call(s1)
     src2 = getattr(s2, "source", None)
     if call is None or src2 is None or src2.kind != "argmax_rows":
@@ -106,8 +97,8 @@ def _argmax_of(pl, s1, s2):
     index = finish(pl.lang, "argmax_key", ["lf_am_key_index((unsigned long long*)am_key, out);"],
                    [("count", "am_key", dt.int32, False), ("out", "out", node.dtype, False)], 32, 1, 1,
                    meta={"hand": True})
-    return (replace(s1, source=gemv, bufs=list(s1.bufs) + [key], label=f"{s1.label} + argmax"),
-            replace(s2, source=index, bufs=[key, s2.bufs[-1]], label="argmax_rows (the GEMV's key)"))
+    return [replace(s1, source=gemv, bufs=list(s1.bufs) + [key], label=f"{s1.label} + argmax"),
+            replace(s2, source=index, bufs=[key, s2.bufs[-1]], label="argmax_rows (the GEMV's key)")]
 
 
 __all__ = ["SWITCH", "enabled", "fold_gemv_argmax"]
