@@ -12,7 +12,9 @@ it may end: the decode step took 30 us longer that way, run DA.)
 
 Folded only when the argmax_rows step comes right after a single Linear-layout GEMV whose
 epilogue writes the buffer it reads with one store, reads all of that buffer in order as one
-row, and nothing else touches the buffer. ``LUMINAL_CUDA_GEMV_ARGMAX=0`` turns the pass off.
+row, and nothing else touches the buffer. Off by default until a GPU run times this form
+against the separate argmax_rows launch (the counted form lost; this one is untimed):
+``LUMINAL_CUDA_GEMV_ARGMAX=1`` turns it on.
 """
 from __future__ import annotations
 
@@ -32,8 +34,11 @@ _LAMBDA = "auto epilogue = [&](int n, float acc0) {"  # and its epilogue lambda 
 _STORE = re.compile(r"^(\s*)out\[n\] = (.+);$")
 
 
+DEFAULT = False  # (see the module's docstring)
+
+
 def enabled() -> bool:
-    return switch_on(SWITCH, True, "the argmax inside the GEMV's launch")
+    return switch_on(SWITCH, DEFAULT, "the argmax inside the GEMV's launch")
 
 
 def fold_gemv_argmax(pl) -> int:
