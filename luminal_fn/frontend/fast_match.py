@@ -42,41 +42,31 @@ class ArgumentMatcher:
 
         def emit(expr: str, x):
             t = type(x)
-            if t is Array or t is np.ndarray:
+            foreign = t is not Array and t is not np.ndarray and foreign_array(t)
+            if t is Array or t is np.ndarray or foreign:  # foreign: CuPy, PyTorch, JAX (converted later)
                 k = len(names)
                 v = f"v{k}"
                 names.append(v)
                 lines.append(f"  {v} = {expr}")
                 axes = (dynamic or {}).get(k)
+                shape = tuple(x.shape)
                 # one test a leaf where it can be (a statement each costs as much again); an
-                # Array's dtype is a singleton, compared by identity
+                # Array's dtype is a singleton, compared by identity; a foreign shape may be a list
+                kind = "Array" if t is Array else "ndarray" if t is np.ndarray else const(t)
                 same_dtype = f"{v}.dtype {'is not' if t is Array else '!='} {const(x.dtype)}"
-                same_shape = "" if axes else f" or {v}.shape != {const(tuple(x.shape))}"
-                lines.append(f"  if type({v}) is not {'Array' if t is Array else 'ndarray'} or "
-                             f"{same_dtype}{same_shape}: return None")
+                got = f"tuple({v}.shape)" if foreign else f"{v}.shape"
+                same_shape = "" if axes else f" or {got} != {const(shape)}"
+                lines.append(f"  if type({v}) is not {kind} or {same_dtype}{same_shape}: return None")
                 if t is Array:
                     lines.append(f"  b{k} = {v}._buf if {v}._backend is BE and not {v}._deleted else None")
                 else:
                     direct[0] = False
                 if axes:
                     lines.append(f"  s = {v}.shape")
-                    lines.append(f"  if len(s) != {len(x.shape)}: return None")
-                    for a, d in enumerate(x.shape):
+                    lines.append(f"  if len(s) != {len(shape)}: return None")
+                    for a, d in enumerate(shape):
                         if a not in axes:
                             lines.append(f"  if s[{a}] != {int(d)}: return None")
-            elif foreign_array(t):  # a CuPy / PyTorch / JAX array: converted at the call
-                direct[0] = False
-                v = f"v{len(names)}"
-                names.append(v)
-                lines.append(f"  {v} = {expr}")
-                lines.append(f"  if type({v}) is not {const(t)} or {v}.dtype != {const(x.dtype)}: return None")
-                axes = (dynamic or {}).get(len(names) - 1)
-                shape = tuple(x.shape)
-                lines.append(f"  s = {v}.shape")
-                lines.append(f"  if len(s) != {len(shape)}: return None")
-                for a, d in enumerate(shape):
-                    if not axes or a not in axes:
-                        lines.append(f"  if s[{a}] != {int(d)}: return None")
             elif t in SCALARS:
                 direct[0] = False
                 v = f"v{len(names)}"
