@@ -14,7 +14,8 @@ from .frontend import numpy as _lnp_impl  # noqa: F401  (installs Tracer methods
 from .frontend.array import Array, _install_operators, device_put, from_dlpack
 from .frontend.errors import (ArgumentError, DonationError, DTypeError, LuminalError, ShapeError,
                                TracingError)
-from .frontend.jit import Compiled, Jitted, Lowered, Traced, jit, make_hlir
+from .frontend.jit import Jitted, jit, make_hlir
+from .frontend.stages import Compiled, Lowered, Traced
 from .frontend.pytree import tree_leaves, tree_map
 from .frontend.tracer import Tracer
 from .ir import dtypes

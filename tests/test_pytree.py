@@ -147,3 +147,67 @@ def test_device_put_pytree_and_ordered_dict_result():
     out = f(np.zeros(2, np.float32))
     assert type(out) is OrderedDict and list(out) == ["z", "a"]
     np.testing.assert_array_equal(np.asarray(out["z"]), np.ones(2))
+
+
+# ---- the generated result builder (stages.Compiled wraps a call's outputs with it) ----------------
+RESULT_TREES = TREES + [
+    {3: 1, "3": 2, (1, "a"): [3, {"k": 4}]},  # int, str and tuple keys: each its own key
+    ({"k": 1, "v": 2},),  # one-element tuples keep their comma
+    [{"k": i, "v": -i} for i in range(16)],  # a Llama step's cache
+    Pair(State(w=1, b=None), OrderedDict([("z", (2,)), ("a", 3)])),
+    7,  # a bare leaf
+]
+
+
+@pytest.mark.parametrize("tree", RESULT_TREES, ids=lambda t: type(t).__name__)
+def test_result_builder_builds_what_unflatten_builds(tree):
+    from luminal_fn.frontend.result_builder import result_builder
+
+    leaves, td = pytree.flatten(tree)
+    bufs = [np.full((k + 1,), k, np.float32) for k in range(len(leaves))]
+    be = lf.get_backend("numpy")
+    build = result_builder(td, be, [lf.float32] * len(leaves))
+    got = build(bufs)
+    assert pytree.flatten(got)[1] == td  # same containers, types, keys and key order
+    if isinstance(got, dict):
+        assert list(got) == list(pytree.unflatten(td, leaves))
+    out = pytree.flatten(got)[0]
+    assert len(out) == len(bufs)
+    for a, b in zip(out, bufs):
+        assert type(a) is lf.Array and a.dtype is lf.float32 and a.shape == b.shape
+        assert a._buf is b  # wrapped, not copied
+
+
+def test_result_builder_takes_shapes_from_buffers_and_falls_back_for_deep_trees():
+    from luminal_fn.frontend.result_builder import MAX_GENERATED_DEPTH, result_builder
+
+    be = lf.get_backend("numpy")
+    deep = 0
+    for _ in range(MAX_GENERATED_DEPTH + 5):
+        deep = [deep]
+    leaves, td = pytree.flatten(deep)
+    got = result_builder(td, be, [lf.int32])([np.zeros((2, 3), np.int32)])
+    inner = got
+    while isinstance(inner, list):
+        inner = inner[0]
+    assert pytree.flatten(got)[1] == td and inner.shape == (2, 3) and inner.dtype is lf.int32
+    with pytest.raises(ValueError, match="2 leaves but 1 output dtypes"):
+        result_builder(pytree.flatten((1, 2))[1], be, [lf.float32])
+
+
+def test_jit_results_with_int_and_str_keys_and_nested_structure():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    @lf.jit
+    def f(x):
+        return {0: x + 1, "0": x * 2, "rows": [x.sum(axis=1), (x.max(),)]}, x - 1
+
+    for _ in range(2):  # the first call compiles, the second takes the dispatch path
+        d, y = f(x)
+        assert list(d) == list(pytree.unflatten(pytree.flatten(d)[1], pytree.flatten(d)[0]))
+        np.testing.assert_array_equal(np.asarray(d[0]), x + 1)
+        np.testing.assert_array_equal(np.asarray(d["0"]), x * 2)
+        np.testing.assert_array_equal(np.asarray(d["rows"][0]), x.sum(axis=1))
+        assert isinstance(d["rows"][1], tuple) and len(d["rows"][1]) == 1
+        np.testing.assert_array_equal(np.asarray(d["rows"][1][0]), x.max())
+        np.testing.assert_array_equal(np.asarray(y), x - 1)

@@ -116,11 +116,16 @@ def _build(td: TreeDef, it):
         return next(it)
     if k == "none":
         return None
-    kids = [_build(c, it) for c in td.children]
+    return node_from_children(td, [_build(c, it) for c in td.children])
+
+
+def node_from_children(td: TreeDef, kids):
+    """One container of kind ``td`` around its already built children."""
+    k = td.kind
     if k == "tuple":
         return tuple(kids)
     if k == "list":
-        return kids
+        return list(kids)
     if k == "dict":
         return dict(zip(td.meta, kids))
     if k == "namedtuple":
