@@ -18,9 +18,13 @@ os.environ.setdefault("LUMINAL_SEARCH_LIMIT", "4")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # Search results go to a throwaway cache, never the user's (tests of the cache pass their own).
 if "LUMINAL_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
     import tempfile
 
     os.environ["LUMINAL_CACHE_DIR"] = tempfile.mkdtemp(prefix="luminal-test-cache-")
+    # removed when this process ends (each xdist worker makes and removes its own)
+    atexit.register(shutil.rmtree, os.environ["LUMINAL_CACHE_DIR"], ignore_errors=True)
 
 
 def _has_gpu() -> bool:
