@@ -40,7 +40,7 @@ class Jitted:
     """A function wrapped by :func:`jit`."""
 
     def __init__(self, fn: Callable, static_argnums=(), static_argnames=(), donate_argnums=(),
-                 dynamic_axes=None, buckets=None, backend=None, search=None):
+                 dynamic_axes=None, buckets=None, backend=None, search=None, donate_argnames=()):
         if not callable(fn):
             raise ArgumentError(f"jit expects a function, got a {type(fn).__name__}")
         functools.update_wrapper(self, fn)
@@ -59,20 +59,19 @@ class Jitted:
         self._has_kwonly = any(p.kind == p.KEYWORD_ONLY for p in params)
         n = len(self._param_names)
         nums = set(self._argnums(static_argnums, "static_argnums"))
-        static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
-        for name in static_argnames:
-            if self._sig is not None and name not in self._all_names and not self._has_varkw:
-                raise ArgumentError(f"jit({self.name}): static_argnames names {name!r}, which is not "
-                                    f"a parameter of {self.name}{self._sig}")
-            if name in self._param_names:
-                nums.add(self._param_names.index(name))
+        static_argnames = self._argnames(static_argnames, "static_argnames")
+        nums |= {self._param_names.index(name) for name in static_argnames if name in self._param_names}
         self.static_argnums = frozenset(nums)
         self.static_argnames = frozenset(static_argnames) | {self._param_names[i] for i in nums if i < n}
-        self.donate_argnums = frozenset(self._argnums(donate_argnums, "donate_argnums"))
-        both = self.static_argnums & self.donate_argnums
+        # donated by name, as leaf paths start with their argument's name (keyword calls included)
+        donate_argnames = self._argnames(donate_argnames, "donate_argnames")
+        self.donate_argnums = frozenset(self._argnums(donate_argnums, "donate_argnums")) | {
+            self._param_names.index(name) for name in donate_argnames if name in self._param_names}
+        self.donate_argnames = frozenset(donate_argnames) | {self._arg_name(i) for i in self.donate_argnums}
+        both = self.static_argnames & self.donate_argnames
         if both:
-            raise ArgumentError(f"jit({self.name}): argument {self._arg_name(min(both))!r} is both "
-                                "static and donated; only arrays can be donated")
+            raise ArgumentError(f"jit({self.name}): argument {min(both)!r} is both static and "
+                                "donated; only arrays can be donated")
         self.dynamic_axes = _normalize_dynamic_axes(dynamic_axes, self._param_names)
         if self._sig is not None and not self._has_varkw and not self._has_varargs:
             for k in self.dynamic_axes:
@@ -93,6 +92,16 @@ class Jitted:
         self._n_params = n
         self.trace_count = 0
         self.compile_count = 0
+
+    def _argnames(self, names, what: str) -> tuple:
+        names = (names,) if isinstance(names, str) else tuple(names)
+        for name in names:
+            if not isinstance(name, str):
+                raise ArgumentError(f"jit({self.name}): {what} must be parameter names, got {name!r}")
+            if self._sig is not None and name not in self._all_names and not self._has_varkw:
+                raise ArgumentError(f"jit({self.name}): {what} names {name!r}, which is not a "
+                                    f"parameter of {self.name}{self._sig}")
+        return names
 
     def _argnums(self, nums, what: str) -> list:
         nums = (nums,) if isinstance(nums, int) else tuple(nums)
@@ -176,9 +185,8 @@ class Jitted:
                     paths += pytree.leaf_paths(child, key)
             specs = [Leaf(p, _dyn_for(p, self.dynamic_axes)) for p in paths]
             donated = []
-            if self.donate_argnums:
-                don_names = {self._arg_name(i) for i in self.donate_argnums}
-                donated = [k for k, p in enumerate(paths) if p.split("/")[0] in don_names]
+            if self.donate_argnames:
+                donated = [k for k, p in enumerate(paths) if p.split("/")[0] in self.donate_argnames]
             lay = self._layouts[td] = Layout(td, specs, tuple(donated))
         return leaves, lay
 
@@ -364,14 +372,15 @@ def _dyn_for(path: str, spec: dict) -> dict:
 
 
 def jit(fn: Callable | None = None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
-        dynamic_axes=None, buckets=None, backend=None, search=None):
-    """Compile ``fn`` (usable as ``@jit`` and ``@jit(...)``); see docs/api.md for every option."""
+        donate_argnames=(), dynamic_axes=None, buckets=None, backend=None, search=None):
+    """Compile ``fn`` (usable as ``@jit`` and ``@jit(...)``); its options: "`jit` options" in docs/api.md."""
     if fn is None:
         return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
-                             donate_argnums=donate_argnums, dynamic_axes=dynamic_axes,
-                             buckets=buckets, backend=backend, search=search)
+                             donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+                             dynamic_axes=dynamic_axes, buckets=buckets, backend=backend,
+                             search=search)
     return Jitted(fn, static_argnums, static_argnames, donate_argnums, dynamic_axes, buckets,
-                  backend, search)
+                  backend, search, donate_argnames)
 
 
 def make_hlir(fn: Callable, **jit_kwargs):
