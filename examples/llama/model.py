@@ -158,14 +158,14 @@ def make_step(config: LlamaConfig, *, backend=None, buckets=None, search=None, a
 
         axes = {k: v for k, v in DYNAMIC_AXES.items() if k != "gather_idx"}
         return lf.jit(llama_step, dynamic_axes=axes, buckets=buckets, search=search,
-                      backend=backend, donate_argnums=(5,))
+                      backend=backend, donate_argnames="cache")
 
     def llama_gather_step(weights, tokens, positions, scatter_idx, gather_idx, mask, cache):
         return finish(*forward(weights, tokens, positions, scatter_idx, gather_idx, mask, cache, config,
                                all_logits=all_logits))
 
     return lf.jit(llama_gather_step, dynamic_axes=DYNAMIC_AXES, buckets=buckets, search=search,
-                  backend=backend, donate_argnums=(6,))
+                  backend=backend, donate_argnames="cache")
 
 
 def make_greedy(*, backend=None, search=None, buckets=None):

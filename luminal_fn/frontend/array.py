@@ -29,8 +29,8 @@ class Array:
         if self._deleted:
             to = f"jitted function '{self._deleted}'" if isinstance(self._deleted, str) else "a jitted call"
             raise DonationError(
-                f"this Array was donated to {to} (donate_argnums) and read {where(None)}; its "
-                "buffer now belongs to that call's result: use the result instead")
+                f"this Array was donated to {to} (donate_argnums or donate_argnames) and read "
+                f"{where(None)}; its buffer now belongs to that call's result: use the result instead")
 
     @property
     def buffer(self):

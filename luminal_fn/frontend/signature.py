@@ -78,7 +78,7 @@ def abstract(x, dyn: dict, path: str, fn_name: str):
 def donated_error(fn_name: str, path: str) -> DonationError:
     return DonationError(
         f"{fn_name}: argument {path!r} is an Array that was donated to an earlier jitted call "
-        "(donate_argnums) and deleted; pass that call's result instead")
+        "(donate_argnums or donate_argnames) and deleted; pass that call's result instead")
 
 
 def fast_key(args, static_pos, dynamic=None):
