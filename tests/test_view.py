@@ -174,6 +174,40 @@ def test_symbolic_view_evaluates_like_the_static_one():
         _check(pref.reshape(pref.shape[0], 2, 3), buf, sym.evaluate({"s": n}))
 
 
+def _symbolic_views():
+    s, t = var("s"), var("t")
+    yield "pad, stepped slice, flip, split", \
+        View.contiguous((s, 6)).pad(0, 1, 2).slice(0, 1, s + 3, 2).flip(1), lambda r, n, m: \
+        np.pad(r, ((1, 2), (0, 0)))[1:n + 3:2, ::-1], (lambda n, m: (n, 6))
+    yield "broadcast and permute", View.contiguous((s, 1, t)).expand(1, 3).permute((2, 0, 1)), \
+        lambda r, n, m: np.broadcast_to(r, (n, 3, m)).transpose(2, 0, 1), (lambda n, m: (n, 1, m))
+    yield "a cache's first rows, padded on both sides", \
+        View.contiguous((8, t)).slice(0, 0, s).pad(1, 2, 1), \
+        lambda r, n, m: np.pad(r[:n], ((0, 0), (2, 1))), (lambda n, m: (8, m))
+    yield "windows over a symbolic axis", View.contiguous((s + 2, 3)).unfold(0, 3), \
+        lambda r, n, m: np.moveaxis(sliding_window_view(r, 3, axis=0), -1, 1), (lambda n, m: (n + 2, 3))
+
+
+@pytest.mark.parametrize("name,view,np_of,shape_of", list(_symbolic_views()),
+                         ids=[v[0] for v in _symbolic_views()])
+def test_generated_view_parts_read_what_evaluate_reads(name, view, np_of, shape_of):
+    """The NumPy executor reads a symbolic view through one generated function of the dims
+    (view_parts); it must read what View.evaluate's concrete view reads, empty axes included."""
+    from luminal_fn.backends.numpy.executor import read_parts, view_parts
+
+    parts = view_parts(view)
+    for n, m in ((1, 1), (2, 5), (5, 3), (0, 2)):
+        if name.startswith("windows") and n == 0:
+            continue  # (NumPy makes no zero windows of a 2-row axis; the view makes none either)
+        ref, buf, _ = _start(shape_of(n, m))
+        dims = {"s": n, "t": m}
+        want = np_of(ref, n, m)
+        got = read_parts(buf, *parts(dims))
+        _check(want, buf, view.evaluate(dims))
+        assert got.shape == want.shape, name
+        np.testing.assert_array_equal(got, want, err_msg=f"{name} s={n} t={m}")
+
+
 # ---- random chains ------------------------------------------------------------------------------
 @st.composite
 def _chains(draw):
