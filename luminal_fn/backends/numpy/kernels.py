@@ -215,13 +215,14 @@ def _fused(node, readers):
     _no_stash(node)
     fn = compile_tree(tree, shape_fn)
 
-    def step(vals, dims):
-        args = [r(vals, dims) for r in readers]
-        with np.errstate(all="ignore"):
-            out = fn(args, dims)
-        return np.asarray(np.broadcast_to(out, shape_fn(dims)), dtype=od, order="C")  # keeps 0-d
+    def raw(vals, dims):
+        out = fn([r(vals, dims) for r in readers], dims)
+        full = shape_fn(dims)
+        if type(out) is not np.ndarray or out.shape != full:  # (broadcast_to costs ~3 us)
+            out = np.broadcast_to(out, full)
+        return np.asarray(out, dtype=od, order="C")  # keeps 0-d
 
-    return step
+    return _guarded(raw)  # Plan runs the raw form inside its one errstate
 
 
 @kernel("fused_reduce")
@@ -261,17 +262,18 @@ def _fused_reduce(node, readers):
     _no_stash(node)
     fn = compile_tree(tree, in_shape_fn)
 
-    def step(vals, dims):
-        args = [r(vals, dims) for r in readers]
-        with np.errstate(all="ignore"):
-            x = np.broadcast_to(fn(args, dims), in_shape_fn(dims))
-            if op == "sum":
-                out = np.sum(x, axis=axis, dtype=acc)
-            else:
-                out = np.max(x, axis=axis, initial=init)
+    def raw(vals, dims):
+        x = fn([r(vals, dims) for r in readers], dims)
+        full = in_shape_fn(dims)
+        if type(x) is not np.ndarray or x.shape != full:
+            x = np.broadcast_to(x, full)
+        if op == "sum":
+            out = np.sum(x, axis=axis, dtype=acc)
+        else:
+            out = np.max(x, axis=axis, initial=init)
         return np.asarray(out).astype(od, copy=False)
 
-    return step
+    return _guarded(raw)
 
 
 @kernel("matmul")
