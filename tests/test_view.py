@@ -309,3 +309,16 @@ def test_min_max_of_sizes_simplify():
     assert maximum(0, c - 1) is not (c - 1)  # c - 1 may be negative: kept
     assert minimum(0, c) == 0 and minimum(-2, c) == -2
     assert (m.evaluate({"c": 40}), m.evaluate({"c": 400})) == (40, 128)
+
+
+def test_compiled_tuples_evaluate_like_each_expression():
+    """compile_py_tuple (the NumPy backend's symbolic shapes) gives what Expr.evaluate gives for
+    every op the expressions use, floor division and modulo of negatives included."""
+    from luminal_fn.ir.expr import compile_py_tuple, maximum, minimum
+
+    s, t = var("s"), var("t")
+    xs = (3, s, s * t + 2, (s - 7) // 3, (t - 5) % 4, minimum(128, s), maximum(t, s - 2), s - t)
+    fn = compile_py_tuple(xs)
+    for d in ({"s": 1, "t": 9}, {"s": 40, "t": 2}, {"s": 300, "t": 300}):
+        assert fn(d) == tuple(x if isinstance(x, int) else x.evaluate(d) for x in xs)
+    assert compile_py_tuple(())({}) == ()

@@ -482,6 +482,20 @@ def compile_py(e: Expr) -> Callable[[Mapping[str, int]], int]:
     return eval(f"lambda _d: {src}", {"min": min, "max": max, "int": int})
 
 
+def py_source(x: IntLike) -> str:
+    """Python source of an int or expression reading its dims from a mapping named ``_d``
+    (for generated functions that evaluate many expressions of one call's dims at once)."""
+    if isinstance(x, int):
+        return str(x)
+    return render(x, "py", {s: f"_d[{s!r}]" for s in x.free_symbols()})
+
+
+def compile_py_tuple(xs) -> Callable[[Mapping[str, int]], tuple]:
+    """A function env -> the tuple of ``xs`` (ints and expressions) evaluated, generated once."""
+    body = "".join(f"{py_source(x)}, " for x in xs)
+    return eval(f"lambda _d: ({body})", {"min": min, "max": max, "int": int})  # noqa: S307
+
+
 def compile_np(e: Expr) -> Callable:
     """A function env -> value where env values may be NumPy integer arrays (used for iota)."""
     import numpy as np

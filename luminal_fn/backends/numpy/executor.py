@@ -12,7 +12,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ...ir import dtypes as dt
-from ...ir.expr import Expr, compile_np, render
+from ...ir.expr import Expr, compile_np, py_source
 from ...ir.view import View
 
 KERNELS: dict[str, Callable] = {}  # op name -> builder(node, readers) -> step(vals, dims)
@@ -61,19 +61,13 @@ def view_parts(view: View) -> Callable:
     """A function dims -> (shape, strides, offset, mask) of ``view`` with its symbolic integers
     evaluated: one generated expression, built once per edge (``View.evaluate`` walks and
     rebuilds the view each call: a third of a decode step's time on this backend)."""
-    parts = list(view.shape) + list(view.strides) + [view.offset]
-    parts += [x for m in view.mask or () for x in m]
-    syms = set().union(*(x.free_symbols() for x in parts if not isinstance(x, int)))
-    names = {s: f"_d[{s!r}]" for s in syms}
-
-    def r(x) -> str:
-        return str(x) if isinstance(x, int) else render(x, "py", names)
-
     def tup(xs) -> str:
         return "(" + "".join(f"{x}, " for x in xs) + ")"
 
-    mask = "None" if view.mask is None else tup(f"({r(a)}, {r(b)})" for a, b in view.mask)
-    body = f"{tup(r(d) for d in view.shape)}, {tup(r(st) for st in view.strides)}, {r(view.offset)}, {mask}"
+    mask = "None" if view.mask is None else tup(
+        f"({py_source(a)}, {py_source(b)})" for a, b in view.mask)
+    body = (f"{tup(py_source(d) for d in view.shape)}, {tup(py_source(st) for st in view.strides)}, "
+            f"{py_source(view.offset)}, {mask}")
     return eval(f"lambda _d: ({body})", {"min": min, "max": max, "int": int})  # noqa: S307
 
 

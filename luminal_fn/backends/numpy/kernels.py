@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import dtypes as dt
-from ...ir.expr import compile_np
+from ...ir.expr import compile_np, compile_py_tuple
 from .arena import Request
 from .executor import KERNELS, _compute_dtype, _fmod, _guarded, _np_dtype, kernel
 from .tree_peephole import rewrite
@@ -117,7 +117,7 @@ def compile_tree(tree, out_shape_fn):
 def _shape_fn(shape):
     if all(isinstance(d, int) for d in shape):
         return lambda dims: shape
-    return lambda dims: tuple(d if isinstance(d, int) else d.evaluate(dims) for d in shape)
+    return compile_py_tuple(shape)
 
 
 def _program(node, readers, tree, full_shape):
