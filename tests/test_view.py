@@ -191,11 +191,17 @@ def _symbolic_views():
 @pytest.mark.parametrize("name,view,np_of,shape_of", list(_symbolic_views()),
                          ids=[v[0] for v in _symbolic_views()])
 def test_generated_view_parts_read_what_evaluate_reads(name, view, np_of, shape_of):
-    """The NumPy executor reads a symbolic view through one generated function of the dims
-    (view_parts); it must read what View.evaluate's concrete view reads, empty axes included."""
-    from luminal_fn.backends.numpy.executor import read_parts, view_parts
+    """Backends read a symbolic view through one generated function of the dims
+    (View.parts_function); it must read what View.evaluate's concrete view reads, empty axes
+    included: on NumPy, and through MLX's own ops where MLX is installed."""
+    from luminal_fn.backends.numpy.executor import read_parts
 
-    parts = view_parts(view)
+    try:
+        import mlx.core as mx
+        from luminal_fn.backends.mlx.ops import read_parts as mlx_read_parts
+    except ImportError:
+        mx = None
+    parts = view.parts_function()
     for n, m in ((1, 1), (2, 5), (5, 3), (0, 2)):
         if name.startswith("windows") and n == 0:
             continue  # (NumPy makes no zero windows of a 2-row axis; the view makes none either)
@@ -206,6 +212,9 @@ def test_generated_view_parts_read_what_evaluate_reads(name, view, np_of, shape_
         _check(want, buf, view.evaluate(dims))
         assert got.shape == want.shape, name
         np.testing.assert_array_equal(got, want, err_msg=f"{name} s={n} t={m}")
+        if mx is not None:
+            on_mlx = np.array(mlx_read_parts(mx.array(buf), *parts(dims)))
+            np.testing.assert_array_equal(on_mlx, want, err_msg=f"MLX: {name} s={n} t={m}")
 
 
 # ---- random chains ------------------------------------------------------------------------------

@@ -66,18 +66,22 @@ def _shape_of(shape, dims) -> tuple:
 # ---- reading views -----------------------------------------------------------------------------------
 def read_view(buf, v: View):
     """The logical array a concrete view describes over a producer's row-major data."""
-    shape = tuple(v.shape)
+    return read_parts(buf, tuple(v.shape), tuple(v.strides), v.offset, v.mask)
+
+
+def read_parts(buf, shape: tuple, strides: tuple, offset: int, mask):
+    """``read_view`` of a concrete view given as its parts (``View.parts_function``)."""
     if 0 in shape:
         return mx.zeros(shape, buf.dtype)
-    if v.mask is None:
-        return mx.as_strided(buf, shape, tuple(v.strides), v.offset)
-    lo = [max(0, min(a, d)) for (a, _), d in zip(v.mask, shape)]
-    hi = [max(lo_, min(b, d)) for lo_, (_, b), d in zip(lo, v.mask, shape)]
+    if mask is None:
+        return mx.as_strided(buf, shape, strides, offset)
+    lo = [max(0, min(a, d)) for (a, _), d in zip(mask, shape)]
+    hi = [max(lo_, min(b, d)) for lo_, (_, b), d in zip(lo, mask, shape)]
     region = tuple(h - l_ for l_, h in zip(lo, hi))
     if 0 in region:
         return mx.zeros(shape, buf.dtype)
-    start = v.offset + sum(l_ * s for l_, s in zip(lo, v.strides))
-    src = mx.as_strided(buf, region, tuple(v.strides), start)
+    start = offset + sum(l_ * s for l_, s in zip(lo, strides))
+    src = mx.as_strided(buf, region, strides, start)
     if region == shape:
         return src
     return mx.pad(src, [(l_, d - h) for l_, h, d in zip(lo, hi, shape)])
@@ -90,7 +94,8 @@ def make_reader(src: int, view: View, producer_shape: tuple) -> Callable:
         return lambda vals, dims: vals[src]
     if view.is_static():
         return lambda vals, dims: read_view(vals[src], view)
-    return lambda vals, dims: read_view(vals[src], view.evaluate(dims))
+    parts = view.parts_function()
+    return lambda vals, dims: read_parts(vals[src], *parts(dims))
 
 
 # ---- elementwise math shared by primitives and fused trees ------------------------------------------
