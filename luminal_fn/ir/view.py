@@ -336,6 +336,14 @@ class View:
         return View(tuple(ev(d) for d in self.shape), tuple(ev(s) for s in self.strides),
                     ev(self.offset), mask)
 
+    @staticmethod
+    def mask_bounds(shape: tuple, mask) -> tuple:
+        """(lo, hi) per axis of a concrete masked view: the unpadded index range of each axis,
+        clipped to the axis (reads outside it are zeros)."""
+        lo = [max(0, min(a, d)) for (a, _), d in zip(mask, shape)]
+        hi = [max(lo_, min(b, d)) for lo_, (_, b), d in zip(lo, mask, shape)]
+        return lo, hi
+
     def parts_function(self):
         """A function dims -> (shape, strides, offset, mask) of this view with every symbolic
         integer evaluated: one generated expression, built once (backends read a symbolic view

@@ -75,8 +75,7 @@ def read_parts(buf, shape: tuple, strides: tuple, offset: int, mask):
         return mx.zeros(shape, buf.dtype)
     if mask is None:
         return mx.as_strided(buf, shape, strides, offset)
-    lo = [max(0, min(a, d)) for (a, _), d in zip(mask, shape)]
-    hi = [max(lo_, min(b, d)) for lo_, (_, b), d in zip(lo, mask, shape)]
+    lo, hi = View.mask_bounds(shape, mask)
     region = tuple(h - l_ for l_, h in zip(lo, hi))
     if 0 in region:
         return mx.zeros(shape, buf.dtype)

@@ -45,8 +45,7 @@ def read_parts(buf: np.ndarray, shape: tuple, strides: tuple, offset: int, mask)
             return as_strided(flat[offset:], shape, tuple([s * item for s in strides]), writeable=False)
         out.flags.writeable = False
         return out
-    lo = [max(0, min(a, d)) for (a, _), d in zip(mask, shape)]
-    hi = [max(lo_, min(b, d)) for lo_, (_, b), d in zip(lo, mask, shape)]
+    lo, hi = View.mask_bounds(shape, mask)
     out = np.zeros(shape, buf.dtype)
     region = tuple(h - l_ for l_, h in zip(lo, hi))
     if 0 in region:
