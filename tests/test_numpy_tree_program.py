@@ -64,6 +64,58 @@ def test_programs_match_node_by_node_bit_for_bit(seed):
     np.testing.assert_array_equal(got, _node_by_node(tree, args))  # NaN == NaN here
 
 
+_UFUNCS = {"Add": np.add, "Mul": np.multiply, "Exp2": np.exp2, "Sqrt": np.sqrt,
+           "Recip": np.reciprocal, "np.tanh": np.tanh, "Sin": np.sin}
+
+
+def _plain_eval(tree, args):
+    """The tree evaluated by hand, every occurrence of a subtree on its own (no sharing, no
+    in-place writes): the reference for compile_tree's memoised subtrees."""
+    if tree[0] == "in":
+        return args[tree[1]]
+    if tree[0] == "const":
+        return np.float32(tree[1])
+    return _UFUNCS[tree[0]](*(_plain_eval(t, args) for t in tree[2:]))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_node_by_node_trees_compute_repeated_subtrees_once_and_right(seed):
+    """compile_tree memoises a subtree that occurs more than once in a call, and never writes
+    in place into such a value (another reader still needs it)."""
+    rng = random.Random(100 + seed)
+    tree = _random_tree(rng, 6)
+    full = np.broadcast_shapes(*SHAPES)
+    args = [np.broadcast_to(a, full) for a in _args(np.random.default_rng(seed))]
+    fn = compile_tree(tree, lambda dims: full)
+    with np.errstate(all="ignore"):
+        want = np.broadcast_to(_plain_eval(tree, args), full)
+        np.testing.assert_array_equal(np.broadcast_to(fn(args, {}), full), want)
+        np.testing.assert_array_equal(np.broadcast_to(fn(args, {}), full), want)  # a second call
+
+
+def test_an_index_normalised_many_times_is_computed_once_per_call():
+    i32 = "int32"
+    x = ("in", 0)
+    wrapped = ("Add", i32, x, ("Mul", i32, ("Cast", i32, ("LessThan", "bool", x, ("const", 0, i32))),
+                                ("const", 512, i32)))  # x + (x < 0) * 512, as a cache index
+    tree = ("Add", i32, ("Mul", i32, wrapped, ("const", 32, i32)),
+            ("Mul", i32, ("Add", i32, wrapped, ("const", 1, i32)), wrapped))
+    calls = []
+    real_less = np.less
+
+    xs = np.array([-3, 0, 5, -512, 7], np.int32)
+    w = np.where(xs < 0, xs + 512, xs)
+    fn = compile_tree(tree, lambda dims: xs.shape)
+    np.testing.assert_array_equal(fn([xs], {}), w * 32 + (w + 1) * w)
+    try:  # the comparison inside `wrapped` runs once a call, not three times
+        np.less = lambda *a: calls.append(1) or real_less(*a)
+        fn2 = compile_tree(tree, lambda dims: xs.shape)
+        np.testing.assert_array_equal(fn2([xs], {}), w * 32 + (w + 1) * w)
+    finally:
+        np.less = real_less
+    assert len(calls) == 1, calls
+
+
 def test_repeated_subtrees_are_computed_once_and_buffers_reused():
     u = _op("Add", _in(0), _in(2))
     cube = _op("Mul", _op("Mul", _op("Mul", _c(0.044715), u), u), u)

@@ -21,14 +21,58 @@ def _recip(x, out=None):
     return (1.0 / x).astype(x.dtype)
 
 
-def _is_op(tree) -> bool:
-    """True when the subtree computes a fresh array this tree owns (not an input or a literal)."""
-    return tree[0] not in ("in", "const", "iota", "Gather", "Cast")
+def _is_op(tree, shared=frozenset()) -> bool:
+    """True when the subtree computes a fresh array this tree owns (not an input or a literal,
+    nor a value other nodes of the tree read again)."""
+    return tree[0] not in ("in", "const", "iota", "Gather", "Cast") and tree not in shared
+
+
+def _repeated(tree) -> dict:
+    """Operation subtrees that occur more than once in ``tree`` -> a memo slot each (an index
+    computation normalises the same position a dozen times in one tree)."""
+    counts: dict = {}
+
+    def walk(t):
+        if t[0] in ("in", "const"):
+            return
+        counts[t] = counts.get(t, 0) + 1
+        if counts[t] == 1 and t[0] != "iota":
+            for c in t[2:]:
+                if isinstance(c, tuple):
+                    walk(c)
+
+    walk(tree)
+    return {t: k for k, t in enumerate(t for t, n in counts.items() if n > 1)}
 
 
 def compile_tree(tree, out_shape_fn):
     """A function (args, dims) -> ndarray evaluating an LLIR expression tree with NumPy.
-    ``args`` are the kernel's inputs already read through their views."""
+    ``args`` are the kernel's inputs already read through their views. A subtree that occurs
+    several times is computed once a call (its value memoised in a dict passed after the args)."""
+    shared = _repeated(tree)
+    fn = _compile(tree, out_shape_fn, shared)
+    if not shared:
+        return fn
+    return lambda args, dims: fn([*args, {}], dims)
+
+
+def _compile(tree, out_shape_fn, shared):
+    fn = _compile_node(tree, out_shape_fn, shared)
+    slot = shared.get(tree)
+    if slot is None:
+        return fn
+
+    def memo(args, dims):
+        m = args[-1]
+        v = m.get(slot)
+        if v is None:
+            v = m[slot] = fn(args, dims)
+        return v
+
+    return memo
+
+
+def _compile_node(tree, out_shape_fn, shared):
     tag = tree[0]
     if tag == "in":
         k = tree[1]
@@ -49,7 +93,7 @@ def compile_tree(tree, out_shape_fn):
     d = dt.BY_NAME[tree[1]]
     cd = _compute_dtype(d)
     if tag == "Cast":
-        a = compile_tree(tree[2], out_shape_fn)
+        a = _compile(tree[2], out_shape_fn, shared)
         if d is dt.bool_:
             return lambda args, dims: np.not_equal(a(args, dims), 0)
         if d is dt.int32:
@@ -67,8 +111,8 @@ def compile_tree(tree, out_shape_fn):
         return lambda args, dims: np.asarray(a(args, dims)).astype(cd)
     if tag in _NP_UNARY or tag == "Recip":
         fn = _NP_UNARY.get(tag, _recip)
-        a = compile_tree(tree[2], out_shape_fn)
-        if cd == np.float32 and _is_op(tree[2]):
+        a = _compile(tree[2], out_shape_fn, shared)
+        if cd == np.float32 and _is_op(tree[2], shared):
             # the operand is this tree's own temporary: overwrite it (no allocation, less traffic)
             def unary_inplace(args, dims):
                 x = a(args, dims)
@@ -80,11 +124,11 @@ def compile_tree(tree, out_shape_fn):
         return lambda args, dims: fn(np.asarray(a(args, dims), dtype=cd))
     if tag in ("Add", "Mul", "Mod", "LessThan"):
         fn = {"Add": np.add, "Mul": np.multiply, "Mod": _fmod, "LessThan": np.less}[tag]
-        a, b = compile_tree(tree[2], out_shape_fn), compile_tree(tree[3], out_shape_fn)
+        a, b = _compile(tree[2], out_shape_fn, shared), _compile(tree[3], out_shape_fn, shared)
         if tag == "LessThan":
             return lambda args, dims: fn(a(args, dims), b(args, dims))
-        if cd == np.float32 and tag in ("Add", "Mul") and (_is_op(tree[2]) or _is_op(tree[3])):
-            own_a, own_b = _is_op(tree[2]), _is_op(tree[3])
+        own_a, own_b = _is_op(tree[2], shared), _is_op(tree[3], shared)
+        if cd == np.float32 and tag in ("Add", "Mul") and (own_a or own_b):
 
             def binary_inplace(args, dims):
                 x = np.asarray(a(args, dims), dtype=cd)
@@ -99,11 +143,11 @@ def compile_tree(tree, out_shape_fn):
             return binary_inplace
         return lambda args, dims: fn(np.asarray(a(args, dims), dtype=cd), np.asarray(b(args, dims), dtype=cd))
     if tag == "Select":
-        c, x, y = (compile_tree(t, out_shape_fn) for t in tree[2:5])
+        c, x, y = (_compile(t, out_shape_fn, shared) for t in tree[2:5])
         return lambda args, dims: np.where(c(args, dims), x(args, dims), y(args, dims)).astype(cd, copy=False)
     if tag == "Gather":
         k = tree[2]
-        idx = compile_tree(tree[3], out_shape_fn)
+        idx = _compile(tree[3], out_shape_fn, shared)
 
         def gather(args, dims):
             data = np.ascontiguousarray(args[k]).reshape(-1)
