@@ -35,13 +35,14 @@ def add_loop_args(ap, tokens: int) -> None:
                     help="the decode bucket's largest context (llama_bench's prompt 32 + 64 tokens: 128)")
 
 
-def warm_session(args, steps=model.STEP_OUTPUTS) -> LlamaSession:
-    """Llama-3.2-1B with random weights on the CUDA backend, ``steps`` searched and compiled for
-    a prompt bucket up to 64 tokens and a decode bucket up to ``args.max_context``."""
-    cfg = llama_3_2_1b_config()
-    session = LlamaSession(cfg, random_weights(cfg, args.dtype, backend="cuda"), max_seq_len=512,
+def warm_session(args, steps=model.STEP_OUTPUTS, config=None, backend="cuda") -> LlamaSession:
+    """Llama-3.2-1B (or ``config``) with random ``args.dtype`` weights on ``backend``, ``steps``
+    searched and compiled for a prompt bucket up to 64 tokens and a decode bucket up to
+    ``args.max_context``."""
+    cfg = config or llama_3_2_1b_config()
+    session = LlamaSession(cfg, random_weights(cfg, args.dtype, backend=backend), max_seq_len=512,
                            buckets=model.dim_buckets(64, args.max_context), search=lf.SearchOptions(limit=args.search),
-                           backend="cuda", steps=steps)
+                           backend=backend, steps=steps)
     session.warm_up()
     return session
 

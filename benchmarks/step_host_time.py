@@ -26,38 +26,35 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import luminal_fn as lf  # noqa: E402
+from decode_loop_profile import warm_session  # noqa: E402
 from llama import model  # noqa: E402
-from llama.checkpoint import random_weights  # noqa: E402
-from llama.config import config_from_dict, llama_3_2_1b_config  # noqa: E402
-from llama.generation import LlamaSession  # noqa: E402
+from llama.config import config_from_dict  # noqa: E402
 from llama.tiny import TINY_VOCAB, tiny_config_dict  # noqa: E402
 
 CONTEXT = 40  # the cached tokens before the step
 
 
-def session_for(args) -> LlamaSession:
+def session_for(args):
+    """The greedy step's session: decode_loop_profile's, with the tiny widths if asked."""
+    config = None
     if args.tiny_layers:
         raw = tiny_config_dict(TINY_VOCAB, 1, [2])
         raw["num_hidden_layers"] = args.tiny_layers
-        cfg, dtype = config_from_dict(raw, source="the tiny config"), "float32"
-    else:
-        cfg, dtype = llama_3_2_1b_config(), args.dtype
-    session = LlamaSession(cfg, random_weights(cfg, dtype, backend=args.backend), max_seq_len=512,
-                           buckets=model.dim_buckets(64, 512), backend=args.backend,
-                           search=lf.SearchOptions(limit=args.search), steps=("greedy",))
-    session.warm_up()
-    return session
+        config, args.dtype = config_from_dict(raw, source="the tiny config"), "float32"
+    return warm_session(args, steps=("greedy",), config=config, backend=args.backend)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--dtype", default="bfloat16", help="the 1B weights' dtype")
-    ap.add_argument("--tiny-layers", type=int, default=0,
-                    help="the tiny model's widths with this many layers instead of the 1B model")
     ap.add_argument("--search", type=int, default=3)
+    ap.add_argument("--max-context", type=int, default=512, help="the decode bucket's largest context")
+    ap.add_argument("--tiny-layers", type=int, default=0,
+                    help="the tiny model's widths with this many layers (float32) instead of the 1B model")
     ap.add_argument("--calls", type=int, default=32)
     ap.add_argument("--top", type=int, default=22, help="rows of each cProfile listing")
     args = ap.parse_args()

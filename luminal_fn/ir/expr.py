@@ -476,10 +476,7 @@ def render(e: IntLike, lang: str = "py", names: Mapping[str, str] | None = None)
 
 def compile_py(e: Expr) -> Callable[[Mapping[str, int]], int]:
     """A Python function env -> value for the expression (built once per expression)."""
-    syms = sorted(e.free_symbols())
-    names = {s: f"_d[{s!r}]" for s in syms}
-    src = render(e, "py", names)
-    return eval(f"lambda _d: {src}", {"min": min, "max": max, "int": int})
+    return py_function(py_source(e))
 
 
 def py_source(x: IntLike) -> str:
@@ -487,13 +484,22 @@ def py_source(x: IntLike) -> str:
     (for generated functions that evaluate many expressions of one call's dims at once)."""
     if isinstance(x, int):
         return str(x)
-    return render(x, "py", {s: f"_d[{s!r}]" for s in x.free_symbols()})
+    return render(x, "py", {s: f"_d[{s!r}]" for s in sorted(x.free_symbols())})
+
+
+def py_function(body: str) -> Callable[[Mapping[str, int]], object]:
+    """``lambda _d: body``: ``body`` Python source built from ``py_source`` pieces."""
+    return eval(f"lambda _d: {body}", {"min": min, "max": max, "int": int})  # noqa: S307
+
+
+def py_tuple_source(xs) -> str:
+    """Python source of the tuple of ``xs`` (ints and expressions), as ``py_source``."""
+    return "(" + "".join(f"{py_source(x)}, " for x in xs) + ")"
 
 
 def compile_py_tuple(xs) -> Callable[[Mapping[str, int]], tuple]:
     """A function env -> the tuple of ``xs`` (ints and expressions) evaluated, generated once."""
-    body = "".join(f"{py_source(x)}, " for x in xs)
-    return eval(f"lambda _d: ({body})", {"min": min, "max": max, "int": int})  # noqa: S307
+    return py_function(py_tuple_source(xs))
 
 
 def compile_np(e: Expr) -> Callable:

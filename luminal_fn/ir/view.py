@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from .expr import (Expr, IntLike, as_expr, ceildiv, compare, floordiv, maximum, minimum, mod, py_source,
-                   render, same, to_int_or_expr)
+from .expr import (Expr, IntLike, as_expr, ceildiv, compare, floordiv, maximum, minimum, mod, py_function,
+                   py_source, py_tuple_source, render, same, to_int_or_expr)
 
 
 def _norm(x: IntLike) -> IntLike:
@@ -348,11 +348,7 @@ class View:
         """A function dims -> (shape, strides, offset, mask) of this view with every symbolic
         integer evaluated: one generated expression, built once (backends read a symbolic view
         each call; ``evaluate`` walks and rebuilds the view every time)."""
-        def tup(xs) -> str:
-            return "(" + "".join(f"{x}, " for x in xs) + ")"
-
-        mask = "None" if self.mask is None else tup(
-            f"({py_source(lo)}, {py_source(hi)})" for lo, hi in self.mask)
-        body = (f"{tup(py_source(d) for d in self.shape)}, "
-                f"{tup(py_source(st) for st in self.strides)}, {py_source(self.offset)}, {mask}")
-        return eval(f"lambda _d: ({body})", {"min": min, "max": max, "int": int})  # noqa: S307
+        mask = "None" if self.mask is None else (
+            "(" + "".join(f"{py_tuple_source(m)}, " for m in self.mask) + ")")
+        return py_function(f"({py_tuple_source(self.shape)}, {py_tuple_source(self.strides)}, "
+                           f"{py_source(self.offset)}, {mask})")

@@ -67,19 +67,6 @@ def make_reader(src: int, view: View, producer_shape: tuple, producer_dtype=None
             return vals[src]
 
         read.src = src  # kernels index vals directly for plain reads (see _binary)
-    elif view.is_static() and view.mask is None and 0 not in view.shape:
-        shape, strides, offset = tuple(view.shape), tuple(view.strides), view.offset
-
-        def read(vals, dims):
-            # the strided view built directly (read_parts' general checks cost a call more)
-            flat = vals[src].reshape(-1)
-            item = flat.itemsize
-            try:
-                out = np.ndarray(shape, flat.dtype, flat, offset * item, tuple([s * item for s in strides]))
-            except (TypeError, ValueError):  # not a plain buffer: the general path
-                return read_parts(flat, shape, strides, offset, None)
-            out.flags.writeable = False
-            return out
     elif view.is_static():
         shape, strides, offset, mask = tuple(view.shape), tuple(view.strides), view.offset, view.mask
 

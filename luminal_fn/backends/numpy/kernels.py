@@ -36,7 +36,7 @@ def _repeated(tree) -> dict:
         if t[0] in ("in", "const"):
             return
         counts[t] = counts.get(t, 0) + 1
-        if counts[t] == 1 and t[0] != "iota":
+        if counts[t] == 1:  # (a subtree's own parts counted once, however often it recurs)
             for c in t[2:]:
                 if isinstance(c, tuple):
                     walk(c)
@@ -158,6 +158,14 @@ def _compile_node(tree, out_shape_fn, shared):
     raise NotImplementedError(f"fused tree op {tag!r}")
 
 
+def _at_shape(x, shape):
+    """``x`` broadcast to ``shape`` (a read-only view), or ``x`` itself when it already has that
+    shape (np.broadcast_to costs ~3 us, more than the small ufuncs of a decode step)."""
+    if type(x) is np.ndarray and x.shape == shape:
+        return x
+    return np.broadcast_to(x, shape)
+
+
 def _shape_fn(shape):
     if all(isinstance(d, int) for d in shape):
         return lambda dims: shape
@@ -260,10 +268,7 @@ def _fused(node, readers):
     fn = compile_tree(tree, shape_fn)
 
     def raw(vals, dims):
-        out = fn([r(vals, dims) for r in readers], dims)
-        full = shape_fn(dims)
-        if type(out) is not np.ndarray or out.shape != full:  # (broadcast_to costs ~3 us)
-            out = np.broadcast_to(out, full)
+        out = _at_shape(fn([r(vals, dims) for r in readers], dims), shape_fn(dims))
         return np.asarray(out, dtype=od, order="C")  # keeps 0-d
 
     return _guarded(raw)  # Plan runs the raw form inside its one errstate
@@ -307,10 +312,7 @@ def _fused_reduce(node, readers):
     fn = compile_tree(tree, in_shape_fn)
 
     def raw(vals, dims):
-        x = fn([r(vals, dims) for r in readers], dims)
-        full = in_shape_fn(dims)
-        if type(x) is not np.ndarray or x.shape != full:
-            x = np.broadcast_to(x, full)
+        x = _at_shape(fn([r(vals, dims) for r in readers], dims), in_shape_fn(dims))
         if op == "sum":
             out = np.sum(x, axis=axis, dtype=acc)
         else:
