@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from importlib import resources
 
-from .encode import encode
+from .encode import ENCODING_VERSION, encode
 
 # The fixed schedule: (ruleset, how to run it). ``saturate`` stages only hold terminating
 # rewrites over integers; the others run a bounded number of iterations.
@@ -79,11 +79,13 @@ def _package_rules() -> tuple:
 
 @functools.lru_cache(maxsize=16)
 def _rules_version(extra: tuple) -> str:
-    return hashlib.sha256("\n".join(rule_texts(extra)).encode()).hexdigest()[:16]
+    text = "\n".join([f"encoding {ENCODING_VERSION}"] + rule_texts(extra))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def rules_version(extra=()) -> str:
-    """A short hash of every rule text (part of the search cache key)."""
+    """A short hash of every rule text and the encoding's version (part of the search cache
+    key)."""
     return _rules_version(tuple(extra))
 
 

@@ -1,6 +1,6 @@
 """HLIR graph -> egglog terms (text), plus the side tables the read-back needs.
 
-Each HLIR node becomes one term bound to ``$nK``; each input edge whose view is not the plain
+Each HLIR node becomes one term bound to ``$nK_``; each input edge whose view is not the plain
 read of its producer is wrapped in ``(V producer shape strides offset mask)``. Literals stay on
 the Python side (``(Const id)``), so the e-graph never holds floats or arrays.
 """
@@ -90,6 +90,21 @@ def inf_literal(node):
     return 1 if arr.reshape(-1)[0] > 0 else -1
 
 
+# Bumped whenever the same graph would encode to a different e-graph: part of the search cache
+# key, so an LLIR extracted from an earlier encoding is searched again (2: names end in "_", an
+# earlier name could alias another node's term).
+ENCODING_VERSION = 2
+
+
+def global_name(node_id: int) -> str:
+    """The egglog global bound to a node's term. It ends in a non-digit: egglog names the
+    temporaries of a term it flattens after the globals the term reads plus a count (``$n9`` read
+    a second time becomes ``$n91``), and a global named ``$n91`` would then be read as ``$n9``'s
+    value: egglog 13.2 built ``(Bin "LessThan" $n91 (V $n9 ...))`` as ``(Bin "LessThan" $n9
+    ...)`` in a traced triu, silently (tests/test_optimizer.py has the case)."""
+    return f"$n{node_id}_"
+
+
 @dataclass
 class Encoded:
     """The egglog commands of a graph; (Const id) and (Custom id) name HLIR node ids, whose
@@ -141,7 +156,7 @@ def encode(g: Graph) -> Encoded:
             continue
         else:
             raise ValueError(f"cannot encode HLIR op {op}")
-        name = f"$n{node.id}"
+        name = global_name(node.id)
         names[node.id] = name
         enc.commands.append(f"(let {name} {term})")
         enc.commands.append(f"(set (NodeOf {node.id}) {name})")
