@@ -22,6 +22,7 @@ from ..ir import dtypes as dt
 from ..ir.expr import add, as_expr, substitute, var
 from ..ir.graph import Graph
 from ..ir.passes import dce
+from ..ir.recursion import deep_recursion
 from ..ir.view import View
 from .decode import DecodeCycle, IntegerDecoder
 from .egraph import ENode
@@ -238,7 +239,8 @@ class Extractor(IntegerDecoder):
         genome = tuple(genome) if genome is not None else (0,) * len(self.genes)
         if len(genome) != len(self.genes):
             raise ValueError(f"genome has {len(genome)} choices for {len(self.genes)} genes")
-        return _Extraction(self, genome).run()
+        with deep_recursion(len(self.hlir)):
+            return _Extraction(self, genome).run()
 
     # ---- shapes and dtypes of classes ---------------------------------------------------------
     def tensor(self, cls):
