@@ -33,7 +33,7 @@ if [ "$T_TESTS" != 0 ]; then
   timeout -s INT -k 10 "$T_TESTS" python3 -m pytest -q $XD -p no:cacheprovider -p no:benchmark -rf --tb=line \
     tests/test_cuda*.py tests/test_jit.py tests/test_dispatch.py tests/test_dlpack.py tests/test_multi_embedding_bag.py \
     tests/test_raw_index_bag.py tests/test_row_kernels.py tests/test_attention_rule.py tests/test_attention_tiles.py tests/test_rope_rule.py \
-    tests/test_half_casts.py tests/test_attention_store.py tests/test_llama.py tests/test_argmax_rule.py \
+    tests/test_half_casts.py tests/test_attention_store.py tests/test_llama.py tests/test_argmax_rule.py tests/test_program_fuzz.py \
     > "$OUT/pytest_cuda.log" 2>&1
   echo "tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest_cuda.log" | tail -n 12
 fi
