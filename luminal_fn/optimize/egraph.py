@@ -93,7 +93,9 @@ def rules_version(extra=()) -> str:
 # per rule set). One shared e-graph, each build between (push) and (pop), was faster (~0.45 s of
 # rule loading saved a build) but not isolated: after a long run of other builds in one process
 # (the CPU test suite in file order), a Scatter's index child read back as another input's class,
-# while a fresh e-graph gave the right term (2026-12-04; egglog 13.2).
+# while a fresh e-graph gave the right term (2026-12-04; egglog 13.2). That was most likely the
+# global-name aliasing that encode.global_name now avoids (egglog's name counters live as long as
+# the e-graph, so a shared one met it sooner); the fresh e-graph stays until that is measured.
 _PARSED: dict = {}
 _LOCK = threading.Lock()
 
