@@ -310,6 +310,22 @@ def test_tril_with_a_dynamic_axis():
         assert_same(f(x), (np.tril(x, -1), np.triu(x, 1)))
 
 
+def test_roll_along_a_dynamic_axis():
+    """The split point is a dims expression (shift mod s), so one trace serves every length,
+    an empty axis included; shifts larger than the axis and negative ones wrap as in NumPy."""
+    f = lf.jit(lambda a: (lnp.roll(a, 3, axis=0), lnp.roll(a, -7, axis=0), lnp.roll(a, (2, -1), axis=(0, 1)),
+                          lnp.roll(a, 5)), dynamic_axes={"a": {0: "s"}})
+    for n in (1, 2, 3, 5, 8, 0):
+        x = make((n, 3))
+        assert_same(f(x), (np.roll(x, 3, 0), np.roll(x, -7, 0), np.roll(x, (2, -1), (0, 1)), np.roll(x, 5)))
+    assert f.trace_count == 1
+
+
+def test_roll_rejects_a_traced_shift():
+    with pytest.raises(LuminalError, match="roll: shift must be a Python int"):
+        lf.jit(lambda a, k: lnp.roll(a, k))(make((4,)), np.int32(1))
+
+
 def test_unfold_matches_sliding_windows():
     from numpy.lib.stride_tricks import sliding_window_view
 

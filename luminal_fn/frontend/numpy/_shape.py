@@ -1,7 +1,10 @@
 """Shape functions: views where strides allow, contiguous copies where they do not."""
 from __future__ import annotations
 
+import numpy as np
+
 from ...ir import dtypes as dt
+from ...ir import expr as _expr
 from ...ir.expr import Expr, as_expr, prod, same, to_int_or_expr
 from ...ir.view import View
 from ..errors import ShapeError, where as _where
@@ -335,8 +338,6 @@ def repeat(a, repeats, axis=None):
         raise ShapeError("repeat: traced repeat counts give a data-dependent shape; pass an int "
                          "or a concrete sequence of ints")
     if not isinstance(repeats, int):
-        import numpy as np
-
         r = np.asarray(repeats)
         if r.ndim == 0 or r.size == 1:
             repeats = int(r.reshape(-1)[0])
@@ -402,7 +403,6 @@ def pad(array, pad_width, mode="constant", constant_values=0):
 
 def _pad_values(cv, nd):
     """constant_values as one (before, after) pair of Python scalars per axis."""
-    import numpy as np
 
     if isinstance(cv, Tracer):
         raise ShapeError("pad: constant_values must be concrete scalars, not traced values")
@@ -435,7 +435,6 @@ def _pad_border(out: Tracer, axis: int, lo, hi, cb, ca, d) -> Tracer:
 
 
 def _pad_widths(pad_width, nd):
-    import numpy as np
 
     if isinstance(pad_width, np.ndarray):
         pad_width = pad_width.tolist()
@@ -473,7 +472,6 @@ def _pad_by_index(a: Tracer, axis: int, lo, hi, mode: str) -> Tracer:
         m = (src + period * (as_expr(lo) + 1)) % period
         e = m if mode == "wrap" else emin(m, period - m - (1 if mode == "symmetric" else 0))
     if isinstance(out_n, int) and not (e.free_symbols() - {"z"}):
-        import numpy as np
         from ...ir.expr import compile_np
 
         idx = np.broadcast_to(compile_np(e)({"z": np.arange(out_n)}), (out_n,))
@@ -506,12 +504,20 @@ def roll(a, shift, axis=None):
     out = a
     for s, ax in zip(shifts, axes):
         ax = normalize_axis(ax, a.ndim, "roll")
-        n = static_int(a.shape[ax], "roll: the rolled axis")
-        if n == 0:
+        if isinstance(s, Tracer) or not isinstance(s, (int, np.integer)):
+            raise ShapeError(f"roll: shift must be a Python int, got {type(s).__name__} (a traced "
+                             f"shift would move data by a runtime amount; gather with "
+                             f"(arange(n) - shift) % n instead)")
+        n = a.shape[ax]
+        if isinstance(n, Expr):  # a dynamic axis: the split point is a dims expression
+            s = _expr.mod(int(s), _expr.maximum(n, 1))  # (an empty axis rolls to itself)
+        elif n == 0:
             continue
-        s = s % n
-        if s:
-            out = concatenate([_slice_axis(out, ax, n - s, n), _slice_axis(out, ax, 0, n - s)], axis=ax)
+        else:
+            s = int(s) % n
+            if not s:
+                continue
+        out = concatenate([_slice_axis(out, ax, n - s, n), _slice_axis(out, ax, 0, n - s)], axis=ax)
     return out
 
 
