@@ -198,6 +198,16 @@ def case_primitives():
                  np.array([0, 4, 4, 9, -1, 2], np.int32)], {}
 
 
+def case_scatter_of_one_element():
+    """A scatter whose index and source are one element of rank 2 (a sorted 1x1 block's ranks):
+    the source was broadcast to the flat index length without flattening it first."""
+    b = B()
+    d, idx, src = b.input((4,)), b.input((1, 1), dt.int32), b.input((1, 1))
+    for mode in ("set", "add", "max"):
+        b.output(b.node("Scatter", [b.c(d), b.c(idx), b.c(src)], (4,), mode=mode))
+    return b.g, [rand((4,)), np.array([[2]], np.int32), rand((1, 1))], {}
+
+
 def case_int_mod_and_bool():
     b = B()
     x, y, p = b.input((9,), dt.int32), b.input((9,), dt.int32), b.input((9,), dt.bool_)
@@ -213,6 +223,7 @@ CASES = {
     "fused_f16": lambda: case_fused(dt.float16),
     "fused_bf16": lambda: case_fused(dt.bfloat16),
     "select_iota_gather_mod": case_select_iota_gather_mod,
+    "scatter_of_one_element": case_scatter_of_one_element,
     "masked_transposed": case_masked_transposed,
     "reduce_sum_rows": lambda: case_reduce((16, 3000), 1, "sum"),
     "reduce_sum_short": lambda: case_reduce((30, 7), 1, "sum"),

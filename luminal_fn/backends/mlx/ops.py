@@ -279,7 +279,9 @@ def scatter(dest, idx, src, mode: str):
     flat = dest.reshape(-1)
     n = flat.size
     idx = idx.reshape(-1).astype(mx.int32)
-    src = mx.broadcast_to(src, (idx.size,)) if src.size == 1 else src.reshape(-1)
+    src = src.reshape(-1)
+    if src.size == 1:  # (a one-element source of any rank: one value for every index)
+        src = mx.broadcast_to(src, (idx.size,))
     if idx.size == 0:
         return dest
     ok = (idx >= 0) & (idx < n)
