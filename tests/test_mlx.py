@@ -208,6 +208,16 @@ def case_scatter_of_one_element():
     return b.g, [rand((4,)), np.array([[2]], np.int32), rand((1, 1))], {}
 
 
+def case_view_of_a_broadcast_result():
+    """A fused value of constants only is broadcast to its shape, which MLX keeps as a stride-0
+    array; read through a transposing and a padded view, as_strided refused it."""
+    b = B()
+    x = b.input((2, 3))
+    k = b.custom("fused", [], (3, 2), expr=("Add", "float32", ("const", 1.5, "float32"), ("const", 2.0, "float32")))
+    b.output(b.node("Add", [b.c(x), (k, View((2, 3), (1, 2), 0, ((0, 1), (0, 3))))], (2, 3)))
+    return b.g, [rand((2, 3))], {}
+
+
 def case_int_mod_and_bool():
     b = B()
     x, y, p = b.input((9,), dt.int32), b.input((9,), dt.int32), b.input((9,), dt.bool_)
@@ -224,6 +234,7 @@ CASES = {
     "fused_bf16": lambda: case_fused(dt.bfloat16),
     "select_iota_gather_mod": case_select_iota_gather_mod,
     "scatter_of_one_element": case_scatter_of_one_element,
+    "view_of_a_broadcast_result": case_view_of_a_broadcast_result,
     "masked_transposed": case_masked_transposed,
     "reduce_sum_rows": lambda: case_reduce((16, 3000), 1, "sum"),
     "reduce_sum_short": lambda: case_reduce((30, 7), 1, "sum"),

@@ -1,8 +1,8 @@
 """LLIR nodes executed with MLX's own array ops (the path where Metal is absent: Linux, CI).
 
-Mirrors the NumPy reference (backends/numpy) op by op: every node yields a row-major array of
-its shape; inputs are read through their views with ``mx.as_strided`` (which indexes the
-producer's row-major data), masks become zero padding around the valid region. Semantics kept
+Mirrors the NumPy reference (backends/numpy) op by op: every node yields an array of its shape
+(MLX may keep one broadcast); inputs are read through their views with ``mx.as_strided`` over the
+producer made row-major (``mx.contiguous``), masks become zero padding around the valid region. Semantics kept
 from the reference: Mod is C's fmod (integer b == 0 gives 0), half-precision math runs in
 float32, float -> int32 casts saturate (NaN -> 0), Gather clamps its indices, Scatter drops
 out-of-range indices and a repeated index in ``set`` mode keeps the last write.
@@ -73,6 +73,9 @@ def read_parts(buf, shape: tuple, strides: tuple, offset: int, mask):
     """``read_view`` of a concrete view given as its parts (``View.parts_function``)."""
     if 0 in shape:
         return mx.zeros(shape, buf.dtype)
+    # MLX keeps an elementwise result of broadcast operands broadcast (stride 0), and as_strided
+    # refuses such arrays; contiguous() copies only those
+    buf = mx.contiguous(buf)
     if mask is None:
         return mx.as_strided(buf, shape, strides, offset)
     lo, hi = View.mask_bounds(shape, mask)
