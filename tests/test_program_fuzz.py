@@ -94,18 +94,18 @@ needs_gxx = pytest.mark.skipif(shutil.which("g++") is None,
                                reason="g++ is not installed: the CUDA emulation compiles kernels with it")
 
 
-def _cuda_plans(prog, args, bucket: dict, genomes: int):
-    """(genome, plan) for the generic genome and ``genomes`` random ones, each planned for the
-    CUDA backend with matmuls on the rendered kernel."""
+def _cuda_plans(prog, args, bucket: dict, genomes: int, fn=None):
+    """(genome, plan) for the generic genome and ``genomes`` random ones of ``prog`` (or of
+    ``fn``), each planned for the CUDA backend with matmuls on the rendered kernel."""
     import cuda_model_emulation as emu
     from luminal_fn.backends.cuda.executable import plan_graph
     from luminal_fn.optimize.egraph import build_egraph
     from luminal_fn.optimize.extract import Extractor
 
     axes = {0: {0: "s"}} if bucket else None
-    traced = lf.jit(lambda *a: prog.run(lnp, a), dynamic_axes=axes).trace(*args)
+    traced = lf.jit(fn or (lambda *a: prog.run(lnp, a)), dynamic_axes=axes).trace(*args)
     ex = Extractor(build_egraph(traced.hlir), traced.hlir)
-    rng = random.Random(prog.seed)
+    rng = random.Random(prog.seed if prog is not None else 0)
     out = []
     for g in [ex.generic_genome()] + [tuple(rng.randrange(x.n_options) for x in ex.genes)
                                       for _ in range(genomes)]:
@@ -115,7 +115,7 @@ def _cuda_plans(prog, args, bucket: dict, genomes: int):
                 n.attrs["strategy"] = "rendered"
         bp = plan_graph(llir, bucket, donated=())
         why = emu.why_not_emulable(bp)
-        assert why is None, f"{prog} genome {g}: not emulable: {why}"
+        assert why is None, f"{prog or fn} genome {g}: not emulable: {why}"
         out.append((g, bp))
     return out
 
@@ -215,3 +215,25 @@ def test_a_long_chain_of_ops_compiles():
     got = lf.jit(chain(lnp), search=3)(x)
     np.testing.assert_allclose(np.asarray(got), chain(np)(x.astype(np.float64)), rtol=1e-6, atol=1e-6)
     assert sys.getrecursionlimit() == limit  # raised only while compiling
+
+
+@needs_gxx
+def test_a_dynamic_roll_on_the_cuda_emulation(tmp_path):
+    """A roll along a dynamic axis splits it at (shift mod s), a dims expression with a negative
+    numerator for a negative shift. C's % truncates where Python's floors: the kernels read the
+    wrong rows at most lengths until the C renderer emitted the floored forms (ir/expr.py)."""
+    import cuda_model_emulation as emu
+
+    def f(x):
+        return lnp.roll(x, -4, axis=0) * 2.0, lnp.roll(x, 3, axis=0) - lnp.roll(x, -1, axis=0)
+
+    r = np.random.default_rng(6026)
+    plans = _cuda_plans(None, [r.standard_normal((5, 3)).astype(np.float32)], {"s": 8}, 2, fn=f)
+    lib = emu.build([bp for _, bp in plans], str(tmp_path))
+    for s in (1, 2, 3, 5, 8):
+        x = r.standard_normal((s, 3)).astype(np.float32)
+        want = (np.roll(x, -4, 0) * 2.0, np.roll(x, 3, 0) - np.roll(x, -1, 0))
+        for g, bp in plans:
+            got = emu.run(lib, bp, [x], {"s": s})
+            for k, (o, w) in enumerate(zip(got, want)):
+                np.testing.assert_allclose(o, w, rtol=1e-6, atol=1e-6, err_msg=f"genome {g} s={s} output {k}")

@@ -381,7 +381,7 @@ def nonnegative(e: Expr) -> bool:
         return e.args[0] >= 0
     if op == "var":
         return True
-    if op in ("add", "mul", "min", "floordiv"):
+    if op in ("add", "mul", "min", "floordiv", "mod"):
         return all(nonnegative(x) for x in e.args)
     if op == "max":
         return any(nonnegative(x) for x in e.args)
@@ -457,6 +457,12 @@ def render(e: IntLike, lang: str = "py", names: Mapping[str, str] | None = None)
         return f"({s})"
     if op == "mul":
         return "(" + " * ".join(r) + ")"
+    if op in ("floordiv", "mod") and lang == "c" and not nonnegative(args[0]):
+        # C's / and % truncate toward zero; these are Python's (and NumPy's) floored forms, for
+        # the positive divisors dims give (a possibly negative numerator: a roll's shift)
+        a, b = r
+        m = f"((({a} % {b}) + {b}) % {b})"
+        return m if op == "mod" else f"(({a} - {m}) / {b})"
     if op == "floordiv":
         return f"({r[0]} / {r[1]})" if lang == "c" else f"({r[0]} // {r[1]})"
     if op == "mod":
