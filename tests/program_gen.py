@@ -312,13 +312,13 @@ class Program:
         made = list(range(n_in, len(pool))) or [0]
         self.outputs = sorted({int(v) for v in rng.choice(made, size=min(2, len(made)))})
 
-    def inputs(self, lead=None) -> list:
-        """Float32 standard normals of the input shapes (the first one's axis 0 of length
+    def inputs(self, lead=None, dtype=np.float32) -> list:
+        """Standard normals of the input shapes in ``dtype`` (the first one's axis 0 of length
         ``lead`` when given); the same arrays for the same seed and lead."""
         r = np.random.default_rng([self.seed, 0 if lead is None else lead + 1])
         shapes = [((lead,) + s[1:]) if (lead is not None and k == 0) else s
                   for k, s in enumerate(self.shapes)]
-        return [r.standard_normal(s).astype(np.float32) for s in shapes]
+        return [r.standard_normal(s).astype(np.float32).astype(dtype) for s in shapes]
 
     def run(self, xp, inputs) -> tuple:
         pool = list(inputs)

@@ -8,9 +8,10 @@ one or two of its values. It runs:
 - on the MLX backend (MLX's CPU build here);
 - planned for CUDA and run on the g++ emulation of tests/cuda_model_emulation.py, every kernel
   the renderer emits, for the generic genome and random ones (matmuls forced to the rendered
-  kernel: cuBLAS and the GEMV kernels are not emulated);
+  kernel: cuBLAS and the GEMV kernels are not emulated), in float32 static and with a bucket,
+  and in bfloat16;
 - on a real GPU where one is present.
-Two bugs this found have their own tests at the end. ``LUMINAL_FUZZ_PROGRAMS=N`` runs N programs
+The bugs this found have their own tests at the end (and in test_mlx.py, test_numpy_shape.py). ``LUMINAL_FUZZ_PROGRAMS=N`` runs N programs
 a case instead of the default.
 """
 from __future__ import annotations
@@ -95,7 +96,7 @@ needs_gxx = pytest.mark.skipif(shutil.which("g++") is None,
 
 
 def _cuda_plans(prog, args, bucket: dict, genomes: int, fn=None):
-    """(genome, plan) for the generic genome and ``genomes`` random ones of ``prog`` (or of
+    """(genome, plan, LLIR) for the generic genome and ``genomes`` random ones of ``prog`` (or of
     ``fn``), each planned for the CUDA backend with matmuls on the rendered kernel."""
     import cuda_model_emulation as emu
     from luminal_fn.backends.cuda.executable import plan_graph
@@ -116,7 +117,7 @@ def _cuda_plans(prog, args, bucket: dict, genomes: int, fn=None):
         bp = plan_graph(llir, bucket, donated=())
         why = emu.why_not_emulable(bp)
         assert why is None, f"{prog or fn} genome {g}: not emulable: {why}"
-        out.append((g, bp))
+        out.append((g, bp, llir))
     return out
 
 
@@ -128,11 +129,38 @@ def test_random_programs_on_the_cuda_emulation(tmp_path):
     for seed in _seeds(16, 3000):
         prog = Program(seed)
         args = prog.inputs()
-        jobs += [(prog, g, bp, args) for g, bp in _cuda_plans(prog, args, {}, genomes=3)]
+        jobs += [(prog, g, bp, args) for g, bp, _ in _cuda_plans(prog, args, {}, genomes=3)]
     lib = emu.build([bp for _, _, bp, _ in jobs], str(tmp_path))
     for prog, g, bp, args in jobs:
         assert_matches(emu.run(lib, bp, args, {}), prog.reference(args),
                        f"{prog} genome {g}, emulated CUDA\n{bp.describe()}")
+
+
+@needs_gxx
+def test_random_bfloat16_programs_on_the_cuda_emulation(tmp_path):
+    """bfloat16 inputs: the kernels' half loads, float32 math and rounded stores. The reference
+    is the NumPy backend on the same LLIR (it rounds at the same stores), since a float64 run
+    cannot tell a rounding placed elsewhere from a bug at bfloat16's precision."""
+    import ml_dtypes
+
+    import cuda_model_emulation as emu
+    from luminal_fn.backends import get_backend
+
+    numpy_backend = get_backend("numpy")
+    jobs = []
+    for seed in _seeds(12, 3500):
+        prog = Program(seed)
+        args = prog.inputs(dtype=ml_dtypes.bfloat16)
+        jobs += [(prog, g, bp, llir, args) for g, bp, llir in _cuda_plans(prog, args, {}, genomes=3)]
+    lib = emu.build([j[2] for j in jobs], str(tmp_path))
+    for prog, g, bp, llir, args in jobs:
+        want = numpy_backend.compile(llir).run([np.array(x) for x in args], {})
+        got = emu.run(lib, bp, args, {})
+        for k, (o, w) in enumerate(zip(got, want)):
+            w = np.asarray(w).astype(np.float64)
+            np.testing.assert_allclose(np.asarray(o).astype(np.float64), w, rtol=1e-2,
+                                       atol=1e-2 * max(1.0, float(np.max(np.abs(w)))),
+                                       err_msg=f"{prog} genome {g}, output {k}, emulated CUDA")
 
 
 @needs_gxx
@@ -154,7 +182,7 @@ def test_random_programs_with_a_dynamic_dim_on_the_cuda_emulation(tmp_path):
             except (ValueError, IndexError):
                 continue
             if all(w.size for w in want):
-                jobs += [(prog, g, bp, args, lead, want) for g, bp in plans]
+                jobs += [(prog, g, bp, args, lead, want) for g, bp, _ in plans]
     assert len(jobs) >= 16, f"only {len(jobs)} emulated calls"
     lib = emu.build(list({id(j[2]): j[2] for j in jobs}.values()), str(tmp_path))
     for prog, g, bp, args, lead, want in jobs:
@@ -229,11 +257,11 @@ def test_a_dynamic_roll_on_the_cuda_emulation(tmp_path):
 
     r = np.random.default_rng(6026)
     plans = _cuda_plans(None, [r.standard_normal((5, 3)).astype(np.float32)], {"s": 8}, 2, fn=f)
-    lib = emu.build([bp for _, bp in plans], str(tmp_path))
+    lib = emu.build([bp for _, bp, _ in plans], str(tmp_path))
     for s in (1, 2, 3, 5, 8):
         x = r.standard_normal((s, 3)).astype(np.float32)
         want = (np.roll(x, -4, 0) * 2.0, np.roll(x, 3, 0) - np.roll(x, -1, 0))
-        for g, bp in plans:
+        for g, bp, _ in plans:
             got = emu.run(lib, bp, [x], {"s": s})
             for k, (o, w) in enumerate(zip(got, want)):
                 np.testing.assert_allclose(o, w, rtol=1e-6, atol=1e-6, err_msg=f"genome {g} s={s} output {k}")
