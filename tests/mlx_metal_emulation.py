@@ -35,7 +35,7 @@ _SHIM = r"""
 #define device
 #define constant
 #define threadgroup static
-namespace metal { using std::isnan; using std::exp2; using std::log2; using std::sin; using std::sqrt; using std::fmod; }
+namespace metal { using std::isnan; using std::exp2; using std::log2; using std::sin; using std::sqrt; using std::fmod; using std::min; using std::max; }
 using namespace metal;
 typedef unsigned int uint;
 struct uint3 { uint x, y, z; };
@@ -81,7 +81,7 @@ _TYPECHECK_SHIM = r"""
 #define device
 #define constant
 #define threadgroup
-namespace metal { using std::isnan; using std::exp2; using std::log2; using std::sin; using std::sqrt; using std::fmod; }
+namespace metal { using std::isnan; using std::exp2; using std::log2; using std::sin; using std::sqrt; using std::fmod; using std::min; using std::max; }
 using namespace metal;
 typedef unsigned int uint;
 struct uint3 { uint x, y, z; };
@@ -120,7 +120,7 @@ def _prelude() -> str:
 def _node_values(graph, inputs, dims) -> list:
     """Every node's NumPy value (the reference plan's steps, without freeing intermediates)."""
     plan = Plan(graph)
-    vals = [None] * len(graph.nodes)
+    vals = [None] * plan.n  # (the plan's slots: nodes, then values one kernel keeps for others)
     for nid, x in zip(graph.inputs, inputs):
         vals[nid] = np.asarray(x)
     with np.errstate(all="ignore"):

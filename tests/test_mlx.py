@@ -218,6 +218,19 @@ def case_view_of_a_broadcast_result():
     return b.g, [rand((2, 3))], {}
 
 
+def case_iota_of_a_dim():
+    """A static-shaped kernel whose tree reads a dim only through an iota (x.shape[0] * 5 as a
+    value): its Metal kernel named s without reading lf_dims, and did not compile."""
+    b = B()
+    x = b.input((S, 2))
+    k = b.custom("fused", [], (1,), dt.int32, expr=("Add", "int32", ("iota", var("s") * 5 + var("z")),
+                                                        ("const", 1, "int32")))
+    b.output(k)
+    b.output(b.node("SumReduce", [b.c(x)], (2,), axis=0))
+    s = 3
+    return b.g, [rand((s, 2))], {"s": s}
+
+
 def case_int_mod_and_bool():
     b = B()
     x, y, p = b.input((9,), dt.int32), b.input((9,), dt.int32), b.input((9,), dt.bool_)
@@ -235,6 +248,7 @@ CASES = {
     "select_iota_gather_mod": case_select_iota_gather_mod,
     "scatter_of_one_element": case_scatter_of_one_element,
     "view_of_a_broadcast_result": case_view_of_a_broadcast_result,
+    "iota_of_a_dim": case_iota_of_a_dim,
     "masked_transposed": case_masked_transposed,
     "reduce_sum_rows": lambda: case_reduce((16, 3000), 1, "sum"),
     "reduce_sum_short": lambda: case_reduce((30, 7), 1, "sum"),

@@ -116,7 +116,7 @@ def render_tree_reduce(in_shape: Sequence, axis: int, op: str, tree, inputs: Seq
     if block & (block - 1):
         raise ValueError(f"tree reduction needs a power-of-two threadgroup, got {block}")
     lang = MLX_METAL
-    names = ix.dim_names(symbols or _symbols_of(in_shape, inputs))
+    names = ix.dim_names(symbols or _symbols_of(in_shape, inputs, tree))
     pl = _Plan(lang, tuple(in_shape), axis, tree, inputs, names, None)
     it, ct = pl.itype, compute_type(out_dtype)
     tid, bid, gdim = lang.thread_idx, lang.block_idx, lang.grid_dim

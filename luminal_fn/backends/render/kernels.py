@@ -182,7 +182,7 @@ def render_elementwise(lang: Language, out_shape: Sequence, out_dtype: dt.DType,
                        inputs: Sequence[KernelInput], dims_max: dict | None = None,
                        symbols: Sequence[str] = (), vector: bool | None = None) -> KernelSource:
     """out[i] = tree evaluated at output index i, for every i of the (contiguous) output."""
-    names = ix.dim_names(symbols or _symbols_of(out_shape, inputs))
+    names = ix.dim_names(symbols or _symbols_of(out_shape, inputs, tree))
     tree = inline_scalars(tree, inputs)
     leaves = sorted(leaf_inputs(tree))
     gathers = gather_inputs(tree)
@@ -227,15 +227,24 @@ def render_elementwise(lang: Language, out_shape: Sequence, out_dtype: dt.DType,
                   meta={"vector": vec, "index": itype})
 
 
-def _symbols_of(shape, inputs) -> list:
+def _symbols_of(shape, inputs, tree=None) -> list:
+    """The dims a kernel reads (when its caller names none): those of its shape, of its inputs'
+    views (masks included) and of the tree's iota expressions."""
     syms: set = set()
-    for d in shape:
-        if isinstance(d, Expr):
-            syms |= d.free_symbols()
+
+    def add(x):
+        nonlocal syms
+        if isinstance(x, Expr):
+            syms |= x.free_symbols()
+        elif isinstance(x, tuple):
+            for y in x:
+                add(y)
+
+    add(tuple(shape))
     for inp in inputs:
-        for e in list(inp.view.shape) + list(inp.view.strides) + [inp.view.offset]:
-            if isinstance(e, Expr):
-                syms |= e.free_symbols()
+        v = inp.view
+        add((tuple(v.shape), tuple(v.strides), v.offset, v.mask or ()))
+    add(tree)
     return sorted(syms - {"z"})
 
 

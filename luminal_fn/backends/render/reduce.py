@@ -186,7 +186,7 @@ def render_reduce(lang: Language, in_shape: Sequence, axis: int, op: str, tree,
     ``epilogue`` (one-kernel strategies only), out[o] = epilogue(reduced value at o)."""
     if op not in ("sum", "max"):
         raise ValueError(f"reduction op must be 'sum' or 'max', got {op!r}")
-    names = ix.dim_names(symbols or _symbols_of(in_shape, inputs))
+    names = ix.dim_names(symbols or _symbols_of(in_shape, inputs, tree))
     pl = _Plan(lang, tuple(in_shape), axis, tree, inputs, names, dims_max)
     Rm = ix.max_value(pl.R, dims_max)
     Om = ix.max_value(pl.O, dims_max)
