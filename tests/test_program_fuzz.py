@@ -10,6 +10,7 @@ one or two of its values. It runs:
   the renderer emits, for the generic genome and random ones (matmuls forced to the rendered
   kernel: cuBLAS and the GEMV kernels are not emulated), in float32 static and with a bucket,
   and in bfloat16;
+- every Metal kernel the MLX backend would run, on the CPU emulation of tests/mlx_metal_emulation.py;
 - on a real GPU where one is present.
 The bugs this found have their own tests at the end (and in test_mlx.py, test_numpy_shape.py). ``LUMINAL_FUZZ_PROGRAMS=N`` runs N programs
 a case instead of the default.
@@ -188,6 +189,46 @@ def test_random_programs_with_a_dynamic_dim_on_the_cuda_emulation(tmp_path):
     for prog, g, bp, args, lead, want in jobs:
         assert_matches(emu.run(lib, bp, args, {"s": lead}), want,
                        f"{prog} genome {g} at s={lead}, emulated CUDA\n{bp.describe()}")
+
+
+@needs_gxx
+def test_random_programs_metal_kernels_on_the_cpu_emulation(tmp_path):
+    """Every Metal kernel the MLX backend would run for random programs (generic and random
+    genomes; static, and with a dynamic dim at two lengths), run by tests/mlx_metal_emulation.py
+    on the NumPy values of its node's inputs and compared with the node's NumPy value."""
+    from luminal_fn.optimize.egraph import build_egraph
+    from luminal_fn.optimize.extract import Extractor
+    from mlx_metal_emulation import emulate
+
+    cases = {}
+    for seed in _seeds(8, 6000):
+        prog = Program(seed)
+        for dynamic in (False, True):
+            axes = {0: {0: "s"}} if dynamic else None
+            try:
+                traced = lf.jit(lambda *a: prog.run(lnp, a), dynamic_axes=axes).trace(*prog.inputs(5))
+            except LuminalError:
+                continue
+            ex = Extractor(build_egraph(traced.hlir), traced.hlir)
+            rng = random.Random(seed)
+            for k, g in enumerate([ex.generic_genome()] + [
+                    tuple(rng.randrange(x.n_options) for x in ex.genes) for _ in range(1)]):
+                llir = ex.extract(g)
+                for lead in ((2, 5) if dynamic else (5,)):
+                    args = prog.inputs(lead)
+                    try:
+                        prog.reference(args)
+                    except (ValueError, IndexError):
+                        continue
+                    dims = {"s": lead} if dynamic else {}
+                    cases[f"{prog} genome {g} dims {dims}"] = lambda c=(llir, args, dims): c
+    results = emulate(cases, str(tmp_path))
+    assert len(results) >= 100, len(results)
+    for case, nid, kind, out, ref in results:
+        ref = np.asarray(ref, np.float64)
+        scale = max(1.0, float(np.nanmax(np.abs(ref)))) if ref.size else 1.0
+        np.testing.assert_allclose(np.asarray(out, np.float64), ref, rtol=1e-4, atol=1e-4 * scale,
+                                   equal_nan=True, err_msg=f"{case}: %{nid} ({kind})")
 
 
 @pytest.mark.gpu
