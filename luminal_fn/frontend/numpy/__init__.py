@@ -9,7 +9,7 @@ import types as _types
 
 from ...ir import dtypes as _dt
 from .. import tracer as _tracer
-from . import _creation, _index, _linalg, _math, _reduce, _shape, _sorting
+from . import _creation, _index, _linalg, _math, _quantile, _reduce, _shape, _sorting
 from ._eager import eager as _eager
 
 float32 = _dt.float32
@@ -56,10 +56,12 @@ _CREATION = [
 _INDEX = ["take", "take_along_axis", "put_along_axis", "compress"]
 _SORTING = ["sort", "argsort", "top_k", "partition", "argpartition", "searchsorted", "unique",
             "nonzero", "argwhere", "flatnonzero"]
+_QUANTILE = ["quantile", "nanquantile", "percentile", "nanpercentile", "median", "nanmedian"]
 
 _g = globals()
 for _mod, _names in ((_math, _MATH), (_shape, _SHAPE), (_reduce, _REDUCE), (_linalg, _LINALG),
-                     (_creation, _CREATION), (_index, _INDEX), (_sorting, _SORTING)):
+                     (_creation, _CREATION), (_index, _INDEX), (_sorting, _SORTING),
+                     (_quantile, _QUANTILE)):
     for _n in _names:
         _g[_n] = _eager(getattr(_mod, _n), _n)
 
@@ -74,7 +76,7 @@ broadcast_shapes = _tracer.broadcast_shapes
 linalg = _types.SimpleNamespace(norm=_eager(_linalg.norm, "linalg.norm"), matmul=matmul,  # noqa: F821
                                 trace=trace, diagonal=diagonal, outer=outer, vecdot=vdot)  # noqa: F821
 
-__all__ = sorted(set(_MATH + _SHAPE + _REDUCE + _LINALG + _CREATION + _INDEX + _SORTING
+__all__ = sorted(set(_MATH + _SHAPE + _REDUCE + _LINALG + _CREATION + _INDEX + _SORTING + _QUANTILE
                      + ["prod", "round", "divmod", "cummax", "unfold", "broadcast_shapes",
                         "float32", "float16", "bfloat16", "int32", "bool_", "pi", "e", "inf",
                         "nan", "newaxis", "linalg"]))
