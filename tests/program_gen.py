@@ -20,7 +20,7 @@ KINDS = ("unary", "binary", "reduce", "reshape", "transpose", "slice", "concat",
          "where", "pad", "flip", "broadcast", "take", "cumsum", "softmax", "expand", "roll", "tile",
          "argmax", "repeat", "clip", "triu", "intmath", "boolmath", "gather", "scatter", "einsum",
          "sort", "argsort", "moments", "stack", "swapaxes", "onehot", "arange", "logsumexp",
-         "tensordot", "count")
+         "tensordot", "count", "quantile")
 
 UNARY = ("exp", "tanh", "sin", "cos", "abs", "neg", "sqrt", "log", "square", "relu", "sigmoid",
          "floor")
@@ -104,6 +104,9 @@ def _pick(rng, kind, i, pool):
         return (widths, mode)
     if kind in ("flip", "cumsum", "argmax", "sort", "argsort", "logsumexp", "count"):
         return (ax,)
+    if kind == "quantile":
+        # (dyadic q: q * (n - 1) is exact in float32 and float64, so floor and ceil agree)
+        return (ax, float(rng.choice([0.0, 0.25, 0.5, 0.75, 1.0])), str(rng.choice(["linear", "lower", "midpoint"])))
     if kind == "broadcast":
         return ((int(rng.integers(1, 4)),) + shape,)
     if kind == "take":
@@ -280,6 +283,8 @@ def apply(xp, step, pool):
         return xp.tensordot(x, pool[p[0]], axes=1)
     if kind == "count":
         return _float(xp, xp.count_nonzero(x > 0, axis=p[0]))
+    if kind == "quantile":
+        return xp.quantile(x, p[1], axis=p[0], method=p[2])
     raise KeyError(kind)
 
 

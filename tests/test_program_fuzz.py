@@ -1,6 +1,6 @@
 """Random array programs (tests/program_gen.py) jitted and compared with NumPy in float64.
 
-Each program strings together up to ten of 37 op kinds (elementwise, reductions, views, gathers
+Each program strings together up to ten of 38 op kinds (elementwise, reductions, views, gathers
 and scatters, sorts, matmuls, einsum, integer and boolean math) over one to three inputs, returning
 one or two of its values. It runs:
 - on the NumPy backend, with static shapes and with input 0's axis 0 a dynamic dim called at
