@@ -2,10 +2,10 @@
 
 Mirrors the NumPy reference (backends/numpy) op by op: every node yields an array of its shape
 (MLX may keep one broadcast); inputs are read through their views with ``mx.as_strided`` over the
-producer made row-major (``mx.contiguous``), masks become zero padding around the valid region. Semantics kept
-from the reference: Mod is C's fmod (integer b == 0 gives 0), half-precision math runs in
-float32, float -> int32 casts saturate (NaN -> 0), Gather clamps its indices, Scatter drops
-out-of-range indices and a repeated index in ``set`` mode keeps the last write.
+producer made row-major (``mx.contiguous``), masks become zero padding around the valid region.
+Semantics kept from the reference: Mod is C's fmod (integer b == 0 gives 0), half-precision math
+runs in float32, float -> int32 casts saturate (NaN -> 0), Gather clamps its indices, Scatter
+drops out-of-range indices and a repeated index in ``set`` mode keeps the last write.
 
 Importing this module imports mlx; backends/mlx/__init__.py only does so when the backend is used.
 """
