@@ -339,11 +339,16 @@ class Program:
 
 
 def assert_matches(got, want, what: str, rtol: float = 1e-3) -> None:
-    """Each result within ``rtol`` of the reference's largest magnitude (at least 1)."""
+    """Each result within ``rtol`` of the reference's largest finite magnitude (at least 1); NaN
+    and infinities where the reference has the same (a variance over an axis sliced empty)."""
     assert len(got) == len(want), f"{what}: {len(got)} results, the reference has {len(want)}"
     for k, (g, w) in enumerate(zip(got, want)):
-        g = np.asarray(g)
+        g = np.asarray(g).astype(np.float64)
         assert g.shape == w.shape, f"{what}: result {k} has shape {g.shape}, the reference {w.shape}"
-        scale = max(1.0, float(np.max(np.abs(w))))
-        err = float(np.max(np.abs(g.astype(np.float64) - w))) if np.isfinite(g).all() else np.inf
+        fin = np.isfinite(w)
+        same_special = np.array_equal(g[~fin], w[~fin], equal_nan=True)
+        assert same_special and np.isfinite(g[fin]).all(), \
+            f"{what}: result {k} is not finite where the reference is, or the reverse"
+        scale = max(1.0, float(np.max(np.abs(w[fin]), initial=0.0)))
+        err = float(np.max(np.abs(g[fin] - w[fin]), initial=0.0))
         assert err <= rtol * scale, f"{what}: result {k} is off by {err:.3g} (scale {scale:.3g})"
