@@ -77,8 +77,11 @@ def _pick(rng, kind, i, pool):
         return (str(rng.choice(UNARY)),)
     if kind in ("binary", "boolmath", "where"):
         j = _partner(rng, pool, lambda y: _broadcasts(shape, y.shape))
-        return (j, str(rng.choice(BINARY))) if kind == "binary" else (
-            (j, str(rng.choice(["and", "or", "xor", "andnot"]))) if kind == "boolmath" else (j,))
+        if kind == "binary":
+            return (j, str(rng.choice(BINARY)))
+        if kind == "boolmath":
+            return (j, str(rng.choice(["and", "or", "xor", "andnot"])))
+        return (j,)
     if kind == "reduce":
         return (str(rng.choice(REDUCE)), int(rng.integers(-nd, nd)), bool(rng.integers(2)))
     if kind == "reshape":

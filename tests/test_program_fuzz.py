@@ -18,7 +18,6 @@ a case instead of the default.
 from __future__ import annotations
 
 import os
-import random
 import shutil
 
 import numpy as np
@@ -29,6 +28,7 @@ import luminal_fn.numpy as lnp
 from luminal_fn.frontend.errors import LuminalError
 
 from program_gen import Program, assert_matches
+from test_cuda_emulated_plans import _genomes  # the generic genome, then n random ones
 
 N = int(os.environ.get("LUMINAL_FUZZ_PROGRAMS", "0"))
 
@@ -107,10 +107,8 @@ def _cuda_plans(prog, args, bucket: dict, genomes: int, fn=None):
     axes = {0: {0: "s"}} if bucket else None
     traced = lf.jit(fn or (lambda *a: prog.run(lnp, a)), dynamic_axes=axes).trace(*args)
     ex = Extractor(build_egraph(traced.hlir), traced.hlir)
-    rng = random.Random(prog.seed if prog is not None else 0)
     out = []
-    for g in [ex.generic_genome()] + [tuple(rng.randrange(x.n_options) for x in ex.genes)
-                                      for _ in range(genomes)]:
+    for g in _genomes(ex, genomes, prog.seed if prog is not None else 0):
         llir = ex.extract(g)
         for n in llir.live_nodes():
             if n.op == "CustomOp" and n.attrs.get("name") == "matmul":
@@ -210,9 +208,7 @@ def test_random_programs_metal_kernels_on_the_cpu_emulation(tmp_path):
             except LuminalError:
                 continue
             ex = Extractor(build_egraph(traced.hlir), traced.hlir)
-            rng = random.Random(seed)
-            for k, g in enumerate([ex.generic_genome()] + [
-                    tuple(rng.randrange(x.n_options) for x in ex.genes) for _ in range(1)]):
+            for g in _genomes(ex, 1, seed):
                 llir = ex.extract(g)
                 for lead in ((2, 5) if dynamic else (5,)):
                     args = prog.inputs(lead)

@@ -1,11 +1,11 @@
 """Room on the Python stack for walks whose depth grows with the graph.
 
-Extraction walks from the outputs through every producer it materialises, and the renderers walk
-fused trees; both recurse, a few frames a node. A long chain of ops (a deep model unrolled, a
-hundred elementwise steps) needs more frames than Python's default limit of 1000, and every search
-candidate then failed with RecursionError. ``deep_recursion(n)`` raises the interpreter's limit
-for the duration of such a walk (never lowers it) and puts it back when the last walk in flight
-ends. CPython 3.11+ runs Python-to-Python calls without growing the C stack, so a limit in the
+Extraction walks from the outputs through every producer it materialises, recursing a few frames
+a node (fused trees, whose depth the extractor bounds, are what the backends walk). A long chain
+of ops (a deep model unrolled, a hundred elementwise steps) needs more frames than Python's
+default limit of 1000, and every search candidate then failed with RecursionError.
+``deep_recursion(n)`` raises the interpreter's limit for the duration of such a walk (never lowers
+it) and puts it back when the last walk in flight ends. CPython 3.11+ runs Python-to-Python calls without growing the C stack, so a limit in the
 tens of thousands is safe here (a 29,000-node chain was extracted and compiled with it).
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 import threading
 from contextlib import contextmanager
 
-FRAMES_PER_NODE = 8  # extraction and rendering use a few frames a node; generous
+FRAMES_PER_NODE = 8  # extraction uses a few frames a node; generous
 BASE_FRAMES = 2000  # what the caller's own stack and the libraries below may use
 
 _lock = threading.Lock()

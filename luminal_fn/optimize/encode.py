@@ -101,7 +101,7 @@ def global_name(node_id: int) -> str:
     temporaries of a term it flattens after the globals the term reads plus a count (``$n9`` read
     a second time becomes ``$n91``), and a global named ``$n91`` would then be read as ``$n9``'s
     value: egglog 13.2 built ``(Bin "LessThan" $n91 (V $n9 ...))`` as ``(Bin "LessThan" $n9
-    ...)`` in a traced triu, silently (tests/test_optimizer.py has the case)."""
+    ...)`` in a traced triu, silently (tests/test_program_fuzz.py has the case)."""
     return f"$n{node_id}_"
 
 

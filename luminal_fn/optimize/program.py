@@ -14,7 +14,6 @@ import time
 
 from ..ir.expr import evaluate, render
 from ..ir.llir import GENERIC_KINDS
-from ..ir.recursion import deep_recursion
 from .buckets import BucketError, BucketSet
 from .cache import SearchCache, make_key
 from .egraph import build_egraph, rule_report, rules_version
@@ -226,11 +225,6 @@ class Program:
             self._example = self._random = None  # do not keep the caller's arrays alive
 
     def plan_bucket(self, bucket, call_dims) -> BucketPlan:
-        # (the backends render and compile trees recursively: room for a long chain of ops)
-        with deep_recursion(len(self.graph)):
-            return self._plan_bucket(bucket, call_dims)
-
-    def _plan_bucket(self, bucket, call_dims) -> BucketPlan:
         t0 = time.perf_counter()
         opts = self.options
         run_dims = self._satisfying(bucket, bucket.representative(call_dims))

@@ -233,9 +233,8 @@ def _symbols_of(shape, inputs, tree=None) -> list:
     syms: set = set()
 
     def add(x):
-        nonlocal syms
         if isinstance(x, Expr):
-            syms |= x.free_symbols()
+            syms.update(x.free_symbols())
         elif isinstance(x, tuple):
             for y in x:
                 add(y)

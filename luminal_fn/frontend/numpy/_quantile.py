@@ -64,7 +64,6 @@ def _quantile(a, q, axis, method: str, keepdims: bool, fn: str, skip_nan: bool, 
     nq, rows = qv.ndim, x.ndim - 1
     n = x.shape[-1]
     srt = sort(x, axis=-1)  # NaN last
-    nan_in_row = rany(m.isnan(x), axis=-1, keepdims=True)
     if skip_nan:
         count = cast(rsum(m.logical_not(m.isnan(x)), axis=-1, keepdims=True), dt.float32)
     else:
@@ -98,13 +97,12 @@ def _quantile(a, q, axis, method: str, keepdims: bool, fn: str, skip_nan: bool, 
             diff = m.subtract(v_hi, v_lo)
             val = m.where(m.less(t, 0.5), m.add(v_lo, m.multiply(diff, t)),
                           m.subtract(v_hi, m.multiply(diff, m.subtract(1.0, t))))
-    bad = m.less(count, 1.0) if skip_nan else nan_in_row
+    bad = m.less(count, 1.0) if skip_nan else rany(m.isnan(x), axis=-1, keepdims=True)
     val = m.where(broadcast_to(bad, val.shape), float("nan"), val)
     val = reshape_any(val, val.shape[:-1])  # drop the position axis
-    if keepdims:
-        kept_nd = nq
+    if keepdims:  # (after q's dims)
         for ax in (range(ndim) if axis is None else axes):
-            val = expand_dims(val, kept_nd + ax)
+            val = expand_dims(val, nq + ax)
     return cast(val, out_dtype)
 
 

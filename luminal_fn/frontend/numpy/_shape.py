@@ -504,7 +504,7 @@ def roll(a, shift, axis=None):
     out = a
     for s, ax in zip(shifts, axes):
         ax = normalize_axis(ax, a.ndim, "roll")
-        if isinstance(s, Tracer) or not isinstance(s, (int, np.integer)):
+        if not isinstance(s, (int, np.integer)):  # (a Tracer too)
             raise ShapeError(f"roll: shift must be a Python int, got {type(s).__name__} (a traced "
                              f"shift would move data by a runtime amount; gather with "
                              f"(arange(n) - shift) % n instead)")
