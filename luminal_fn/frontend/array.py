@@ -190,7 +190,8 @@ def _install_operators():
 
     pairs = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
              "floordiv": "floor_divide", "mod": "mod", "pow": "power", "matmul": "matmul",
-             "and": "logical_and", "or": "logical_or", "xor": "logical_xor"}
+             "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "left_shift",
+             "rshift": "right_shift"}
     for short, name in pairs.items():
         f = getattr(lnp, name)
         setattr(Array, f"__{short}__", (lambda f: lambda a, b: f(a, b))(f))

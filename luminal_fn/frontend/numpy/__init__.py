@@ -9,7 +9,7 @@ import types as _types
 
 from ...ir import dtypes as _dt
 from .. import tracer as _tracer
-from . import _creation, _index, _linalg, _math, _quantile, _reduce, _shape, _sorting
+from . import _creation, _index, _integer, _linalg, _math, _quantile, _reduce, _shape, _sorting
 from ._eager import eager as _eager
 
 float32 = _dt.float32
@@ -24,7 +24,7 @@ nan = float("nan")
 newaxis = None
 
 _MATH = [
-    "add", "subtract", "multiply", "divide", "true_divide", "floor_divide", "negative", "positive",
+    "add", "subtract", "multiply", "divide", "true_divide", "negative", "positive",
     "reciprocal", "mod", "remainder", "fmod", "power", "float_power", "square", "sqrt", "rsqrt",
     "cbrt", "absolute", "abs", "fabs", "sign", "copysign", "signbit", "maximum", "minimum", "fmax",
     "fmin", "clip", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "logaddexp",
@@ -56,19 +56,22 @@ _CREATION = [
 _INDEX = ["take", "take_along_axis", "put_along_axis", "compress"]
 _SORTING = ["sort", "argsort", "top_k", "partition", "argpartition", "searchsorted", "unique",
             "nonzero", "argwhere", "flatnonzero"]
+_INTEGER = ["floor_divide", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"]
 _QUANTILE = ["quantile", "nanquantile", "percentile", "nanpercentile", "median", "nanmedian"]
 
 _g = globals()
 for _mod, _names in ((_math, _MATH), (_shape, _SHAPE), (_reduce, _REDUCE), (_linalg, _LINALG),
                      (_creation, _CREATION), (_index, _INDEX), (_sorting, _SORTING),
-                     (_quantile, _QUANTILE)):
+                     (_quantile, _QUANTILE), (_integer, _INTEGER)):
     for _n in _names:
         _g[_n] = _eager(getattr(_mod, _n), _n)
 
 prod = _eager(_reduce.prod_, "prod")
 round = _eager(_math.around, "round")  # noqa: A001
 round_ = round
-divmod = _eager(_math.divmod_, "divmod")  # noqa: A001
+divmod = _eager(_integer.divmod_, "divmod")  # noqa: A001
+bitwise_invert = bitwise_not  # noqa: F821 (NumPy 2's names)
+bitwise_left_shift, bitwise_right_shift = left_shift, right_shift  # noqa: F821
 cummax = _eager(_reduce.cummax, "cummax")
 unfold = _eager(_shape.unfold, "unfold")
 broadcast_shapes = _tracer.broadcast_shapes
@@ -77,7 +80,8 @@ linalg = _types.SimpleNamespace(norm=_eager(_linalg.norm, "linalg.norm"), matmul
                                 trace=trace, diagonal=diagonal, outer=outer, vecdot=vdot)  # noqa: F821
 
 __all__ = sorted(set(_MATH + _SHAPE + _REDUCE + _LINALG + _CREATION + _INDEX + _SORTING + _QUANTILE
-                     + ["prod", "round", "divmod", "cummax", "unfold", "broadcast_shapes",
+                     + _INTEGER + ["prod", "round", "divmod", "bitwise_invert", "bitwise_left_shift",
+                                   "bitwise_right_shift", "cummax", "unfold", "broadcast_shapes",
                         "float32", "float16", "bfloat16", "int32", "bool_", "pi", "e", "inf",
                         "nan", "newaxis", "linalg"]))
 
@@ -103,15 +107,16 @@ def _install_methods():
         "__add__": add, "__sub__": subtract, "__mul__": multiply, "__truediv__": true_divide,  # noqa: F821
         "__floordiv__": floor_divide, "__mod__": mod, "__pow__": power, "__matmul__": matmul,  # noqa: F821
         "__lt__": less, "__le__": less_equal, "__gt__": greater, "__ge__": greater_equal,  # noqa: F821
-        "__eq__": equal, "__ne__": not_equal, "__and__": logical_and, "__or__": logical_or,  # noqa: F821
-        "__xor__": logical_xor,  # noqa: F821
+        "__eq__": equal, "__ne__": not_equal, "__and__": bitwise_and, "__or__": bitwise_or,  # noqa: F821
+        "__xor__": bitwise_xor, "__lshift__": left_shift, "__rshift__": right_shift,  # noqa: F821
     }
     for k, f in ops.items():
         setattr(T, k, (lambda f: lambda self, other: raw(f)(self, other))(f))
     for k, f in {"__radd__": add, "__rsub__": subtract, "__rmul__": multiply,  # noqa: F821
                  "__rtruediv__": true_divide, "__rfloordiv__": floor_divide, "__rmod__": mod,  # noqa: F821
-                 "__rpow__": power, "__rmatmul__": matmul, "__rand__": logical_and,  # noqa: F821
-                 "__ror__": logical_or, "__rxor__": logical_xor}.items():  # noqa: F821
+                 "__rpow__": power, "__rmatmul__": matmul, "__rand__": bitwise_and,  # noqa: F821
+                 "__ror__": bitwise_or, "__rxor__": bitwise_xor, "__rlshift__": left_shift,  # noqa: F821
+                 "__rrshift__": right_shift}.items():  # noqa: F821  # noqa: F821
         setattr(T, k, rev(f))
     T.__neg__ = lambda self: raw(negative)(self)  # noqa: F821
     T.__pos__ = lambda self: self

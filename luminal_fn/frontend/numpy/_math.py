@@ -163,27 +163,8 @@ def around(x, decimals=0):
     return true_divide(rint(multiply(x, s)), s)
 
 
-def floor_divide(x, y):
-    ctx = _ctx_of(x, y)
-    x, y = lift(x, ctx), lift(y, ctx)
-    d = result_dtype(x, y)
-    if d.is_float:
-        return _floor_divide_float(x, y)
-    # integers: float quotient then an exact correction step
-    xf, yf = cast(x, dt.float32), cast(y, dt.float32)
-    q = cast(floor(true_divide(xf, yf)), dt.int32)
-    x32, y32 = cast(x, dt.int32), cast(y, dt.int32)
-    r = subtract(x32, multiply(q, y32))
-    # r must lie in [0, y) for y > 0 and (y, 0] for y < 0
-    ypos = greater(y32, 0)
-    too_low = where(ypos, less(r, 0), greater(r, 0))
-    too_high = where(ypos, greater_equal(r, y32), less_equal(r, y32))
-    q = subtract(q, cast(too_low, dt.int32))
-    return add(q, cast(too_high, dt.int32))
-
-
 @computed_in_float32
-def _floor_divide_float(x, y):
+def floor_divide_float(x, y):
     """NumPy's float floor division. floor(x * (1/y)) is off by one where the rounded quotient
     reaches an integer the exact one does not (1 // 0.1 is 9, not 10). x - fmod(x, y) is a
     multiple of y, so the rounded quotient (x - r) / y lies next to an integer that rint
@@ -204,10 +185,6 @@ def mod(x, y):
 
 
 remainder = mod
-
-
-def divmod_(x, y):
-    return floor_divide(x, y), mod(x, y)
 
 
 @computed_in_float32
