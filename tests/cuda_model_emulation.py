@@ -136,7 +136,7 @@ inline int lf_max(int a, int b) { return b > a ? b : a; }
 inline int lf_min(int a, int b) { return b < a ? b : a; }
 inline bool lf_max(bool a, bool b) { return a || b; }
 inline bool lf_min(bool a, bool b) { return a && b; }
-inline int lf_imod(int a, int b) { return b == 0 ? 0 : a % b; }
+inline int lf_imod(int a, int b) { return (b == 0 || b == -1) ? 0 : a % b; }
 // vector loads/stores: the device reads 4 elements at a time (float4, int4, uint2 of halves,
 // uchar4), which must be aligned to 4 elements of the storage type
 inline void lf_check_align(const void* p, unsigned bytes) {

@@ -188,7 +188,7 @@ __device__ __forceinline__ int lf_max(int a, int b) { return b > a ? b : a; }
 __device__ __forceinline__ int lf_min(int a, int b) { return b < a ? b : a; }
 __device__ __forceinline__ bool lf_max(bool a, bool b) { return a || b; }
 __device__ __forceinline__ bool lf_min(bool a, bool b) { return a && b; }
-__device__ __forceinline__ int lf_imod(int a, int b) { return b == 0 ? 0 : a % b; }
+__device__ __forceinline__ int lf_imod(int a, int b) { return (b == 0 || b == -1) ? 0 : a % b; }  // INT_MIN % -1 traps
 __device__ __forceinline__ float lf_shfl(float v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
 __device__ __forceinline__ int lf_shfl(int v, int o) { return __shfl_xor_sync(0xffffffffu, v, o); }
 __device__ __forceinline__ bool lf_shfl(bool v, int o) { return __shfl_xor_sync(0xffffffffu, (int)v, o) != 0; }
@@ -374,7 +374,7 @@ inline int lf_max(int a, int b) { return b > a ? b : a; }
 inline int lf_min(int a, int b) { return b < a ? b : a; }
 inline bool lf_max(bool a, bool b) { return a || b; }
 inline bool lf_min(bool a, bool b) { return a && b; }
-inline int lf_imod(int a, int b) { return b == 0 ? 0 : a % b; }
+inline int lf_imod(int a, int b) { return (b == 0 || b == -1) ? 0 : a % b; }  // INT_MIN % -1 traps
 """
 
 _METAL_PRELUDE = METAL_HELPERS + r"""inline float lf_shfl(float v, ushort o) { return simd_shuffle_xor(v, o); }
