@@ -27,6 +27,7 @@ import luminal_fn as lf
 import luminal_fn.numpy as lnp
 from luminal_fn.frontend.errors import LuminalError
 
+from int_program_gen import IntProgram, assert_exact
 from program_gen import Program, assert_matches
 from test_cuda_emulated_plans import _genomes  # the generic genome, then n random ones
 
@@ -91,6 +92,26 @@ def test_random_programs_mlx():
         _static_check(seed, "mlx")
 
 
+def _int_check(seed: int, backend: str) -> None:
+    prog = IntProgram(seed)
+    args = prog.inputs()
+    got = lf.jit(lambda *a: prog.run(lnp, a), backend=backend)(*args)
+    assert_exact(got, prog.reference(args), f"{prog} on {backend}")
+
+
+@pytest.mark.parametrize("seeds", _batches(_seeds(40, 7000), 10))
+def test_random_int_programs_numpy(seeds):
+    """int32 and bool programs (tests/int_program_gen.py), bit for bit against NumPy's int32."""
+    for seed in seeds:
+        _int_check(seed, "numpy")
+
+
+def test_random_int_programs_mlx():
+    pytest.importorskip("mlx.core", reason="MLX is not installed (pip install 'luminal-fn[mlx]')")
+    for seed in _seeds(16, 7500):
+        _int_check(seed, "mlx")
+
+
 # ---- planned for CUDA, run on the CPU emulation ------------------------------------------------
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None,
                                reason="g++ is not installed: the CUDA emulation compiles kernels with it")
@@ -133,6 +154,21 @@ def test_random_programs_on_the_cuda_emulation(tmp_path):
     for prog, g, bp, args in jobs:
         assert_matches(emu.run(lib, bp, args, {}), prog.reference(args),
                        f"{prog} genome {g}, emulated CUDA\n{bp.describe()}")
+
+
+@needs_gxx
+def test_random_int_programs_on_the_cuda_emulation(tmp_path):
+    import cuda_model_emulation as emu
+
+    jobs = []
+    for seed in _seeds(12, 7800):
+        prog = IntProgram(seed)
+        args = prog.inputs()
+        jobs += [(prog, g, bp, args) for g, bp, _ in _cuda_plans(prog, args, {}, genomes=2)]
+    lib = emu.build([bp for _, _, bp, _ in jobs], str(tmp_path))
+    for prog, g, bp, args in jobs:
+        assert_exact(emu.run(lib, bp, args, {}), prog.reference(args),
+                     f"{prog} genome {g}, emulated CUDA\n{bp.describe()}")
 
 
 @needs_gxx
@@ -232,6 +268,13 @@ def test_random_programs_metal_kernels_on_the_cpu_emulation(tmp_path):
 def test_random_programs_cuda_gpu(seeds):
     for seed in seeds:
         _static_check(seed, "cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seeds", _batches(_seeds(20, 7200), 10))
+def test_random_int_programs_cuda_gpu(seeds):
+    for seed in seeds:
+        _int_check(seed, "cuda")
 
 
 # ---- what the fuzz found -------------------------------------------------------------------------
