@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
+import program_gen as pg
+from program_gen import _broadcasts, _matmuls, _partner, draw_steps
+
 KINDS = ("arith", "const", "bits", "shift", "unary", "compare", "logic", "where", "reduce",
          "boolreduce", "argmax", "cumsum", "cummax", "reshape", "transpose", "slice", "flip",
          "roll", "pad", "concat", "tile", "repeat", "sort", "argsort", "take", "take_along",
          "scatter", "matmul", "astype", "clip", "onehot", "triu", "broadcast")
+SHARED = ("reshape", "transpose", "slice", "flip", "roll", "concat", "tile", "repeat", "triu",
+          "broadcast", "sort")  # drawn and run by program_gen, for any dtype
 ARITH = ("add", "sub", "mul", "max", "min", "floordiv", "mod")
 CONSTS = (1, 2, 3, -3, 7, 16, -64, 1000003, 2**24 + 1, -2**30)
 
@@ -22,24 +27,11 @@ def _i32(xp):
     return np.int32 if xp is np else xp.int32
 
 
-def _partner(rng, pool, ok):
-    cands = [j for j, y in enumerate(pool) if ok(y)]
-    return int(rng.choice(cands)) if cands else None
-
-
-def _bcast(a, b) -> bool:
-    try:
-        np.broadcast_shapes(a, b)
-        return True
-    except ValueError:
-        return False
-
-
 def _pick(rng, kind, i, pool):
     x = pool[i]
     nd, isint = x.ndim, x.dtype != np.bool_
     ax = int(rng.integers(nd)) if nd else None
-    both = lambda y: _bcast(x.shape, y.shape)  # noqa: E731
+    both = lambda y: _broadcasts(x.shape, y.shape)  # noqa: E731
     ints = lambda y: y.dtype != np.bool_ and both(y)  # noqa: E731
     if nd == 0 and kind not in ("arith", "const", "bits", "shift", "unary", "compare", "logic",
                                 "where", "astype", "clip", "broadcast"):
@@ -66,28 +58,16 @@ def _pick(rng, kind, i, pool):
                 bool(rng.integers(2)))
     if kind == "boolreduce":
         return (str(rng.choice(("any", "all", "count"))), ax)
-    if kind in ("argmax", "cumsum", "cummax", "flip", "sort", "argsort") and (isint or kind in ("flip", "argmax")):
+    if kind in ("argmax", "cumsum", "cummax", "argsort") and (isint or kind == "argmax"):
         return (ax,)
-    if kind == "reshape":
-        return (tuple(rng.permutation(list(x.shape))) + (1,) * int(rng.integers(2)),) if nd else None
-    if kind == "transpose":
-        return (tuple(int(a) for a in rng.permutation(nd)),) if nd >= 2 else None
-    if kind == "slice":
-        n = x.shape[ax]
-        return (ax, int(rng.integers(-n, n + 1)), int(rng.integers(-n - 1, n + 2)),
-                int(rng.choice([1, 2, -1, 3])))
-    if kind == "roll":
-        return (int(rng.integers(-4, 5)), ax)
+    if kind in SHARED:  # views and sorts: program_gen's parameters, a concat partner of x's dtype
+        params = pg._pick(rng, kind, i, pool)
+        if kind == "concat" and params[0] is not None and pool[params[0]].dtype != x.dtype:
+            return None
+        return params
     if kind == "pad":
         return (tuple((int(rng.integers(0, 3)), int(rng.integers(0, 3))) for _ in range(nd)),
                 int(rng.choice([0, -7, 2**31 - 1])))
-    if kind == "concat":
-        return (_partner(rng, pool, lambda y: y.ndim == nd and y.dtype == x.dtype and all(
-            y.shape[k] == x.shape[k] for k in range(nd) if k != ax)), ax)
-    if kind == "tile":
-        return (tuple(int(rng.integers(1, 3)) for _ in range(nd)),)
-    if kind == "repeat":
-        return (int(rng.integers(1, 3)), ax)
     if kind in ("take", "take_along"):
         return (ax,)
     if kind == "scatter" and isint:
@@ -104,24 +84,14 @@ def _pick(rng, kind, i, pool):
         return (lo, lo + int(rng.integers(0, 60)))
     if kind == "onehot" and isint:
         return (int(rng.integers(2, 6)),)
-    if kind == "triu":
-        return (int(rng.integers(-2, 3)),) if nd >= 2 else None
-    if kind == "broadcast":
-        return ((int(rng.integers(1, 4)),) + x.shape,)
     return None
-
-
-def _matmuls(a, b) -> bool:
-    try:
-        np.matmul(np.zeros(a), np.zeros(b))
-        return True
-    except ValueError:
-        return False
 
 
 def apply(xp, step, pool):
     kind, i, *p = step
     x, i32 = pool[i], _i32(xp)
+    if kind in SHARED:
+        return pg.apply(xp, step, pool)
     if kind in ("arith", "bits", "compare"):
         y, how = pool[p[0]], p[1]
         return {"add": lambda: x + y, "sub": lambda: x - y, "mul": lambda: x * y,
@@ -164,32 +134,11 @@ def apply(xp, step, pool):
         return xp.cumsum(x, axis=p[0], dtype=i32)
     if kind == "cummax":
         return np.maximum.accumulate(x, axis=p[0]) if xp is np else xp.cummax(x, axis=p[0])
-    if kind == "flip":
-        return xp.flip(x, axis=p[0])
-    if kind == "sort":
-        return xp.sort(x, axis=p[0])
     if kind == "argsort":
         return xp.argsort(x, axis=p[0], kind="stable").astype(i32)
-    if kind == "reshape":
-        return xp.reshape(x, p[0])
-    if kind == "transpose":
-        return xp.transpose(x, p[0])
-    if kind == "slice":
-        axis, a, b, s = p
-        idx = [slice(None)] * x.ndim
-        idx[axis] = slice(a, b, s)
-        return x[tuple(idx)]
-    if kind == "roll":
-        return xp.roll(x, p[0], axis=p[1])
     if kind == "pad":
         value = p[1] if x.dtype != np.bool_ and getattr(x.dtype, "name", "") != "bool" else bool(p[1])
         return xp.pad(x, p[0], constant_values=value)
-    if kind == "concat":
-        return xp.concatenate([x, pool[p[0]]], axis=p[1])
-    if kind == "tile":
-        return xp.tile(x, p[0])
-    if kind == "repeat":
-        return xp.repeat(x, p[0], axis=p[1])
     if kind in ("take", "take_along"):
         axis = p[0]
         idx = xp.abs(x.astype(i32) % 7) % x.shape[axis]
@@ -222,10 +171,6 @@ def apply(xp, step, pool):
         return xp.clip(x, p[0], p[1])
     if kind == "onehot":
         return (xp.abs(x % p[0]))[..., None] == xp.arange(p[0])
-    if kind == "triu":
-        return xp.triu(x, p[0])
-    if kind == "broadcast":
-        return xp.broadcast_to(x, p[0])
     raise KeyError(kind)
 
 
@@ -240,23 +185,7 @@ class IntProgram:
                        for _ in range(n_in)]
         self.kinds = [str(rng.choice(["small", "wide", "bool"], p=[0.5, 0.3, 0.2])) for _ in range(n_in)]
         pool = self.inputs()
-        self.steps = []
-        for _ in range(n_steps):
-            i = int(rng.integers(len(pool)))
-            kind = str(rng.choice(KINDS))
-            params = _pick(rng, kind, i, pool)
-            if params is None or None in params:
-                continue
-            step = (kind, i, *params)
-            try:
-                with np.errstate(all="ignore"):
-                    y = apply(np, step, pool)
-            except (ValueError, IndexError, TypeError):
-                continue
-            if y.size == 0 or y.size > 4000 or y.ndim > 5:
-                continue
-            self.steps.append(step)
-            pool.append(y)
+        self.steps = draw_steps(rng, pool, KINDS, _pick, apply, n_steps)
         made = list(range(n_in, len(pool))) or [0]
         self.outputs = sorted({int(v) for v in rng.choice(made, size=min(2, len(made)))})
 

@@ -291,6 +291,30 @@ def apply(xp, step, pool):
     raise KeyError(kind)
 
 
+def draw_steps(rng, pool: list, kinds, pick, apply_step, n_steps: int) -> list:
+    """Up to ``n_steps`` steps drawn from ``kinds`` (``pick`` their parameters), each run over
+    NumPy and its result appended to ``pool``; a step NumPy refuses, or whose result is empty or
+    large, is left out."""
+    steps = []
+    for _ in range(n_steps):
+        i = int(rng.integers(len(pool)))
+        kind = str(rng.choice(kinds))
+        params = pick(rng, kind, i, pool)
+        if params is None or None in params:
+            continue
+        step = (kind, i, *params)
+        try:
+            with np.errstate(all="ignore"):
+                y = apply_step(np, step, pool)
+        except (ValueError, IndexError, TypeError):
+            continue
+        if y.size == 0 or y.size > 4000 or y.ndim > 5:
+            continue
+        steps.append(step)
+        pool.append(y)
+    return steps
+
+
 class Program:
     """Input shapes, steps and the pool positions returned. ``run(xp, inputs)`` replays it."""
 
@@ -300,22 +324,7 @@ class Program:
         self.shapes = [tuple(int(rng.integers(1, 6)) for _ in range(int(rng.integers(1, 4))))
                        for _ in range(int(rng.integers(1, 4)))]
         pool = [np.zeros(s) for s in self.shapes]
-        self.steps = []
-        for _ in range(n_steps):
-            i = int(rng.integers(len(pool)))
-            kind = str(rng.choice(KINDS))
-            params = _pick(rng, kind, i, pool)
-            if params is None or None in params:
-                continue
-            step = (kind, i, *params)
-            try:
-                y = apply(np, step, pool)
-            except (ValueError, IndexError, TypeError):
-                continue
-            if y.size == 0 or y.size > 4000 or y.ndim > 5:
-                continue
-            self.steps.append(step)
-            pool.append(y)
+        self.steps = draw_steps(rng, pool, KINDS, _pick, apply, n_steps)
         n_in = len(self.shapes)
         made = list(range(n_in, len(pool))) or [0]
         self.outputs = sorted({int(v) for v in rng.choice(made, size=min(2, len(made)))})

@@ -142,33 +142,21 @@ def _cuda_plans(prog, args, bucket: dict, genomes: int, fn=None):
 
 
 @needs_gxx
-def test_random_programs_on_the_cuda_emulation(tmp_path):
+@pytest.mark.parametrize("make,check,default,base,genomes", [
+    (Program, assert_matches, 16, 3000, 3), (IntProgram, assert_exact, 12, 7800, 2)],
+    ids=["float32", "int32"])
+def test_random_programs_on_the_cuda_emulation(tmp_path, make, check, default, base, genomes):
     import cuda_model_emulation as emu
 
     jobs = []
-    for seed in _seeds(16, 3000):
-        prog = Program(seed)
+    for seed in _seeds(default, base):
+        prog = make(seed)
         args = prog.inputs()
-        jobs += [(prog, g, bp, args) for g, bp, _ in _cuda_plans(prog, args, {}, genomes=3)]
+        jobs += [(prog, g, bp, args) for g, bp, _ in _cuda_plans(prog, args, {}, genomes=genomes)]
     lib = emu.build([bp for _, _, bp, _ in jobs], str(tmp_path))
     for prog, g, bp, args in jobs:
-        assert_matches(emu.run(lib, bp, args, {}), prog.reference(args),
-                       f"{prog} genome {g}, emulated CUDA\n{bp.describe()}")
-
-
-@needs_gxx
-def test_random_int_programs_on_the_cuda_emulation(tmp_path):
-    import cuda_model_emulation as emu
-
-    jobs = []
-    for seed in _seeds(12, 7800):
-        prog = IntProgram(seed)
-        args = prog.inputs()
-        jobs += [(prog, g, bp, args) for g, bp, _ in _cuda_plans(prog, args, {}, genomes=2)]
-    lib = emu.build([bp for _, _, bp, _ in jobs], str(tmp_path))
-    for prog, g, bp, args in jobs:
-        assert_exact(emu.run(lib, bp, args, {}), prog.reference(args),
-                     f"{prog} genome {g}, emulated CUDA\n{bp.describe()}")
+        check(emu.run(lib, bp, args, {}), prog.reference(args),
+              f"{prog} genome {g}, emulated CUDA\n{bp.describe()}")
 
 
 @needs_gxx
