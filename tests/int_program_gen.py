@@ -195,8 +195,11 @@ class IntProgram:
         for s, k in zip(self.shapes, self.kinds):
             if k == "bool":
                 out.append(r.random(s) < 0.5)
-            elif k == "wide":
-                out.append(r.integers(-2**31, 2**31, s).astype(np.int32))
+            elif k == "wide":  # the whole range, and a few of its ends
+                a = r.integers(-2**31, 2**31, s).astype(np.int32)
+                a.flat[r.integers(0, a.size, size=max(1, a.size // 4))] = r.choice(
+                    np.array([-2**31, 2**31 - 1, -1, 0], np.int32), size=max(1, a.size // 4))
+                out.append(a)
             else:
                 out.append(r.integers(-20, 21, s).astype(np.int32))
         return out

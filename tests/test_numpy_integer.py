@@ -127,3 +127,15 @@ def test_hypothesis_full_range(x, y):
         want = (x // y, x % y, x & y, x | y, x ^ y, x >> 5, x << 3, x & 0x0FF0)
     for g, w in zip(_ALL_OPS(x, y), want):
         same(g, w)
+
+
+def test_min_of_int32_holding_int_min():
+    """min was -max(-x), and -INT_MIN wraps to INT_MIN: min([INT_MIN, 5, 7]) came out 5. It is
+    now ~max(~x) for integers (~x = -1 - x reverses the order of every int32)."""
+    x = np.array([[-2**31, 5, 7], [3, 2**31 - 1, -1], [-2**31, -2**31, 2**31 - 1]], np.int32)
+    got = lf.jit(lambda x: (lnp.min(x), lnp.min(x, axis=1), lnp.amin(x, axis=0, initial=-3),
+                            lnp.min(x, axis=1, where=x > 0, initial=100), x.min(axis=0)))(x)
+    want = (x.min(), x.min(axis=1), x.min(axis=0, initial=-3),
+            np.min(x, axis=1, where=x > 0, initial=100), x.min(axis=0))
+    for g, w in zip(got, want):
+        same(g, np.asarray(w, np.int32))

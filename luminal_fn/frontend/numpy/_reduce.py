@@ -110,6 +110,9 @@ def min(a, axis=None, keepdims=False, initial=None, where=None):  # noqa: A001
     a = lift(a, _ctx_of(a))
     if a.dtype.is_bool:
         return m.logical_not(max(m.logical_not(a), axis, keepdims, None if initial is None else not initial, where))
+    if a.dtype.is_int:  # ~x = -1 - x reverses the order of every int32; -x wraps at INT_MIN
+        flip = lambda t: m.subtract(-1, t)  # noqa: E731
+        return flip(max(flip(a), axis, keepdims, None if initial is None else -1 - initial, where))
     neg = m.negative(a)
     out = max(neg, axis, keepdims, None if initial is None else -initial, where)
     return m.negative(out)
