@@ -220,7 +220,9 @@ def argmax(a, axis=None, keepdims=False):
     pos = _positions(a, ax)
     big = reshape_any(iota(as_expr(n), 1, a._ctx), (1,) * a.ndim)
     cand = binary("Add", pos, binary("Mul", cast(m.logical_not(hit), dt.int32), big))
-    return min(cand, axis=ax, keepdims=keepdims)
+    # min as -max(-cand): exact for cand >= 0, and the form the argmax rules recognise
+    # (optimize/rules/specialize_argmax.egg); min() itself flips integers with ~ instead
+    return m.negative(max(m.negative(cand), axis=ax, keepdims=keepdims))
 
 
 def argmin(a, axis=None, keepdims=False):
