@@ -52,17 +52,24 @@ def test_bitwise_with_a_constant(c):
         same(g, w)
 
 
-def test_floor_divide_and_mod_full_range():
-    with np.errstate(divide="ignore"):  # B holds zeros: NumPy gives 0 there, and so must we
-        q, r = A // B, A % B
-    same(lf.jit(lambda x, y: x // y)(A, B), q)
-    same(lf.jit(lambda x, y: x % y)(A, B), r)
-    got_q, got_r = lf.jit(lambda x, y: lnp.divmod(x, y))(A, B)
+@pytest.mark.parametrize("backend", ["numpy", "mlx"])
+def test_floor_divide_and_mod_full_range(backend):
+    """On MLX the integer remainder took |a|, which wraps at INT_MIN (INT_MIN % 7 gave 2), and
+    INT_MIN % -1 stops the process there (a CPU trap): both are handled by the backend."""
+    if backend == "mlx":
+        pytest.importorskip("mlx.core", reason="MLX is not installed (pip install 'luminal-fn[mlx]')")
+    a, b = np.concatenate([A, [-2**31, -2**31]]).astype(np.int32), np.concatenate([B, [-1, 7]]).astype(np.int32)
+    with np.errstate(divide="ignore", over="ignore"):  # B holds zeros: NumPy gives 0 there, and so must we
+        q, r, f = a // b, a % b, np.fmod(a, np.where(b == 0, 1, b)) * (b != 0)
+    same(lf.jit(lambda x, y: x // y, backend=backend)(a, b), q)
+    same(lf.jit(lambda x, y: x % y, backend=backend)(a, b), r)
+    same(lf.jit(lambda x, y: lnp.fmod(x, y), backend=backend)(a, b), f.astype(np.int32))
+    got_q, got_r = lf.jit(lambda x, y: lnp.divmod(x, y), backend=backend)(a, b)
     same(got_q, q)
     same(got_r, r)
     for k in (1, 2, 3, -3, 7, -1, 1000003, 2**30, -2**31):
         with np.errstate(over="ignore"):
-            same(lf.jit(lambda x: x // k)(A), A // np.int32(k))
+            same(lf.jit(lambda x: x // k, backend=backend)(A), A // np.int32(k))
 
 
 def test_division_by_zero_is_zero_as_in_numpy():

@@ -120,9 +120,13 @@ def _fmod(a, b):
     if a.dtype == mx.bool_:
         return mx.zeros(mx.broadcast_shapes(a.shape, b.shape), mx.bool_)
     if mx.issubdtype(a.dtype, mx.integer):
-        zero = b == 0
-        r = mx.remainder(mx.abs(a), mx.abs(mx.where(zero, 1, b)))
-        return mx.where(zero, 0, mx.where(a < 0, -r, r)).astype(a.dtype)
+        # from the floored remainder, moved to a's sign (|a| wraps at INT_MIN); x % 0 is 0 as in
+        # NumPy, and x % -1 is 0 without dividing (INT_MIN % -1 traps on the CPU)
+        trivial = (b == 0) | (b == -1)
+        safe = mx.where(trivial, 1, b)
+        r = mx.remainder(a, safe)
+        r = mx.where((r != 0) & ((r < 0) != (a < 0)), r - safe, r)
+        return mx.where(trivial, 0, r).astype(a.dtype)
     r = mx.remainder(mx.abs(a), mx.abs(b))
     return mx.where(a < 0, -r, r)
 
