@@ -106,7 +106,7 @@ def apply(xp, step, pool):
                 "xor": lambda: x ^ c}[how]()
     if kind == "shift":
         how, k, by_array = p
-        kk = xp.asarray(np.full(x.shape[-1:] or (1,), k, np.int32)) if by_array else k
+        kk = xp.full_like(x, k) if by_array else k
         return (x << kk) if how == "left" else (x >> kk)
     if kind == "unary":
         return {"neg": lambda: -x, "abs": lambda: xp.abs(x), "sign": lambda: xp.sign(x),
@@ -189,10 +189,13 @@ class IntProgram:
         made = list(range(n_in, len(pool))) or [0]
         self.outputs = sorted({int(v) for v in rng.choice(made, size=min(2, len(made)))})
 
-    def inputs(self) -> list:
-        r = np.random.default_rng([self.seed, 7])
+    def inputs(self, lead=None) -> list:
+        """The inputs (the first one's axis 0 of length ``lead`` when given)."""
+        r = np.random.default_rng([self.seed, 7] if lead is None else [self.seed, 7, lead])
         out = []
-        for s, k in zip(self.shapes, self.kinds):
+        shapes = [((lead,) + s[1:]) if (lead is not None and j == 0) else s
+                  for j, s in enumerate(self.shapes)]
+        for s, k in zip(shapes, self.kinds):
             if k == "bool":
                 out.append(r.random(s) < 0.5)
             elif k == "wide":  # the whole range, and a few of its ends

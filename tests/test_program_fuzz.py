@@ -12,8 +12,10 @@ one or two of its values. It runs:
   and in bfloat16;
 - every Metal kernel the MLX backend would run, on the CPU emulation of tests/mlx_metal_emulation.py;
 - on a real GPU where one is present.
-The bugs this found have their own tests at the end (and in test_mlx.py, test_numpy_shape.py). ``LUMINAL_FUZZ_PROGRAMS=N`` runs N programs
-a case instead of the default.
+The same cases run int32/bool programs (tests/int_program_gen.py), compared bit for bit with
+NumPy's int32. The bugs this found have their own tests at the end (and in test_mlx.py,
+test_numpy_shape.py, test_numpy_integer.py). ``LUMINAL_FUZZ_PROGRAMS=N`` runs N programs a case
+instead of the default.
 """
 from __future__ import annotations
 
@@ -54,15 +56,17 @@ def test_random_program_numpy(seed):
     _static_check(seed, "numpy")
 
 
-@pytest.mark.parametrize("seeds", _batches(_seeds(40, 1000), 10))
-def test_random_programs_with_a_dynamic_dim_numpy(seeds):
+@pytest.mark.parametrize("make,check,default,base", [
+    (Program, assert_matches, 40, 1000), (IntProgram, assert_exact, 20, 8000)], ids=["float32", "int32"])
+def test_random_programs_with_a_dynamic_dim_numpy(make, check, default, base):
     """Input 0's axis 0 is the dynamic dim ``s``: the first call traces at s = 1, later lengths
     reuse the trace. A program whose ops cannot take a symbolic axis there (a ``roll`` along it,
     broadcasting s against a fixed length) must say so with a LuminalError when traced; once
     traced, every length NumPy accepts must run and match."""
+    seeds = _seeds(default, base)
     calls = 0
     for seed in seeds:
-        prog = Program(seed)
+        prog = make(seed)
         f = lf.jit(lambda *a: prog.run(lnp, a), dynamic_axes={0: {0: "s"}})
         traced = False
         for lead in (1, 2, 3, 5, 8):
@@ -80,7 +84,7 @@ def test_random_programs_with_a_dynamic_dim_numpy(seeds):
                 assert "jitted function" in str(e) or "dynamic" in str(e) or "symbolic" in str(e), e
                 continue
             traced = True
-            assert_matches(got, want, f"{prog} at s={lead}")
+            check(got, want, f"{prog} at s={lead}")
             calls += 1
         assert f.trace_count <= 1 or not traced, f"{prog}: traced {f.trace_count} times"
     assert calls >= len(seeds), f"only {calls} calls ran for {len(seeds)} programs"
@@ -187,13 +191,15 @@ def test_random_bfloat16_programs_on_the_cuda_emulation(tmp_path):
 
 
 @needs_gxx
-def test_random_programs_with_a_dynamic_dim_on_the_cuda_emulation(tmp_path):
+@pytest.mark.parametrize("make,check,default,base", [
+    (Program, assert_matches, 16, 4000), (IntProgram, assert_exact, 10, 8500)], ids=["float32", "int32"])
+def test_random_programs_with_a_dynamic_dim_on_the_cuda_emulation(tmp_path, make, check, default, base):
     """One plan per program for the bucket s <= 8, run at several s below its largest."""
     import cuda_model_emulation as emu
 
     jobs = []
-    for seed in _seeds(16, 4000):
-        prog = Program(seed)
+    for seed in _seeds(default, base):
+        prog = make(seed)
         try:
             plans = _cuda_plans(prog, prog.inputs(5), {"s": 8}, genomes=2)
         except LuminalError:
@@ -206,11 +212,11 @@ def test_random_programs_with_a_dynamic_dim_on_the_cuda_emulation(tmp_path):
                 continue
             if all(w.size for w in want):
                 jobs += [(prog, g, bp, args, lead, want) for g, bp, _ in plans]
-    assert len(jobs) >= 16, f"only {len(jobs)} emulated calls"
+    assert len(jobs) >= default, f"only {len(jobs)} emulated calls"
     lib = emu.build(list({id(j[2]): j[2] for j in jobs}.values()), str(tmp_path))
     for prog, g, bp, args, lead, want in jobs:
-        assert_matches(emu.run(lib, bp, args, {"s": lead}), want,
-                       f"{prog} genome {g} at s={lead}, emulated CUDA\n{bp.describe()}")
+        check(emu.run(lib, bp, args, {"s": lead}), want,
+              f"{prog} genome {g} at s={lead}, emulated CUDA\n{bp.describe()}")
 
 
 @needs_gxx
