@@ -8,7 +8,6 @@ bit, wraparound included. Before this module, ``x // 3`` was off by up to ~20 fo
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import luminal_fn as lf
