@@ -174,8 +174,10 @@ def apply(xp, step, pool):
     raise KeyError(kind)
 
 
-class IntProgram:
+class IntProgram(pg.Program):
     """Like program_gen.Program, over int32 and bool values compared exactly."""
+
+    apply_step = staticmethod(apply)
 
     def __init__(self, seed: int, n_steps: int = 10):
         rng = np.random.default_rng(seed)
@@ -206,12 +208,6 @@ class IntProgram:
             else:
                 out.append(r.integers(-20, 21, s).astype(np.int32))
         return out
-
-    def run(self, xp, inputs) -> tuple:
-        pool = list(inputs)
-        for step in self.steps:
-            pool.append(apply(xp, step, pool))
-        return tuple(pool[k] for k in self.outputs)
 
     def reference(self, inputs) -> tuple:
         with np.errstate(all="ignore"):
