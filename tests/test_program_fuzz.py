@@ -339,33 +339,3 @@ def test_a_dynamic_roll_on_the_cuda_emulation(tmp_path):
             got = emu.run(lib, bp, [x], {"s": s})
             for k, (o, w) in enumerate(zip(got, want)):
                 np.testing.assert_allclose(o, w, rtol=1e-6, atol=1e-6, err_msg=f"genome {g} s={s} output {k}")
-
-
-def test_a_value_reused_at_every_level_compiles_in_linear_time():
-    """x = x * x forty times: each level reads the one below twice, and the extractor shared
-    that subtree in one fused kernel, so the tree each backend walked doubled a level (18
-    levels took 19 s on the NumPy backend and rendered 2.6 MB of CUDA at 16). A subtree read
-    again where the kernel would pass MAX_TREE nodes now reads its buffer."""
-    import time
-
-    from luminal_fn.backends.cuda.executable import plan_graph
-    from luminal_fn.optimize.egraph import build_egraph
-    from luminal_fn.optimize.extract import Extractor
-
-    x = np.array([1.0001, 0.999, 1.0, -0.5, 1e-3], np.float32)
-
-    def f(xp):
-        def g(a):
-            for _ in range(40):
-                a = a * a + xp.sin(a) * 1e-3
-            return a
-        return g
-
-    t0 = time.perf_counter()
-    got = lf.jit(f(lnp), search=1)(x)
-    assert time.perf_counter() - t0 < 60
-    np.testing.assert_allclose(np.asarray(got), f(np)(x.astype(np.float64)), rtol=1e-4, atol=1e-6)
-    traced = lf.jit(f(lnp)).trace(x)
-    ex = Extractor(build_egraph(traced.hlir), traced.hlir)
-    bp = plan_graph(ex.extract(ex.generic_genome()), {}, donated=())
-    assert sum(len(k.text) for k in bp.kernels()) < 400_000

@@ -423,13 +423,6 @@ class _Extraction:
         key = (ft, self.transform)
         hit = self.memo.get(key)
         if hit is not None:
-            if hit[1] > 1 and size[0] + hit[1] > MAX_TREE:
-                # a subtree read again where the kernel would pass MAX_TREE nodes: its buffer
-                # instead, else a value reused at every level (x = x * x) doubles the code
-                leaf = self._leaf_instead(ft, root, edges, size)
-                if leaf is not None:
-                    self.memo[key] = (leaf, 1)
-                    return leaf
             size[0] += hit[1]
             return hit[0]
         before = size[0]
@@ -470,18 +463,6 @@ class _Extraction:
             finally:
                 self.recomputing -= inlined
         raise _Cycle()
-
-    def _leaf_instead(self, ft, root, edges, size):
-        """The read of FT class ``ft``'s own buffer (its FLeaf option), or None without one."""
-        for n in self.ordered(ft):
-            if n.op != "FLeaf":
-                continue
-            mark = self._mark(edges, size)
-            try:
-                return self._tree_node(n, ft, root, edges, size)
-            except _Cycle:
-                self._rollback(mark, edges, size)
-        return None
 
     def _mark(self, edges, size):
         return len(edges), size[0], len(self.memo)
