@@ -1,5 +1,4 @@
-"""Exact int32 arithmetic built from the primitives: floor division, powers, bitwise and/or/xor,
-shifts.
+"""Exact int32 arithmetic built from the primitives: floor division, bitwise and/or/xor, shifts.
 
 The HLIR has no integer division or bit operations; its integer ``Mod`` (C's ``%``) is exact,
 and so are ``Add``, ``Mul`` (wrapping, as NumPy's int32 does) and ``LessThan``. A float32 quotient
@@ -7,9 +6,8 @@ is only near the true one for large values (24 bits of mantissa), so floor divis
 with exact remainders. Bits come from floored remainders by powers of two: bit k of x is set
 where x mod 2^(k+1) >= 2^k. A bitwise op of two arrays combines the 32 bits one by one (one fused
 elementwise kernel); against a Python int it needs one pair of remainders per run of set bits in
-that int (``x & 0xF`` is ``x mod 16``); a power squares its base over the exponent's bits.
-Results match NumPy on int32, wraparound included; bool operands give the logical forms, as in
-NumPy.
+that int (``x & 0xF`` is ``x mod 16``). Results match NumPy on int32, wraparound included; bool
+operands give the logical forms, as in NumPy.
 """
 from __future__ import annotations
 
