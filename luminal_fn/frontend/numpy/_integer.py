@@ -17,6 +17,7 @@ from ...ir import dtypes as dt
 from ..errors import DTypeError
 from ..tracer import Tracer, _ctx_of, cast, lift, result_dtype
 from . import _math as m
+from ._index import take
 
 INT_MIN = -(1 << 31)
 _POW2 = np.array([1 << k for k in range(31)] + [INT_MIN], dtype=np.int32)  # 2^k as int32 bits
@@ -192,6 +193,4 @@ def right_shift(x, y):
 
 def _pow2(k: Tracer) -> Tracer:
     """2^k as int32 (k in [0, 31]; 2^31 wraps to INT_MIN) by a table lookup."""
-    from ._index import take
-
     return take(lift(_POW2, k._ctx), m.clip(k, 0, 31))
