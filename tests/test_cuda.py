@@ -500,3 +500,20 @@ def test_llama_greedy_pick_over_a_full_vocabulary_matches_numpy(cuda):
         want = int(np.argmax(logits[-1]))
         got = np.asarray(pick(lf.device_put(logits, "cuda")))
         assert got.dtype == np.int32 and got.tolist() == [want], (s, got, want)
+
+
+def test_int_max_and_min_of_negated_values_and_bool_argmax_match_numpy(cuda):
+    """ptxas 12.9 and 13.0 fuse three signed int max (or min) into one sm_90 VIMNMX3 and drop a
+    negation when two or more operands are negated: argmax along the rows of a (3, 3) bool array
+    came back -1 in every row (run DB, the int fuzz's first program). The prelude's int max and
+    min compare biased, as unsigned; these are the shapes the bug took."""
+    x = np.array([[0, 0, 0], [1, 0, 1], [0, 1, 1]], bool)
+    f = lf.jit(lambda a: lnp.argmax(a, axis=1), backend="cuda", search=lf.SearchOptions(limit=3))
+    np.testing.assert_array_equal(np.asarray(f(x)), np.argmax(x, axis=1))
+    v = np.array([[3, -7, 5], [-2147483648, 5, 2147483647], [0, -1, 1], [7, 7, -7]], np.int32)
+    sign = np.array([-1, -1, 1], np.int32)
+    cases = {"max": lambda m, a: m.max(-a, axis=1), "min": lambda m, a: m.min(-a, axis=1),
+             "max of two negated, one not": lambda m, a: m.max(a * sign, axis=1)}
+    for name, fn in cases.items():
+        jitted = lf.jit(lambda a: fn(lnp, a), backend="cuda", search=lf.SearchOptions(limit=3))
+        np.testing.assert_array_equal(np.asarray(jitted(v)), fn(np, v), err_msg=name)

@@ -1,6 +1,7 @@
 """CUDA backend pieces that need no GPU: registration without CuPy, bucket planning, and the
 rendered module sources (well-formed, compiled by nvcc to PTX where nvcc is installed)."""
 import importlib.util
+import shutil
 
 import numpy as np
 import pytest
@@ -243,3 +244,32 @@ def test_a_reduction_that_reads_its_own_index_unrolls_it_in_the_source():
     for text in index_reading.values():  # the later elements of a pass, each guarded by the end
         assert all(f"if (ru{u} < " in text for u in range(1, INDEX_UNROLL)), text
     assert not all(rolled.values()), "plain max reductions keep the compiler's unrolling"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: this test compiles the prelude's helpers")
+def test_the_preludes_int_max_and_min_are_numpys_over_the_whole_range(tmp_path):
+    """The CUDA prelude's int lf_max and lf_min compare with the sign bit flipped, as unsigned
+    (ptxas 12.9 and 13.0 drop a negation from a signed three-way max on sm_90). Their own text,
+    compiled by g++, against NumPy over pairs of the int32 range's edges."""
+    import ctypes
+    import re
+    import subprocess
+
+    from luminal_fn.backends.render import CUDA
+
+    lines = [ln for ln in CUDA.prelude.splitlines()
+             if re.match(r"__device__ __forceinline__ (int|unsigned) lf_(max|min|ubias)\(int a", ln)]
+    assert len(lines) == 3, lines
+    text = "\n".join(ln.replace("__device__ __forceinline__ ", "static inline ") for ln in lines)
+    text += ('\nextern "C" void both(const int* a, const int* b, int* mx, int* mn, int n) {'
+             "\n  for (int i = 0; i < n; ++i) { mx[i] = lf_max(a[i], b[i]); mn[i] = lf_min(a[i], b[i]); } }\n")
+    (tmp_path / "mm.cpp").write_text(text)
+    subprocess.run(["g++", "-O2", "-shared", "-fPIC", "-o", str(tmp_path / "mm.so"), str(tmp_path / "mm.cpp")],
+                   check=True)
+    edges = np.array([-2**31, -2**31 + 1, -2, -1, 0, 1, 2, 2**31 - 2, 2**31 - 1], np.int32)
+    a, b = (np.ascontiguousarray(g.ravel()) for g in np.meshgrid(edges, edges))
+    mx, mn = np.empty_like(a), np.empty_like(a)
+    ptr = ctypes.POINTER(ctypes.c_int)
+    ctypes.CDLL(str(tmp_path / "mm.so")).both(*(x.ctypes.data_as(ptr) for x in (a, b, mx, mn)), ctypes.c_int(a.size))
+    np.testing.assert_array_equal(mx, np.maximum(a, b))
+    np.testing.assert_array_equal(mn, np.minimum(a, b))

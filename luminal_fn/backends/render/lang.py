@@ -184,8 +184,12 @@ template <typename T> __device__ __forceinline__ float lf_round(float x) { retur
 __device__ __forceinline__ int lf_f2i(float x) { return __float2int_rz(x); }
 __device__ __forceinline__ float lf_max(float a, float b) { return (b > a || b != b) ? b : a; }
 __device__ __forceinline__ float lf_min(float a, float b) { return (b < a || b != b) ? b : a; }
-__device__ __forceinline__ int lf_max(int a, int b) { return b > a ? b : a; }
-__device__ __forceinline__ int lf_min(int a, int b) { return b < a ? b : a; }
+// int max and min compare with the sign bit flipped, as unsigned: ptxas 12.9 and 13.0 fuse three
+// signed max (or min) into one VIMNMX3 on sm_90 and drop a negation when two or more operands are
+// negated (max(max(-a, -b), c) gave max(a, -b, c)); its unsigned form keeps every negation
+__device__ __forceinline__ unsigned lf_ubias(int a) { return (unsigned)a ^ 0x80000000u; }
+__device__ __forceinline__ int lf_max(int a, int b) { unsigned x = lf_ubias(a), y = lf_ubias(b); return (int)((y > x ? y : x) ^ 0x80000000u); }
+__device__ __forceinline__ int lf_min(int a, int b) { unsigned x = lf_ubias(a), y = lf_ubias(b); return (int)((y < x ? y : x) ^ 0x80000000u); }
 __device__ __forceinline__ bool lf_max(bool a, bool b) { return a || b; }
 __device__ __forceinline__ bool lf_min(bool a, bool b) { return a && b; }
 __device__ __forceinline__ int lf_imod(int a, int b) { return (b == 0 || b == -1) ? 0 : a % b; }  // INT_MIN % -1 traps
