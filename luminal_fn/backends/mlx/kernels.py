@@ -15,20 +15,48 @@ from .ops import (OPS, _shape_of, binary, cast, compute_dtype, gather_flat, iota
 
 def compile_tree(tree, shape_fn):
     """A function (args, dims) -> mx.array evaluating an expression tree; ``args`` are the
-    kernel's inputs already read through their views (all of the evaluation shape)."""
+    kernel's inputs already read through their views (all of the evaluation shape). Each
+    distinct subtree is one step, evaluated once a call however often it is read (x * x)."""
+    steps: list = []  # step(vals, args, dims) -> mx.array; vals holds the earlier steps' values
+    index: dict = {}  # subtree -> its step
+
+    def slot(t) -> int:
+        k = index.get(t)
+        if k is None:
+            steps.append(_step(t, slot, shape_fn))
+            k = index[t] = len(steps) - 1
+        return k
+
+    root = slot(tree)
+    if len(steps) == 1:
+        only = steps[0]
+        return lambda args, dims: only((), args, dims)
+
+    def run(args, dims):
+        vals: list = []
+        for step in steps:
+            vals.append(step(vals, args, dims))
+        return vals[root]
+
+    return run
+
+
+def _step(tree, slot, shape_fn):
+    """One subtree's step, reading its operands' values from ``vals`` (``slot`` gives their
+    steps, added first)."""
     tag = tree[0]
     if tag == "in":
         k = tree[1]
-        return lambda args, dims: args[k]
+        return lambda vals, args, dims: args[k]
     if tag == "const":
         d = dt.BY_NAME[tree[2]]
         v = mx.array(np.asarray(tree[1], dtype=np.float32 if d.is_float else dt.to_numpy(d)),
                      compute_dtype(d))
-        return lambda args, dims: v
+        return lambda vals, args, dims: v
     if tag == "iota":
         expr = tree[1]
 
-        def iota(args, dims):
+        def iota(vals, args, dims):
             shape = shape_fn(dims)
             n = int(np.prod(shape)) if shape else 1
             return iota_values(expr, n, dims).reshape(shape)
@@ -37,31 +65,31 @@ def compile_tree(tree, shape_fn):
     d = dt.BY_NAME[tree[1]]
     cd = compute_dtype(d)
     if tag == "Cast":
-        a = compile_tree(tree[2], shape_fn)
+        a = slot(tree[2])
         if d.is_float and cd != mx_dtype(d):  # a cast to half precision rounds, even inside a tree
             hd = mx_dtype(d)
-            return lambda args, dims: a(args, dims).astype(hd).astype(cd)
+            return lambda vals, args, dims: vals[a].astype(hd).astype(cd)
         if d.is_float:
-            return lambda args, dims: a(args, dims).astype(cd)
-        return lambda args, dims: cast(a(args, dims), d)
+            return lambda vals, args, dims: vals[a].astype(cd)
+        return lambda vals, args, dims: cast(vals[a], d)
     if tag in ("Exp2", "Log2", "Sin", "Sqrt", "Recip"):
-        a = compile_tree(tree[2], shape_fn)
+        a = slot(tree[2])
         if d.is_float:  # stay in the compute type inside a tree (rounded only when stored)
-            return lambda args, dims: unary(tag, a(args, dims).astype(cd), dt.float32)
-        return lambda args, dims: unary(tag, a(args, dims), d)
+            return lambda vals, args, dims: unary(tag, vals[a].astype(cd), dt.float32)
+        return lambda vals, args, dims: unary(tag, vals[a], d)
     if tag in ("Add", "Mul", "Mod", "LessThan"):
-        a, b = compile_tree(tree[2], shape_fn), compile_tree(tree[3], shape_fn)
+        a, b = slot(tree[2]), slot(tree[3])
         if tag == "LessThan":
-            return lambda args, dims: _less(a(args, dims), b(args, dims))
+            return lambda vals, args, dims: _less(vals[a], vals[b])
         dd = dt.float32 if d.is_float else d
-        return lambda args, dims: binary(tag, a(args, dims).astype(cd), b(args, dims).astype(cd), dd)
+        return lambda vals, args, dims: binary(tag, vals[a].astype(cd), vals[b].astype(cd), dd)
     if tag == "Select":
-        c, x, y = (compile_tree(t, shape_fn) for t in tree[2:5])
-        return lambda args, dims: mx.where(c(args, dims), x(args, dims).astype(cd), y(args, dims).astype(cd))
+        c, x, y = (slot(t) for t in tree[2:5])
+        return lambda vals, args, dims: mx.where(vals[c], vals[x].astype(cd), vals[y].astype(cd))
     if tag == "Gather":
         k = tree[2]
-        idx = compile_tree(tree[3], shape_fn)
-        return lambda args, dims: gather_flat(args[k], idx(args, dims)).astype(cd)
+        idx = slot(tree[3])
+        return lambda vals, args, dims: gather_flat(args[k], vals[idx]).astype(cd)
     raise NotImplementedError(f"MLX backend: fused tree op {tag!r} is not supported")
 
 

@@ -21,7 +21,6 @@ import dataclasses
 
 import numpy as np
 
-from ...ir import dtypes as dt
 from ...ir.view import View
 from .tree_peephole import rewrite
 from .tree_program import compact_view, compile_program
@@ -65,8 +64,12 @@ def share_subtrees(graph):
     ones); ``n_ids`` bounds every value id; ``extra`` maps each stash id to its (shape, dtype).
     The graph itself is not modified."""
     n_ids = len(graph.nodes)
-    registry: dict = {}  # canonical subtree -> (producer position, local subtree)
+    registry: dict = {}  # canonical subtree id -> (producer position, local subtree)
+    interned: dict = {}  # a canonical subtree (op, dtype, children's ids) -> its id
     out, roots, stashes = [], {}, {}
+    # A subtree met twice in one tree is one object (x * x): every walk below remembers what it
+    # did for each object (by id; the trees stay alive meanwhile), and subtrees are compared by
+    # interned ids, not as nested tuples, else a value reused at every level doubles the work
     for node in graph.live_nodes():
         info = program_inputs(graph, node)
         if info is None:
@@ -74,71 +77,89 @@ def share_subtrees(graph):
             continue
         tree, full, shapes, _ = info
         inputs = list(node.inputs)
-        canon_in = [("edge", src, view.key()) for src, view in inputs]
+        canon_in = [_intern(interned, ("edge", src, view.key())) for src, view in inputs]
         shapes = [tuple(s) for s in shapes]
         sources: dict = {}  # value id -> its input index in this kernel
+        canons, shaped, replaced = {}, {}, {}
 
         def canon(t):
             if t[0] == "in":
                 return canon_in[t[1]]
-            if t[0] == "const":
-                return t
-            return (t[0], t[1]) + tuple(canon(c) for c in t[2:])
+            c = canons.get(id(t))
+            if c is None:
+                key = t if t[0] == "const" else (t[0], t[1]) + tuple(canon(x) for x in t[2:])
+                c = canons[id(t)] = _intern(interned, key)
+            return c
 
         def shape(t):
             if t[0] == "in":
                 return shapes[t[1]]
             if t[0] == "const":
                 return ()
-            return np.broadcast_shapes(*(shape(c) for c in t[2:]))
+            sh = shaped.get(id(t))
+            if sh is None:
+                sh = shaped[id(t)] = np.broadcast_shapes(*(shape(c) for c in t[2:]))
+            return sh
 
         def replace(t):
             if t[0] in ("in", "const"):
                 return t
+            done = replaced.get(id(t))
+            if done is not None:
+                return done
             c = canon(t)
             hit = registry.get(c)
             if hit is not None and shape(t) == full:
                 nonlocal n_ids
                 pos, local = hit
                 producer = out[pos]
-                if roots.get(pos) == local and producer.attrs.get("name") == "fused":
+                if roots.get(pos) is local and producer.attrs.get("name") == "fused":
                     src = producer.id  # the producer's own output
                 else:
-                    wanted = stashes.setdefault(pos, {})
-                    if local not in wanted:
-                        wanted[local] = n_ids
+                    wanted = stashes.setdefault(pos, {})  # id(local) -> (local, value id)
+                    if id(local) not in wanted:
+                        wanted[id(local)] = (local, n_ids)
                         n_ids += 1
-                    src = wanted[local]
+                    src = wanted[id(local)][1]
                 k = sources.get(src)
                 if k is None:
                     k = sources[src] = len(inputs)
                     inputs.append((src, View.contiguous(full)))
                     canon_in.append(c)
                     shapes.append(full)
-                return ("in", k)
-            return (t[0], t[1]) + tuple(replace(x) for x in t[2:])
+                done = ("in", k)
+            else:
+                kids = tuple(replace(x) for x in t[2:])
+                same = all(a is b for a, b in zip(kids, t[2:]))
+                done = t if same else (t[0], t[1]) + kids  # unchanged: the same object
+            replaced[id(t)] = done
+            return done
 
         new_tree = replace(tree)
-        if new_tree != tree:  # drop the edges no longer read, renumbering the rest
-            used = sorted(_inputs_of(new_tree))
+        if new_tree is not tree:  # drop the edges no longer read, renumbering the rest
+            used = sorted(_inputs_of(new_tree, {}))
             renumber = {k: j for j, k in enumerate(used)}
-            new_tree = _renumber(new_tree, renumber)
+            new_tree = _renumber(new_tree, renumber, {})
             inputs = [inputs[k] for k in used]
             canon_in = [canon_in[k] for k in used]
             shapes = [shapes[k] for k in used]
+            canons.clear()
+            shaped.clear()
         pos = len(out)
         roots[pos] = new_tree
+        registered: set = set()
 
         def register(t):
-            if t[0] in ("in", "const"):
+            if t[0] in ("in", "const") or id(t) in registered:
                 return
+            registered.add(id(t))
             if shape(t) == full:
                 registry.setdefault(canon(t), (pos, t))
             for x in t[2:]:
                 register(x)
 
         register(new_tree)
-        if new_tree == tree:
+        if new_tree is tree:
             out.append(node)
         else:
             out.append(dataclasses.replace(node, inputs=tuple(inputs),
@@ -146,25 +167,33 @@ def share_subtrees(graph):
     extra = {}  # stash id -> (shape, dtype)
     for pos, wanted in stashes.items():
         n = out[pos]
-        out[pos] = dataclasses.replace(n, attrs={**n.attrs, "_stash": tuple(wanted.items())})
-        extra.update({vid: (_full_shape(n), n.dtype) for vid in wanted.values()})
+        out[pos] = dataclasses.replace(n, attrs={**n.attrs, "_stash": tuple(wanted.values())})
+        extra.update({vid: (_full_shape(n), n.dtype) for _, vid in wanted.values()})
     return _drop_unread(out, set(graph.outputs)), n_ids, extra
 
 
-def _inputs_of(t) -> set:
+def _intern(table: dict, key) -> int:
+    return table.setdefault(key, len(table))
+
+
+def _inputs_of(t, memo: dict) -> set:
     if t[0] == "in":
         return {t[1]}
     if t[0] == "const":
         return set()
-    return set().union(*(_inputs_of(c) for c in t[2:]))
+    if id(t) not in memo:
+        memo[id(t)] = set().union(*(_inputs_of(c, memo) for c in t[2:]))
+    return memo[id(t)]
 
 
-def _renumber(t, renumber):
+def _renumber(t, renumber, memo: dict):
     if t[0] == "in":
         return ("in", renumber[t[1]])
     if t[0] == "const":
         return t
-    return (t[0], t[1]) + tuple(_renumber(c, renumber) for c in t[2:])
+    if id(t) not in memo:
+        memo[id(t)] = (t[0], t[1]) + tuple(_renumber(c, renumber, memo) for c in t[2:])
+    return memo[id(t)]
 
 
 def _drop_unread(nodes, outputs):

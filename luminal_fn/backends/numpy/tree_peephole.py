@@ -57,14 +57,24 @@ def _tanh_arg(t):
     return _split(inner, "Mul", 2.0)
 
 
-def rewrite(tree):
-    """The tree with recognised exp / log / tanh subtrees replaced (bottom-up)."""
+def rewrite(tree, memo: dict | None = None):
+    """The tree with recognised exp / log / tanh subtrees replaced (bottom-up). A subtree met
+    twice is one object (x * x), rewritten once (``memo``, by id) into one object again."""
     tag = tree[0]
     if tag in ("in", "const", "iota"):
         return tree
+    memo = {} if memo is None else memo
+    done = memo.get(id(tree))
+    if done is None:
+        done = memo[id(tree)] = _rewrite_node(tree, memo)
+    return done
+
+
+def _rewrite_node(tree, memo):
+    tag = tree[0]
     if tag == "Gather":
-        return (tag, tree[1], tree[2], rewrite(tree[3]))
-    kids = tuple(rewrite(c) for c in tree[2:])
+        return (tag, tree[1], tree[2], rewrite(tree[3], memo))
+    kids = tuple(rewrite(c, memo) for c in tree[2:])
     t = (tag, tree[1]) + kids
     d = t[1]
     if tag == "Exp2":

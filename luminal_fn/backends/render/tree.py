@@ -52,6 +52,9 @@ class TreeRenderer:
         self.lines: list[str] = []
         self._n = 0
         self._leaf_cache: dict = {}
+        # a subtree met again (a value read twice: x * x) is the temporary already emitted; the
+        # lines are one scope, and without it a value reused at every level doubles the text
+        self._done: dict = {}
 
     def _tmp(self, ctype: str, expr: str) -> str:
         name = f"{self.prefix}{self._n}"
@@ -61,6 +64,12 @@ class TreeRenderer:
 
     def render(self, tree) -> tuple:
         """Returns (name or expression, compute type) of the tree's value."""
+        hit = self._done.get(tree)
+        if hit is None:
+            hit = self._done[tree] = self._render(tree)
+        return hit
+
+    def _render(self, tree) -> tuple:
         tag = tree[0]
         lang = self.lang
         if tag == "in":
