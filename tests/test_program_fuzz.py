@@ -19,6 +19,7 @@ instead of the default.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 
@@ -339,3 +340,41 @@ def test_a_dynamic_roll_on_the_cuda_emulation(tmp_path):
             got = emu.run(lib, bp, [x], {"s": s})
             for k, (o, w) in enumerate(zip(got, want)):
                 np.testing.assert_allclose(o, w, rtol=1e-6, atol=1e-6, err_msg=f"genome {g} s={s} output {k}")
+
+
+def test_a_value_reused_at_every_level_keeps_each_kernel_small():
+    """a = a * a / 2 + 1 / 2 forty times: each level reads the one below twice. The extractor
+    shares that subtree in one fused kernel, but every backend walks a kernel's tree as a tree,
+    so it doubled a level (x = x * x: 16 levels took 17 s on the NumPy backend and 2.6 MB of
+    CUDA). Past MAX_EXPANDED nodes, counted so, a subtree read again reads its buffer; below it,
+    the CUDA renderer, the NumPy kernel sharing and MLX's closures each handle a subtree once."""
+    from luminal_fn.backends.cuda.executable import plan_graph
+    from luminal_fn.optimize.egraph import build_egraph
+    from luminal_fn.optimize.extract import MAX_EXPANDED, Extractor
+
+    def f(xp):
+        def g(a):
+            for _ in range(40):
+                a = a * a * 0.5 + 0.5  # creeps up to 1 from below
+            return a
+        return g
+
+    def expanded(t, seen):  # nodes of the tree as walked, counted once per distinct subtree object
+        if id(t) not in seen:
+            seen[id(t)] = 1 + sum(expanded(c, seen) for c in t[2:] if isinstance(c, tuple)) \
+                if t[0] not in ("in", "const") else 1
+        return seen[id(t)]
+
+    x = np.array([0.3, -0.9, 0.99, 0.0, -1e-3], np.float32)
+    want = f(np)(x.astype(np.float64))
+    np.testing.assert_allclose(np.asarray(lf.jit(f(lnp), search=1)(x)), want, rtol=1e-5)
+    if importlib.util.find_spec("mlx") is not None:  # (its closures evaluate each subtree once)
+        np.testing.assert_allclose(np.asarray(lf.jit(f(lnp), backend="mlx", search=1)(x)), want, rtol=1e-5)
+    traced = lf.jit(f(lnp)).trace(x)
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir)
+    for genome in _genomes(ex, 3, 0):
+        llir = ex.extract(genome)
+        sizes = [expanded(n.attrs["expr"], {}) for n in llir.live_nodes() if "expr" in n.attrs]
+        assert sizes and max(sizes) <= 2 * MAX_EXPANDED, sizes
+        bp = plan_graph(llir, {}, donated=())
+        assert sum(len(k.text) for k in bp.kernels()) < 400_000

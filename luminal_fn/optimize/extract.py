@@ -19,7 +19,7 @@ express is repaired to the plain read.
 from __future__ import annotations
 
 from ..ir import dtypes as dt
-from ..ir.expr import add, as_expr, substitute, var
+from ..ir.expr import as_expr, substitute, var
 from ..ir.graph import Graph
 from ..ir.passes import dce
 from ..ir.recursion import deep_recursion
@@ -35,6 +35,9 @@ IR_KERNELS = {"Inp", "Const", "Iota", "Cast", "Un", "Bin", "Sum", "Max", "Gath",
 FT_NODES = {"FLeaf", "FUn", "FBin", "FCast", "FSel"}
 VIEW_INLINE = "FView"  # made by the Extractor, not the rules: see the module docstring
 MAX_TREE = 96  # fused trees beyond this many nodes stop inlining (code size, recomputation)
+# a subtree met again in one kernel is the same object, but every backend walks the tree as a
+# tree: past this many nodes so counted, a subtree read again reads its buffer
+MAX_EXPANDED = 1024
 _OP_ORDER = {op: i for i, op in enumerate(
     ["MatMul", "Kernel", "FusedReduce", "Fused", "Custom", "Inp", "Const", "Iota", "Cast", "Un",
      "Bin", "Sum", "Max", "Gath", "Scat", "FSel", "FBin", "FUn", "FCast", "FLeaf"])}
@@ -423,6 +426,14 @@ class _Extraction:
         key = (ft, self.transform)
         hit = self.memo.get(key)
         if hit is not None:
+            if hit[1] > 1 and size[0] + hit[1] > MAX_EXPANDED:
+                # read again where the kernel's tree, counted as the tree every backend walks,
+                # would pass MAX_EXPANDED: its buffer instead, else a value reused at every
+                # level (x = x * x) doubles the kernel a level
+                leaf = self._leaf_instead(ft, root, edges, size)
+                if leaf is not None:
+                    self.memo[key] = (leaf, 1)
+                    return leaf
             size[0] += hit[1]
             return hit[0]
         before = size[0]
@@ -463,6 +474,18 @@ class _Extraction:
             finally:
                 self.recomputing -= inlined
         raise _Cycle()
+
+    def _leaf_instead(self, ft, root, edges, size):
+        """The read of FT class ``ft``'s own buffer (its FLeaf option), or None without one."""
+        for n in self.ordered(ft):
+            if n.op != "FLeaf":
+                continue
+            mark = self._mark(edges, size)
+            try:
+                return self._tree_node(n, ft, root, edges, size)
+            except _Cycle:
+                self._rollback(mark, edges, size)
+        return None
 
     def _mark(self, edges, size):
         return len(edges), size[0], len(self.memo)
