@@ -19,7 +19,7 @@ KINDS = ("arith", "const", "bits", "shift", "unary", "compare", "logic", "where"
          "scatter", "matmul", "astype", "clip", "onehot", "triu", "broadcast")
 SHARED = ("reshape", "transpose", "slice", "flip", "roll", "concat", "tile", "repeat", "triu",
           "broadcast", "sort")  # drawn and run by program_gen, for any dtype
-ARITH = ("add", "sub", "mul", "max", "min", "floordiv", "mod")
+ARITH = ("add", "sub", "mul", "max", "min", "floordiv", "mod", "pow")
 CONSTS = (1, 2, 3, -3, 7, 16, -64, 1000003, 2**24 + 1, -2**30)
 
 
@@ -96,7 +96,7 @@ def apply(xp, step, pool):
         y, how = pool[p[0]], p[1]
         return {"add": lambda: x + y, "sub": lambda: x - y, "mul": lambda: x * y,
                 "max": lambda: xp.maximum(x, y), "min": lambda: xp.minimum(x, y),
-                "floordiv": lambda: x // y, "mod": lambda: x % y, "and": lambda: x & y,
+                "floordiv": lambda: x // y, "mod": lambda: x % y, "pow": lambda: x ** (y % 16), "and": lambda: x & y,
                 "or": lambda: x | y, "xor": lambda: x ^ y, "lt": lambda: x < y,
                 "le": lambda: x <= y, "eq": lambda: x == y, "ne": lambda: x != y}[how]()
     if kind == "const":

@@ -191,6 +191,21 @@ def right_shift(x, y):
     return m.where(inside, floor_divide_int(xt, _pow2(m.clip(yt, 0, 30))), sign_fill)
 
 
+def power_int(x: Tracer, y: Tracer) -> Tracer:
+    """int32 ``x ** y`` by squaring over y's 31 bits, wrapping as NumPy's int32 does. A negative
+    exponent gives 1 / x^|y| truncated toward zero (0, or +-1 for x = +-1; NumPy raises)."""
+    x, y = cast(x, dt.int32), cast(y, dt.int32)
+    bits = _bits(m.maximum(y, 0))
+    out, sq = m.add(m.multiply(x, 0), 1), x
+    for k in range(31):  # out *= x^(2^k) where bit k is set; 1 + b * (sq - 1) is sq or 1 exactly
+        out = m.multiply(out, m.add(m.multiply(bits[k], m.subtract(sq, 1)), 1))
+        if k < 30:
+            sq = m.multiply(sq, sq)
+    odd = m.not_equal(m.fmod(y, 2), 0)
+    unit = m.where(m.equal(x, 1), 1, m.where(m.equal(x, -1), m.where(odd, -1, 1), 0))
+    return m.where(m.less(y, 0), unit, out)
+
+
 def _pow2(k: Tracer) -> Tracer:
     """2^k as int32 (k in [0, 31]; 2^31 wraps to INT_MIN) by a table lookup."""
     return take(lift(_POW2, k._ctx), m.clip(k, 0, 31))

@@ -208,8 +208,9 @@ def power(x, y):
         if v == 0.5:
             return sqrt(x)
     if not x.dtype.is_float and not y.dtype.is_float:
-        # integer power with integer exponent: via float, rounded back
-        return cast(rint(power(cast(x, dt.float32), cast(y, dt.float32))), dt.int32)
+        from ._integer import power_int  # (it builds on this module)
+
+        return power_int(x, y)
     d = result_dtype(x, y)
     xf, yf = cast(x, d) if not x.dtype.is_float else x, y
     mag = exp2(multiply(yf, log2(absolute(xf))))
