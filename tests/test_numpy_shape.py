@@ -339,3 +339,30 @@ def test_unfold_matches_sliding_windows():
 def test_bad_axis_raises_luminal_error():
     with pytest.raises(LuminalError, match="axis 3 is out of bounds"):
         lf.jit(lambda a: lnp.flip(a, 3))(make((2, 3)))
+
+
+def test_products_and_running_max_along_a_dynamic_axis():
+    """prod, cumprod and cummax along a dynamic axis (a 31-step scan; prod takes its last lane),
+    against NumPy at lengths across one compile, an empty axis included; and float cumprod of
+    small values, which (v - 1) + 1 shifts once turned to 0 (cumprod([1e-8, 2]) gave [1e-8, 0])."""
+    r = np.random.default_rng(3)
+
+    @lf.jit(dynamic_axes={"a": {0: "s"}, "i": {1: "t"}})
+    def f(a, i):
+        return (lnp.cumprod(a, axis=0), lnp.cummax(a, axis=0), lnp.prod(a, axis=0), lnp.prod(a),
+                lnp.cumprod(i, axis=1), lnp.cummax(i, axis=1), lnp.prod(i, axis=1))
+
+    for n in (1, 2, 5, 8, 13, 0):
+        a = (r.standard_normal((n, 3)) * 0.5 + 1).astype(np.float32)
+        a[n // 2:n // 2 + 1, 1] = np.nan if n > 2 else a[n // 2:n // 2 + 1, 1]
+        i = r.integers(-3, 4, (2, n)).astype(np.int32)
+        got = [np.asarray(g) for g in f(a, i)]
+        with np.errstate(over="ignore"):
+            want = [np.cumprod(a, axis=0), np.maximum.accumulate(a, axis=0), np.prod(a, axis=0), np.prod(a),
+                    np.cumprod(i, axis=1).astype(np.int32), np.maximum.accumulate(i, axis=1),
+                    np.prod(i, axis=1).astype(np.int32)]
+        for k, (g, w) in enumerate(zip(got, want)):
+            assert g.shape == np.shape(w), (n, k, g.shape)
+            np.testing.assert_allclose(g, w, rtol=1e-5, err_msg=f"length {n}, result {k}")
+    x = np.array([1e-8, 2.0, 3.0, 1e-3, 5.0, -1.5, np.inf, 0.5], np.float32)
+    np.testing.assert_allclose(np.asarray(lf.jit(lnp.cumprod)(x)), np.cumprod(x), rtol=1e-6)

@@ -63,7 +63,15 @@ def prod_(a, axis=None, dtype=None, keepdims=False, initial=None, where=None):
 
 
 def _prod_axis(x: Tracer, ax: int) -> Tracer:
-    n = static_int(x.shape[ax], "prod: the reduced axis")
+    n = x.shape[ax]
+    if not isinstance(to_int_or_expr(n), int):
+        # a dynamic length: the product scan's last lane (the lane whose next one is past the
+        # end, read through padding), or 1 where the axis is empty
+        lanes = m.greater_equal(_positions(x, ax), 0)  # True in every lane
+        is_last = m.logical_not(_slice_axis(pad_axis(lanes, ax, 0, 1), ax, 1, n + 1))
+        last = sum(m.where(is_last, _scan(x, ax, m.multiply, 1), 0), axis=ax)
+        return m.where(any(lanes, axis=ax), last, 1)
+    n = static_int(n, "prod: the reduced axis")
     if n == 0:
         from ._creation import ones
 
@@ -279,29 +287,28 @@ def cumprod(a, axis=None, dtype=None):
     ax = normalize_axis(axis, a.ndim, "cumprod")
     d = dt.canonicalize(dtype) if dtype is not None else _sum_dtype(a.dtype)
     x = cast(a, d)
-    n = static_int(x.shape[ax], "cumprod: the scanned axis")
-    k = 1
-    while k < n:
-        head = _slice_axis(x, ax, 0, n - k)
-        # multiply by 1 in the first k lanes: pad (v - 1) with zeros, then add 1
-        shifted = m.add(pad_axis(m.subtract(head, 1), ax, k, 0), 1)
-        x = m.multiply(x, cast(shifted, d))
-        k *= 2
-    return x
+    return _scan(x, ax, m.multiply, 1)
 
 
 def cummax(a, axis=0):
     a = lift(a, _ctx_of(a))
     ax = normalize_axis(axis, a.ndim, "cummax")
-    n = static_int(a.shape[ax], "cummax: the scanned axis")
-    x, k = a, 1
-    while k < n:
-        head = _slice_axis(x, ax, 0, n - k)
-        first = _slice_axis(x, ax, 0, k)
-        from ._shape import concatenate
+    return _scan(a, ax, m.maximum, _lowest(a.dtype) if not a.dtype.is_bool else False)
 
-        x = m.maximum(x, concatenate([first, head], axis=ax))
-        k *= 2
+
+def _scan(x: Tracer, ax: int, combine, fill) -> Tracer:
+    """The inclusive scan of ``combine`` along ``ax`` (Hillis-Steele: step k combines each lane
+    with the lane k before it, ``fill`` where there is none). A static length takes
+    ceil(log2 n) steps; a dynamic one all 31 an int32 length can need (a step past the length
+    combines with ``fill`` only). The shifted operand is selected, never built arithmetically:
+    (v - 1) + 1 is not v in float (1e-8 came back 0)."""
+    n = to_int_or_expr(x.shape[ax])
+    steps = (n - 1).bit_length() if isinstance(n, int) and n > 0 else (0 if isinstance(n, int) else 31)
+    pos = _positions(x, ax)
+    for j in range(steps):
+        k = 1 << j
+        before = _slice_axis(pad_axis(x, ax, k, 0), ax, 0, n)  # x[i - k], 0 in the first k lanes
+        x = combine(x, m.where(m.greater_equal(pos, k), before, fill))
     return x
 
 
