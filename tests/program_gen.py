@@ -105,7 +105,9 @@ def _pick(rng, kind, i, pool):
         if mode == "reflect" and any(w > n - 1 for (lo, hi), n in zip(widths, shape) for w in (lo, hi)):
             return None
         return (widths, mode)
-    if kind in ("flip", "cumsum", "argmax", "sort", "argsort", "logsumexp", "count"):
+    if kind == "cumsum":  # (the scans: a running sum, product or max)
+        return (ax, str(rng.choice(["sum", "prod", "max"])))
+    if kind in ("flip", "argmax", "sort", "argsort", "logsumexp", "count"):
         return (ax,)
     if kind == "quantile":
         # (dyadic q: q * (n - 1) is exact in float32 and float64, so floor and ceil agree)
@@ -209,7 +211,12 @@ def apply(xp, step, pool):
     if kind == "take":
         return xp.take(x, xp.asarray(np.array(p[0], np.int32)), axis=p[1])
     if kind == "cumsum":
-        return xp.cumsum(x, axis=p[0])
+        ax, how = p
+        if how == "prod":  # factors near 1, as for prod
+            return xp.cumprod(xp.tanh(x) * 0.5 + 1.0, axis=ax)
+        if how == "max":
+            return np.maximum.accumulate(x, axis=ax) if xp is np else xp.cummax(x, axis=ax)
+        return xp.cumsum(x, axis=ax)
     if kind == "softmax":
         e = xp.exp(x - xp.max(x, axis=p[0], keepdims=True))
         return e / xp.sum(e, axis=p[0], keepdims=True)
