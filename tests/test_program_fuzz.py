@@ -342,6 +342,28 @@ def test_a_dynamic_roll_on_the_cuda_emulation(tmp_path):
                 np.testing.assert_allclose(o, w, rtol=1e-6, atol=1e-6, err_msg=f"genome {g} s={s} output {k}")
 
 
+
+@needs_gxx
+def test_scans_along_a_dynamic_axis_on_the_cuda_emulation(tmp_path):
+    """prod, cumprod and cummax along a dynamic axis, planned for CUDA once for s <= 8 and run at
+    several s. prod's first form counted the axis's lanes in a reduction of an iota alone, which
+    no fused kernel can take its shape from: the extraction failed (int fuzz seed 8549)."""
+    import cuda_model_emulation as emu
+
+    def f(x):
+        return lnp.prod(x, axis=0), lnp.cumprod(x, axis=0), lnp.cummax(x, axis=0)
+
+    r = np.random.default_rng(8549)
+    plans = _cuda_plans(None, [r.standard_normal((5, 3)).astype(np.float32)], {"s": 8}, 1, fn=f)
+    lib = emu.build([bp for _, bp, _ in plans], str(tmp_path))
+    for s in (1, 2, 3, 5, 8):
+        x = (r.standard_normal((s, 3)) * 0.5 + 1).astype(np.float32)
+        want = (np.prod(x, 0), np.cumprod(x, 0), np.maximum.accumulate(x, 0))
+        for g, bp, _ in plans:
+            got = emu.run(lib, bp, [x], {"s": s})
+            for k, (o, w) in enumerate(zip(got, want)):
+                np.testing.assert_allclose(o, w, rtol=1e-5, atol=1e-6, err_msg=f"genome {g} s={s} output {k}")
+
 def test_a_value_reused_at_every_level_keeps_each_kernel_small():
     """a = a * a / 2 + 1 / 2 forty times: each level reads the one below twice. The extractor
     shares that subtree in one fused kernel, but every backend walks a kernel's tree as a tree,

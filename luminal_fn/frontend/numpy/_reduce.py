@@ -65,12 +65,13 @@ def prod_(a, axis=None, dtype=None, keepdims=False, initial=None, where=None):
 def _prod_axis(x: Tracer, ax: int) -> Tracer:
     n = x.shape[ax]
     if not isinstance(to_int_or_expr(n), int):
-        # a dynamic length: the product scan's last lane (the lane whose next one is past the
-        # end, read through padding), or 1 where the axis is empty
-        lanes = m.greater_equal(_positions(x, ax), 0)  # True in every lane
-        is_last = m.logical_not(_slice_axis(pad_axis(lanes, ax, 0, 1), ax, 1, n + 1))
-        last = sum(m.where(is_last, _scan(x, ax, m.multiply, 1), 0), axis=ax)
-        return m.where(any(lanes, axis=ax), last, 1)
+        # a dynamic length: the last lane of the product scan of [1, x...] (never empty; the
+        # lane whose next one is past the end, read through padding). Its reduction reads the
+        # data: one over lanes alone has no input a fused kernel could take its shape from
+        ones = m.where(m.equal(_positions(pad_axis(x, ax, 1, 0), ax), 0), 1, pad_axis(x, ax, 1, 0))
+        lanes = m.greater_equal(_positions(ones, ax), 0)  # True in every lane
+        is_last = m.logical_not(_slice_axis(pad_axis(lanes, ax, 0, 1), ax, 1, n + 2))
+        return sum(m.where(is_last, _scan(cast(ones, x.dtype), ax, m.multiply, 1), 0), axis=ax)
     n = static_int(n, "prod: the reduced axis")
     if n == 0:
         from ._creation import ones
@@ -293,14 +294,23 @@ def cumprod(a, axis=None, dtype=None):
 def cummax(a, axis=0):
     a = lift(a, _ctx_of(a))
     ax = normalize_axis(axis, a.ndim, "cummax")
-    return _scan(a, ax, m.maximum, _lowest(a.dtype) if not a.dtype.is_bool else False)
+    lowest = _lowest(a.dtype) if not a.dtype.is_bool else False
+    n = to_int_or_expr(a.shape[ax])
+    if isinstance(n, int):
+        return _scan(a, ax, m.maximum, lowest)
+    # a dynamic length: a masked max over a triangle (n^2 work, one kernel), as cumsum does
+    xe = expand_dims(a, ax)  # (.., 1, n, ..): j axis at ax+1
+    full_shape = a.shape[:ax] + (n, n) + a.shape[ax + 1:]
+    keep = m.less_equal(broadcast_to(_positions(xe, ax + 1), full_shape),
+                        broadcast_to(_positions(expand_dims(a, ax + 1), ax), full_shape))
+    return cast(max(m.where(keep, broadcast_to(xe, full_shape), lowest), axis=ax + 1), a.dtype)
 
 
 def _scan(x: Tracer, ax: int, combine, fill) -> Tracer:
     """The inclusive scan of ``combine`` along ``ax`` (Hillis-Steele: step k combines each lane
     with the lane k before it, ``fill`` where there is none). A static length takes
     ceil(log2 n) steps; a dynamic one all 31 an int32 length can need (a step past the length
-    combines with ``fill`` only). The shifted operand is selected, never built arithmetically:
+    combines with ``fill`` only; about 100 kernels on CUDA). The shifted operand is selected, never built arithmetically:
     (v - 1) + 1 is not v in float (1e-8 came back 0)."""
     n = to_int_or_expr(x.shape[ax])
     steps = (n - 1).bit_length() if isinstance(n, int) and n > 0 else (0 if isinstance(n, int) else 31)
