@@ -68,10 +68,11 @@ def _prod_axis(x: Tracer, ax: int) -> Tracer:
         # a dynamic length: the last lane of the product scan of [1, x...] (never empty; the
         # lane whose next one is past the end, read through padding). Its reduction reads the
         # data: one over lanes alone has no input a fused kernel could take its shape from
-        ones = m.where(m.equal(_positions(pad_axis(x, ax, 1, 0), ax), 0), 1, pad_axis(x, ax, 1, 0))
-        lanes = m.greater_equal(_positions(ones, ax), 0)  # True in every lane
+        padded = pad_axis(x, ax, 1, 0)
+        one_first = cast(m.where(m.equal(_positions(padded, ax), 0), 1, padded), x.dtype)
+        lanes = m.greater_equal(_positions(one_first, ax), 0)  # True in every lane
         is_last = m.logical_not(_slice_axis(pad_axis(lanes, ax, 0, 1), ax, 1, n + 2))
-        return sum(m.where(is_last, _scan(cast(ones, x.dtype), ax, m.multiply, 1), 0), axis=ax)
+        return sum(m.where(is_last, _scan(one_first, ax, m.multiply, 1), 0), axis=ax)
     n = static_int(n, "prod: the reduced axis")
     if n == 0:
         from ._creation import ones
@@ -271,12 +272,19 @@ def cumsum(a, axis=None, dtype=None):
             k *= 2
         return x
     # symbolic length: a masked sum over a triangle (n^2 work, exact)
+    keep, xj = _triangle(x, ax)
+    return sum(m.where(keep, xj, 0), axis=ax + 1)
+
+
+def _triangle(x: Tracer, ax: int):
+    """(keep, xj) of shape (.., n, n, ..) with the pair (i, j) at axes (ax, ax + 1): keep is
+    j <= i, xj is x[j]. A scan along a dynamic axis reduces where(keep, xj, identity) over j."""
+    n = x.shape[ax]
     xe = expand_dims(x, ax)  # (.., 1, n, ..): j axis at ax+1
-    i = _positions(expand_dims(x, ax + 1), ax)
-    j = _positions(xe, ax + 1)
     full_shape = x.shape[:ax] + (n, n) + x.shape[ax + 1:]
-    keep = m.less_equal(broadcast_to(j, full_shape), broadcast_to(i, full_shape))
-    return sum(m.where(keep, broadcast_to(xe, full_shape), 0), axis=ax + 1)
+    keep = m.less_equal(broadcast_to(_positions(xe, ax + 1), full_shape),
+                        broadcast_to(_positions(expand_dims(x, ax + 1), ax), full_shape))
+    return keep, broadcast_to(xe, full_shape)
 
 
 @m.computed_in_float32
@@ -299,19 +307,16 @@ def cummax(a, axis=0):
     if isinstance(n, int):
         return _scan(a, ax, m.maximum, lowest)
     # a dynamic length: a masked max over a triangle (n^2 work, one kernel), as cumsum does
-    xe = expand_dims(a, ax)  # (.., 1, n, ..): j axis at ax+1
-    full_shape = a.shape[:ax] + (n, n) + a.shape[ax + 1:]
-    keep = m.less_equal(broadcast_to(_positions(xe, ax + 1), full_shape),
-                        broadcast_to(_positions(expand_dims(a, ax + 1), ax), full_shape))
-    return cast(max(m.where(keep, broadcast_to(xe, full_shape), lowest), axis=ax + 1), a.dtype)
+    keep, xj = _triangle(a, ax)
+    return cast(max(m.where(keep, xj, lowest), axis=ax + 1), a.dtype)
 
 
 def _scan(x: Tracer, ax: int, combine, fill) -> Tracer:
     """The inclusive scan of ``combine`` along ``ax`` (Hillis-Steele: step k combines each lane
     with the lane k before it, ``fill`` where there is none). A static length takes
     ceil(log2 n) steps; a dynamic one all 31 an int32 length can need (a step past the length
-    combines with ``fill`` only; about 100 kernels on CUDA). The shifted operand is selected, never built arithmetically:
-    (v - 1) + 1 is not v in float (1e-8 came back 0)."""
+    combines with ``fill`` only; about 100 kernels on CUDA). The shifted operand is selected,
+    never built arithmetically: (v - 1) + 1 is not v in float (1e-8 came back 0)."""
     n = to_int_or_expr(x.shape[ax])
     steps = (n - 1).bit_length() if isinstance(n, int) and n > 0 else (0 if isinstance(n, int) else 31)
     pos = _positions(x, ax)
