@@ -51,9 +51,9 @@ class TreeRenderer:
         self.prefix = prefix
         self.lines: list[str] = []
         self._n = 0
-        self._leaf_cache: dict = {}
-        # a subtree met again (a value read twice: x * x) is the temporary already emitted; the
-        # lines are one scope, and without it a value reused at every level doubles the text
+        # a subtree met again (an input, or a value read twice: x * x) is the temporary already
+        # emitted; the lines are one scope, and without it a value reused at every level
+        # doubles the text
         self._done: dict = {}
 
     def _tmp(self, ctype: str, expr: str) -> str:
@@ -73,12 +73,8 @@ class TreeRenderer:
         tag = tree[0]
         lang = self.lang
         if tag == "in":
-            k = tree[1]
-            hit = self._leaf_cache.get(k)
-            if hit is None:
-                expr, ct = self.leaf(k)
-                hit = self._leaf_cache[k] = (self._tmp(ct, expr), ct)
-            return hit
+            expr, ct = self.leaf(tree[1])
+            return self._tmp(ct, expr), ct
         if tag == "const":
             return literal(lang, tree[1], tree[2])
         if tag == "iota":
