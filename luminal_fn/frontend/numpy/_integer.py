@@ -197,8 +197,8 @@ def power_int(x: Tracer, y: Tracer) -> Tracer:
     x, y = cast(x, dt.int32), cast(y, dt.int32)
     bits = _bits(m.maximum(y, 0))
     out, sq = m.add(m.multiply(x, 0), 1), x
-    for k in range(31):  # out *= x^(2^k) where bit k is set; 1 + b * (sq - 1) is sq or 1 exactly
-        out = m.multiply(out, m.add(m.multiply(bits[k], m.subtract(sq, 1)), 1))
+    for k in range(31):  # out *= x^(2^k) where bit k is set (selected, as _scan's shifts are)
+        out = m.multiply(out, m.where(m.equal(bits[k], 1), sq, 1))
         if k < 30:
             sq = m.multiply(sq, sq)
     odd = m.not_equal(m.fmod(y, 2), 0)
