@@ -341,13 +341,14 @@ def test_bad_axis_raises_luminal_error():
         lf.jit(lambda a: lnp.flip(a, 3))(make((2, 3)))
 
 
-def test_products_and_running_max_along_a_dynamic_axis():
+@pytest.mark.parametrize("backend", ["numpy", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_products_and_running_max_along_a_dynamic_axis(backend):
     """prod, cumprod and cummax along a dynamic axis (a 31-step scan; prod takes its last lane),
     against NumPy at lengths across one compile, an empty axis included; and float cumprod of
     small values, which (v - 1) + 1 shifts once turned to 0 (cumprod([1e-8, 2]) gave [1e-8, 0])."""
     r = np.random.default_rng(3)
 
-    @lf.jit(dynamic_axes={"a": {0: "s"}, "i": {1: "t"}})
+    @lf.jit(dynamic_axes={"a": {0: "s"}, "i": {1: "t"}}, backend=backend)
     def f(a, i):
         return (lnp.cumprod(a, axis=0), lnp.cummax(a, axis=0), lnp.prod(a, axis=0), lnp.prod(a),
                 lnp.cumprod(i, axis=1), lnp.cummax(i, axis=1), lnp.prod(i, axis=1))
@@ -365,4 +366,4 @@ def test_products_and_running_max_along_a_dynamic_axis():
             assert g.shape == np.shape(w), (n, k, g.shape)
             np.testing.assert_allclose(g, w, rtol=1e-5, err_msg=f"length {n}, result {k}")
     x = np.array([1e-8, 2.0, 3.0, 1e-3, 5.0, -1.5, np.inf, 0.5], np.float32)
-    np.testing.assert_allclose(np.asarray(lf.jit(lnp.cumprod)(x)), np.cumprod(x), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(lf.jit(lnp.cumprod, backend=backend)(x)), np.cumprod(x), rtol=1e-6)
