@@ -222,30 +222,6 @@ def test_block_timing_is_compiled_in_only_when_asked(monkeypatch):
         module_source(kernels)
 
 
-def test_a_reduction_that_reads_its_own_index_unrolls_it_in_the_source():
-    """argmax's first hit (a max over -(index + n * miss)) is rendered with its row loop kept
-    rolled and four elements a pass written out: NVRTC 13.0 unrolled that loop into one that
-    took each chunk's value at the wrong index (H200 run CL: every greedy pick over a
-    128256-float row came back as -256415; right at -Xptxas -O0 and rolled). A reduction of
-    values alone keeps the compiler's unrolling."""
-    from luminal_fn.backends.render.reduce import INDEX_UNROLL
-    from luminal_fn.optimize.egraph import build_egraph
-    from luminal_fn.optimize.extract import Extractor
-
-    def pick(logits):
-        return lnp.argmax(logits[-1]).astype(lnp.int32).reshape(1), lnp.max(logits[-1])
-
-    traced = lf.jit(pick, dynamic_axes={"logits": {0: "s"}}).trace(np.zeros((2, 128256), np.float32))
-    ex = Extractor(build_egraph(traced.hlir), traced.hlir)
-    bp = plan_graph(ex.extract(ex.generic_genome()), {"s": 4})
-    rolled = {s.source.name: "#pragma unroll 1\n" in s.source.text for s in bp.steps}
-    index_reading = {s.source.name: s.source.text for s in bp.steps if "(int)((base" in s.source.text}
-    assert index_reading and all(rolled[n] for n in index_reading), bp.describe()
-    for text in index_reading.values():  # the later elements of a pass, each guarded by the end
-        assert all(f"if (ru{u} < " in text for u in range(1, INDEX_UNROLL)), text
-    assert not all(rolled.values()), "plain max reductions keep the compiler's unrolling"
-
-
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: this test compiles the prelude's helpers")
 def test_the_preludes_int_max_and_min_are_numpys_over_the_whole_range(tmp_path):
     """The CUDA prelude's int lf_max and lf_min compare with the sign bit flipped, as unsigned

@@ -25,10 +25,9 @@ from . import index as ix
 from .kernels import (BLOCK, KernelInput, KernelSource, _gather_fn, _symbols_of, consumer_store, finish,
                       gtid, inline_scalars, zero_of)
 from .lang import Language, as_stored, compute_type, convert, load_expr, store_expr
-from .tree import TreeRenderer, gather_inputs, leaf_inputs, tree_has
+from .tree import TreeRenderer, gather_inputs, leaf_inputs
 
 STRATEGIES = ("thread", "warp", "block", "split")
-INDEX_UNROLL = 4  # elements a thread loads at once in a loop whose value reads its own index
 
 
 @dataclass(frozen=True)
@@ -89,7 +88,6 @@ class _Plan:
         self.leaves = sorted(leaf_inputs(tree))
         self.gathers = gather_inputs(tree)
         views = [inputs[k].view for k in self.leaves]
-        self.has_iota = tree_has(tree, ("iota",))
         # the flat pre-reduction index z rides along as a contiguous pseudo-view (last); it also
         # carries the shape when the prologue reads no input
         views.append(View(tuple(in_shape), contiguous_strides(tuple(in_shape)), 0, None))
@@ -124,25 +122,10 @@ class _Plan:
     def accumulate(self, op: str, ct: str, it: str, start: str, end: str, step: str) -> list:
         """Statements folding the prologue into ``acc`` (type ``ct``) over r = start, start +
         step, ... < end: the loop every reduction strategy runs."""
-        # A value that reads the loop's own index (argmax's first hit: a max over -(index +
-        # n * miss)) is unrolled here, the loop itself kept rolled: NVRTC 13.0 unrolled such a
-        # loop into one that took each chunk's value at the wrong index (H200 runs CK-CL: every
-        # greedy pick over a 128256-float row came back as -256415; right at -Xptxas -O0 and
-        # rolled). The elements are still folded in order, so sums round as the rolled loop does.
-        unroll = INDEX_UNROLL if self.has_iota else 1
-        stride = step if unroll == 1 else f"{unroll} * ({step})"
-        lines = [f"{ct} acc = {init_of(self.lang, op, ct)};"]
-        lines += ["#pragma unroll 1"] if unroll > 1 else []
-        lines.append(f"for ({it} r = {start}; r < {end}; r += {stride}) {{")
-        for u in range(unroll):
-            rv, pre = ("r", "t") if u == 0 else (f"ru{u}", f"u{u}_t")
-            el, val, vt = self.element(rv, pre)
-            body = el + [f"acc = {combine(op, ct, 'acc', convert(self.lang, val, vt, ct))};"]
-            if u == 0:
-                lines += ["  " + ln for ln in body]
-            else:
-                lines += [f"  const {it} {rv} = r + {u} * ({step});", f"  if ({rv} < {end}) {{"]
-                lines += ["    " + ln for ln in body] + ["  }"]
+        lines = [f"{ct} acc = {init_of(self.lang, op, ct)};",
+                 f"for ({it} r = {start}; r < {end}; r += {step}) {{"]
+        el, val, vt = self.element("r", "t")
+        lines += ["  " + ln for ln in el + [f"acc = {combine(op, ct, 'acc', convert(self.lang, val, vt, ct))};"]]
         return lines + ["}"]
 
     def element(self, rvar: str, prefix: str) -> tuple:
