@@ -57,18 +57,20 @@ def test_random_program_numpy(seed):
     _static_check(seed, "numpy")
 
 
+@pytest.mark.parametrize("backend", ["numpy", pytest.param("cuda", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("make,check,default,base", [
     (Program, assert_matches, 40, 1000), (IntProgram, assert_exact, 20, 8000)], ids=["float32", "int32"])
-def test_random_programs_with_a_dynamic_dim_numpy(make, check, default, base):
+def test_random_programs_with_a_dynamic_dim(make, check, default, base, backend):
     """Input 0's axis 0 is the dynamic dim ``s``: the first call traces at s = 1, later lengths
-    reuse the trace. A program whose ops cannot take a symbolic axis there (a ``roll`` along it,
-    broadcasting s against a fixed length) must say so with a LuminalError when traced; once
-    traced, every length NumPy accepts must run and match."""
-    seeds = _seeds(default, base)
+    reuse the trace (on CUDA: one search and one set of kernels for the bucket s <= 8). A
+    program whose ops cannot take a symbolic axis there (a ``roll`` along it, broadcasting s
+    against a fixed length) must say so with a LuminalError when traced; once traced, every
+    length NumPy accepts must run and match."""
+    seeds = _seeds(default, base + (300 if backend == "cuda" else 0))
     calls = 0
     for seed in seeds:
         prog = make(seed)
-        f = lf.jit(lambda *a: prog.run(lnp, a), dynamic_axes={0: {0: "s"}})
+        f = lf.jit(lambda *a: prog.run(lnp, a), dynamic_axes={0: {0: "s"}}, backend=backend)
         traced = False
         for lead in (1, 2, 3, 5, 8):
             args = prog.inputs(lead)
