@@ -105,6 +105,24 @@ def test_writing_a_tracer_into_a_captured_numpy_array():
     np.testing.assert_array_equal(buf, np.zeros(4, np.float32))  # nothing was written
 
 
+@pytest.mark.parametrize("call,hint", [
+    ("np.put(x, [0], 1.0)", "lnp.put(a, ind, v)"),
+    ("np.put_along_axis(x, np.array([0]), 1.0, axis=0)", "lnp.put_along_axis"),
+    ("np.fill_diagonal(x.reshape(2, 2), 1.0)", "lnp.fill_diagonal"),
+    ("np.place(x, x > 0, 1.0)", "lnp.where"), ("np.putmask(x, x > 0, 1.0)", "lnp.where")])
+def test_numpys_in_place_functions_on_a_traced_array_say_to_use_the_result(call, hint):
+    """Run as the functional lnp forms, they would return a new array and leave the caller's
+    unchanged, without a word: they raise instead, naming the form to use."""
+    def f(x):
+        eval(call)
+        return x
+
+    with pytest.raises(lf.TracingError) as info:
+        lf.jit(f)(X)
+    msg = str(info.value)
+    assert "jitted function 'f'" in msg and hint in msg and "immutable" in msg, msg
+
+
 def test_int_float_item_of_a_tracer():
     @lf.jit
     def to_int(x):

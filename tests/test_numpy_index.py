@@ -79,6 +79,18 @@ def test_basic_indexing_with_a_dynamic_axis():
     assert f.trace_count == 1
 
 
+def test_slices_of_one_dynamic_axis_combine():
+    """x[1:] - x[:-1] along a dynamic axis: the two lengths were max(s - min(1, s), 0) and
+    max(s - 1, 0), equal but not provably so, and the subtraction refused to broadcast."""
+    f = lf.jit(lambda a: (a[1:] - a[:-1], a[2:] + a[1:-1] * a[:-2], a[3:-3], a[:-1:2], a[-2:]),
+               dynamic_axes={"a": {0: "s"}})
+    for n in (0, 1, 2, 3, 5, 8):
+        x = make((n,))
+        for g, w in zip(f(x), (x[1:] - x[:-1], x[2:] + x[1:-1] * x[:-2], x[3:-3], x[:-1:2], x[-2:])):
+            np.testing.assert_array_equal(np.asarray(g), w)
+    assert f.trace_count == 1
+
+
 def test_basic_indices_are_views():
     f = lf.jit(lambda a: a[1:, None, ::-2][..., 0])
     ops = [n.op for n in f.trace(X4).hlir.live_nodes()]

@@ -203,6 +203,12 @@ class Tracer:
     def __array_function__(self, func, types, args, kwargs):
         """NumPy functions on traced values (``np.sum(x)``) run as luminal_fn.numpy's."""
         self._check_live()
+        if func.__name__ in _NUMPY_IN_PLACE:
+            raise TracingError(
+                f"numpy.{func.__name__} writes into its argument, and a traced array "
+                f"{where(self._ctx.fn_name)} is immutable: use the functional form "
+                f"({_NUMPY_IN_PLACE[func.__name__]}) and return or use its result"
+            )
         f = _namespace_function(func.__name__) if func.__module__ == "numpy" else None
         if f is None:
             raise TracingError(
@@ -227,6 +233,15 @@ class Tracer:
             f"in-place assignment to a traced array {where(self._ctx.fn_name)}; arrays are immutable: "
             "use x = x.at[idx].set(value)"
         )
+
+
+# NumPy functions that write into an argument and return None: run as the functional lnp
+# forms they would silently leave the caller's array unchanged
+_NUMPY_IN_PLACE = {
+    "put": "a = lnp.put(a, ind, v)", "put_along_axis": "a = lnp.put_along_axis(a, indices, values, axis)",
+    "fill_diagonal": "a = lnp.fill_diagonal(a, val)", "place": "a = lnp.where(mask, values, a)",
+    "putmask": "a = lnp.where(mask, values, a)", "copyto": "dst = lnp.where(where, src, dst)",
+}
 
 
 def _namespace_function(name: str):

@@ -102,12 +102,25 @@ def _slice_spec(s: slice, n):
         start = lo if s.start is None else emax(emin(norm(s.start), hi), lo)
         stop = hi if s.stop is None else emax(emin(norm(s.stop), hi), lo)
         count = ceildiv(emax(stop - start, 0), step)
+        if step == 1 and not isinstance(n, int) and _static_from_front(s.start) and \
+                (s.stop is None or _static_from_back(s.stop)):
+            # the same count written one way, so that x[1:] and x[:-1] of a dynamic axis have
+            # provably equal lengths: max(n + stop - start, 0) (stop <= 0 counts from the end)
+            count = emax(as_expr(n) + (0 if s.stop is None else int(s.stop)) - int(s.start or 0), 0)
     else:
         lo, hi = as_expr(-1), as_expr(n) - 1
         start = hi if s.start is None else emax(emin(norm(s.start), hi), lo)
         stop = lo if s.stop is None else emax(emin(norm(s.stop), hi), lo)
         count = ceildiv(emax(start - stop, 0), -step)
     return to_int_or_expr(start), to_int_or_expr(count), step
+
+
+def _static_from_front(v) -> bool:
+    return v is None or (isinstance(v, (int, np.integer)) and v >= 0)
+
+
+def _static_from_back(v) -> bool:
+    return isinstance(v, (int, np.integer)) and v < 0
 
 
 def _int_index(i, n, axis):
