@@ -169,13 +169,22 @@ def var(a, axis=None, dtype=None, ddof=0, keepdims=False, where=None):
     a, axes = _prep(a, axis, "var")
     d = dt.canonicalize(dtype) if dtype is not None else (a.dtype if a.dtype.is_float else dt.float32)
     x = cast(a, d)
+    if where is not None:
+        w = broadcast_to(lift(where, a._ctx), a.shape)
+        mu = mean(x, axis=axis, keepdims=True, where=w)
+        dev = m.subtract(x, mu)
+        s = sum(m.multiply(dev, dev), axis=axis, keepdims=keepdims, where=w)
+        count = sum(cast(w, d), axis=axis, keepdims=keepdims)
+        return m.true_divide(s, m.maximum(m.subtract(count, ddof), 0))
     mu = mean(x, axis=axis, keepdims=True)
     dev = m.subtract(x, mu)
     sq = m.multiply(dev, dev)
     n = prod(a.shape[ax] for ax in axes)
     s = sum(sq, axis=axis, keepdims=keepdims)
     denom = to_int_or_expr(as_expr(n) - ddof)
-    return m.true_divide(s, _count(denom, s, d))
+    if isinstance(denom, int):  # NumPy divides by max(n - ddof, 0): inf or nan, never negative
+        return m.true_divide(s, float(denom if denom > 0 else 0))
+    return m.true_divide(s, m.maximum(_count(denom, s, d), 0))
 
 
 @m.computed_in_float32
@@ -358,14 +367,80 @@ def nanmean(a, axis=None, keepdims=False):
     return m.true_divide(nansum(a, axis, keepdims), sum(cast(ok, dt.float32), axis=axis, keepdims=keepdims))
 
 
+def _all_nan(a: Tracer, axis, keepdims):
+    return all(m.isnan(a), axis=axis, keepdims=keepdims)
+
+
 def nanmax(a, axis=None, keepdims=False):
+    """The max ignoring NaN; NaN where a slice is all NaN (NumPy also warns)."""
     a = lift(a, _ctx_of(a))
-    return max(m.where(m.isnan(a), float("-inf"), a), axis=axis, keepdims=keepdims)
+    if not a.dtype.is_float:
+        return max(a, axis=axis, keepdims=keepdims)
+    out = max(m.where(m.isnan(a), float("-inf"), a), axis=axis, keepdims=keepdims)
+    return m.where(_all_nan(a, axis, keepdims), float("nan"), out)
 
 
 def nanmin(a, axis=None, keepdims=False):
+    """The min ignoring NaN; NaN where a slice is all NaN (NumPy also warns)."""
     a = lift(a, _ctx_of(a))
-    return min(m.where(m.isnan(a), float("inf"), a), axis=axis, keepdims=keepdims)
+    if not a.dtype.is_float:
+        return min(a, axis=axis, keepdims=keepdims)
+    out = min(m.where(m.isnan(a), float("inf"), a), axis=axis, keepdims=keepdims)
+    return m.where(_all_nan(a, axis, keepdims), float("nan"), out)
+
+
+def _nan_as(a, fill):
+    """a with its NaNs replaced by ``fill`` (a itself when it cannot hold NaN)."""
+    a = lift(a, _ctx_of(a))
+    return m.where(m.isnan(a), fill, a) if a.dtype.is_float else a
+
+
+def nanprod(a, axis=None, keepdims=False):
+    return prod_(_nan_as(a, 1), axis=axis, keepdims=keepdims)
+
+
+def nancumsum(a, axis=None):
+    return cumsum(_nan_as(a, 0), axis=axis)
+
+
+def nancumprod(a, axis=None):
+    return cumprod(_nan_as(a, 1), axis=axis)
+
+
+@m.computed_in_float32
+def nanvar(a, axis=None, ddof=0, keepdims=False):
+    """The variance of the non-NaN values; NaN where fewer than ddof + 1 remain."""
+    a = lift(a, _ctx_of(a))
+    if not a.dtype.is_float:
+        return var(a, axis=axis, ddof=ddof, keepdims=keepdims)
+    ok = m.logical_not(m.isnan(a))
+    out = var(a, axis=axis, ddof=ddof, keepdims=keepdims, where=ok)
+    count = sum(cast(ok, dt.int32), axis=axis, keepdims=keepdims)
+    return m.where(m.greater(count, ddof), out, float("nan"))
+
+
+@m.computed_in_float32
+def nanstd(a, axis=None, ddof=0, keepdims=False):
+    return m.sqrt(nanvar(a, axis=axis, ddof=ddof, keepdims=keepdims))
+
+
+def nanargmax(a, axis=None, keepdims=False):
+    """argmax ignoring NaN. A slice of NaN only cannot raise under jit as NumPy does: it gives
+    -1 (as JAX)."""
+    a = lift(a, _ctx_of(a))
+    if not a.dtype.is_float:
+        return argmax(a, axis, keepdims)
+    out = argmax(m.where(m.isnan(a), float("-inf"), a), axis, keepdims)
+    return m.where(_all_nan(a, axis, keepdims), -1, out)
+
+
+def nanargmin(a, axis=None, keepdims=False):
+    """argmin ignoring NaN; -1 for a slice of NaN only (as JAX; NumPy raises)."""
+    a = lift(a, _ctx_of(a))
+    if not a.dtype.is_float:
+        return argmin(a, axis, keepdims)
+    out = argmin(m.where(m.isnan(a), float("inf"), a), axis, keepdims)
+    return m.where(_all_nan(a, axis, keepdims), -1, out)
 
 
 def trace(a, offset=0, axis1=0, axis2=1):
