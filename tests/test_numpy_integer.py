@@ -160,3 +160,24 @@ def test_integer_power_of_arrays_is_exact_and_wraps():
     # negative exponents: 1 / x^|y| truncated toward zero (NumPy raises)
     same(lf.jit(lambda a, b: a ** b)(np.array([1, -1, -1, 2, -3], np.int32), np.array([-1, -2, -3, -1, -2], np.int32)),
          np.array([1, 1, -1, 0, 0], np.int32))
+
+
+def test_gcd_and_lcm_match_numpy_over_the_whole_range():
+    """Euclid's remainders, a fixed 48 steps: consecutive Fibonacci numbers (Euclid's worst
+    case) near 2^31, signs, zeros and INT_MIN included; lcm wraps as NumPy's does."""
+    fib = [1, 1]
+    while fib[-1] < 2**31:
+        fib.append(fib[-1] + fib[-2])
+    worst = np.array([fib[-2], fib[-3], -fib[-2], fib[-4]], np.int32)
+    a = np.concatenate([A, worst, [0, 0, -2**31, -2**31, -2**31, 12, -12, 7]]).astype(np.int32)
+    b = np.concatenate([np.resize(B, len(A)), np.roll(worst, 1), [0, 5, 0, -2**31, 6, 18, -18, 0]]).astype(np.int32)
+    small = R.integers(-60, 61, (2, 200)).astype(np.int32)
+    a, b = np.concatenate([a, small[0]]), np.concatenate([b, small[1]])
+    g, m = lf.jit(lambda x, y: (lnp.gcd(x, y), lnp.lcm(x, y)))(a, b)
+    np.testing.assert_array_equal(np.asarray(g), np.gcd(a, b))
+    np.testing.assert_array_equal(np.asarray(m), np.lcm(a, b))
+    assert int(lnp.gcd(np.int32(12), 18)) == 6 and int(lnp.lcm(4, np.int32(-6))) == 12
+    with pytest.raises(DTypeError, match="gcd: not supported for float"):
+        lnp.gcd(np.float32([1.0]), 2)
+    with pytest.raises(DTypeError, match="lcm: not supported for bool"):
+        lnp.lcm(np.array([True]), np.array([False]))

@@ -9,7 +9,8 @@ import types as _types
 
 from ...ir import dtypes as _dt
 from .. import tracer as _tracer
-from . import _creation, _index, _integer, _linalg, _math, _quantile, _reduce, _shape, _sorting
+from . import (_binning, _creation, _editing, _index, _integer, _linalg, _math, _numeric, _predicates, _quantile, _reduce,
+               _shape, _sorting)
 from ._eager import eager as _eager
 
 float32 = _dt.float32
@@ -45,7 +46,8 @@ _SHAPE = [
 _REDUCE = [
     "sum", "max", "amax", "min", "amin", "ptp", "mean", "var", "std", "average", "any", "all",
     "count_nonzero", "argmax", "argmin", "cumsum", "cumprod", "logsumexp", "nansum", "nanmean",
-    "nanmax", "nanmin", "trace",
+    "nanmax", "nanmin", "nanprod", "nancumsum", "nancumprod", "nanvar", "nanstd", "nanargmax",
+    "nanargmin", "trace",
 ]
 _LINALG = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "diagonal", "kron"]
 _CREATION = [
@@ -56,13 +58,16 @@ _CREATION = [
 _INDEX = ["take", "take_along_axis", "put_along_axis", "compress"]
 _SORTING = ["sort", "argsort", "top_k", "partition", "argpartition", "searchsorted", "unique",
             "nonzero", "argwhere", "flatnonzero"]
-_INTEGER = ["floor_divide", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"]
+_INTEGER = ["floor_divide", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "gcd",
+            "lcm"]
 _QUANTILE = ["quantile", "nanquantile", "percentile", "nanpercentile", "median", "nanmedian"]
 
 _g = globals()
 for _mod, _names in ((_math, _MATH), (_shape, _SHAPE), (_reduce, _REDUCE), (_linalg, _LINALG),
                      (_creation, _CREATION), (_index, _INDEX), (_sorting, _SORTING),
-                     (_quantile, _QUANTILE), (_integer, _INTEGER)):
+                     (_quantile, _QUANTILE), (_integer, _INTEGER), (_numeric, _numeric.__all__),
+                     (_binning, _binning.__all__), (_predicates, _predicates.__all__),
+                     (_editing, _editing.__all__)):
     for _n in _names:
         _g[_n] = _eager(getattr(_mod, _n), _n)
 
@@ -80,7 +85,8 @@ linalg = _types.SimpleNamespace(norm=_eager(_linalg.norm, "linalg.norm"), matmul
                                 trace=trace, diagonal=diagonal, outer=outer, vecdot=vdot)  # noqa: F821
 
 __all__ = sorted(set(_MATH + _SHAPE + _REDUCE + _LINALG + _CREATION + _INDEX + _SORTING + _QUANTILE
-                     + _INTEGER + ["prod", "round", "divmod", "bitwise_invert", "bitwise_left_shift",
+                     + _INTEGER + _numeric.__all__ + _binning.__all__ + _predicates.__all__
+                     + _editing.__all__ + ["prod", "round", "divmod", "bitwise_invert", "bitwise_left_shift",
                                    "bitwise_right_shift", "cummax", "unfold", "broadcast_shapes",
                         "float32", "float16", "bfloat16", "int32", "bool_", "pi", "e", "inf",
                         "nan", "newaxis", "linalg"]))

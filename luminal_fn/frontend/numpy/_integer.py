@@ -209,3 +209,33 @@ def power_int(x: Tracer, y: Tracer) -> Tracer:
 def _pow2(k: Tracer) -> Tracer:
     """2^k as int32 (k in [0, 31]; 2^31 wraps to INT_MIN) by a table lookup."""
     return take(lift(_POW2, k._ctx), m.clip(k, 0, 31))
+
+
+_EUCLID_STEPS = 48  # consecutive Fibonacci numbers, Euclid's worst case, pass 2^32 by F(48)
+
+
+def gcd(x, y):
+    """NumPy's greatest common divisor of int32 values, >= 0 (gcd(0, 0) = 0; INT_MIN with 0 or
+    INT_MIN stays INT_MIN, as NumPy's wraps): Euclid's remainders, a fixed number of steps."""
+    a, b = _euclid_operands(x, y, "gcd")
+    for _ in range(_EUCLID_STEPS):  # C's remainder keeps |gcd| whatever the signs; x % 0 is 0
+        a, b = m.where(m.equal(b, 0), a, b), m.fmod(a, b)
+    return m.absolute(a)
+
+
+def lcm(x, y):
+    """NumPy's least common multiple of int32 values: |x| / gcd * |y| wrapped to int32 (so it
+    may be negative past 2^31, as NumPy's), 0 when either is 0."""
+    a, b = _euclid_operands(x, y, "lcm")
+    g = gcd(a, b)
+    # |a / g| is exact, and for a = INT_MIN wraps to 2^31's bits as NumPy's unsigned |a| does
+    q = m.absolute(floor_divide_int(a, m.where(m.equal(g, 0), 1, g)))
+    return m.where(m.equal(g, 0), 0, m.multiply(q, m.absolute(b)))
+
+
+def _euclid_operands(x, y, fn: str):
+    a, b, d = _int_operands(x, y, fn)
+    if d.is_bool:
+        raise DTypeError(f"{fn}: not supported for bool operands, as in NumPy; cast to int32 first "
+                         "(x.astype(lnp.int32))")
+    return a, b
