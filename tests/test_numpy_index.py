@@ -87,7 +87,7 @@ def test_slices_of_one_dynamic_axis_combine():
     for n in (0, 1, 2, 3, 5, 8):
         x = make((n,))
         for g, w in zip(f(x), (x[1:] - x[:-1], x[2:] + x[1:-1] * x[:-2], x[3:-3], x[:-1:2], x[-2:])):
-            np.testing.assert_array_equal(np.asarray(g), w)
+            np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6)  # CUDA may fuse a multiply-add
     assert f.trace_count == 1
 
 

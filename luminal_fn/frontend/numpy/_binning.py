@@ -481,7 +481,8 @@ def fill_diagonal(a, val, wrap=False, *, inplace=False):
 
 def put(a, ind, v, mode=None, *, inplace=False):
     """NumPy's put as a pure function (returns the new array, as jax.numpy): a.flat[ind] = v,
-    v repeated cyclically, the last write winning on repeats. mode None/'raise' checks concrete
+    v repeated cyclically; on repeated indices the last write wins on the NumPy backend, any one
+    on a GPU (as JAX's). mode None/'raise' checks concrete
     indices; traced ones count negatives from the end and out-of-range ones are dropped (JAX)."""
     _no_inplace("put", inplace)
     if mode not in (None, "raise", "wrap", "clip"):

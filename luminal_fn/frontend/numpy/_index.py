@@ -412,7 +412,8 @@ def take_along_axis(arr, indices, axis):
 
 def put_along_axis(arr, indices, values, axis, mode="set"):
     """NumPy's put_along_axis as a pure function (returns the updated array; JAX style).
-    mode: 'set' (last write wins on duplicates), 'add', 'mul', 'max' or 'min'."""
+    mode: 'set', 'add', 'mul', 'max' or 'min'. Repeated indices under 'set': the last write wins
+    on the NumPy backend, any one of them on a GPU (as JAX's scatter)."""
     arr = lift(arr, _ctx_of(arr, indices, values))
     axis = normalize_axis(axis, arr.ndim, "put_along_axis")
     _check_mode(mode, "put_along_axis")
@@ -454,7 +455,8 @@ class _AtIndexer:
 
 class _AtRef:
     """x.at[idx]: functional updates, as in JAX. Duplicate indices accumulate for add,
-    multiply, max and min; for set the last one wins."""
+    multiply, max and min; for set the last one wins on the NumPy backend, any one of them on a
+    GPU (as JAX's scatter)."""
 
     __slots__ = ("_x", "_idx")
 
