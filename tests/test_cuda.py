@@ -239,6 +239,19 @@ def test_modules_cached_in_memory_and_on_disk(cuda):
     assert after > before
 
 
+def test_float32_subnormals_survive_a_kernel(cuda, monkeypatch):
+    """Modules are compiled by NVRTC without CuPy's -ftz=true: a subnormal times 2^64 is exact,
+    as in NumPy (run DI: flushed to 0 through CuPy's compile). LUMINAL_CUDA_FTZ=1 takes CuPy's
+    compile back, and with it the flush."""
+    x = np.array([1e-40, -3e-42, 1.4e-45, 1.0, 0.0], np.float32)
+    want = x * np.float32(2.0 ** 64)
+    got = lf.jit(lambda a: a * 2.0 ** 64, backend="cuda")(x)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    monkeypatch.setenv("LUMINAL_CUDA_FTZ", "1")
+    flushed = np.asarray(lf.jit(lambda a: a * 2.0 ** 64 + 0.0, backend="cuda")(x))
+    np.testing.assert_array_equal(flushed, np.where(np.abs(x) < 1.17e-38, 0, want))
+
+
 def test_jit_end_to_end_dynamic_axis_and_device_arrays(cuda):
     f = lf.jit(lambda x: lnp.exp(x) * 2.0 + lnp.sum(x, axis=-1, keepdims=True),
                backend="cuda", dynamic_axes={"x": {0: "s"}})

@@ -3,10 +3,11 @@
 CuPy has no bfloat16 dtype: bfloat16 buffers are CuPy ``uint16`` arrays holding the bits (no
 luminal_fn dtype is uint16, so a uint16 buffer always means bfloat16).
 
-Compiled modules are cached by source text: in memory per process, and on disk through CuPy's
-own kernel cache, which keys NVRTC output by source, options and architecture
-(``$CUPY_CACHE_DIR``, default ``~/.cupy/kernel_cache``): a second process loads the cubin
-instead of compiling.
+Compiled modules are cached by source text: in memory per process, and on disk as cubins that
+NVRTC compiled without CuPy's -ftz=true, keyed by source, architecture and NVRTC version (in
+``$CUPY_CACHE_DIR``, default ``~/.cupy/kernel_cache``, folder luminal_fn): a second process loads
+the cubin instead of compiling. ``LUMINAL_CUDA_FTZ=1`` compiles through CuPy instead (float32
+subnormals flushed to zero).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import numpy as np
 from ...ir import dtypes as dt
 from ..base import BackendUnavailable
 from .source import source_key
+from .switches import switch_on
 
 INSTALL_HINT = 'pip install "luminal-fn[cuda]"'
 _cp = None
@@ -93,31 +95,79 @@ def _header_dirs() -> list:
 
 
 def get_module(text: str):
-    """A loaded RawModule for a module source (memory cache, then CuPy's disk cache)."""
+    """A loaded RawModule for a module source (memory cache, then a cubin on disk)."""
     key = source_key(text)
-    mod = _MODULES.get(key)
+    ftz = switch_on("LUMINAL_CUDA_FTZ", False, "CuPy's compile, which flushes float32 subnormals")
+    mod = _MODULES.get((key, ftz))
     if mod is not None:
         return mod
-    cp = cupy()
     try:
-        try:
-            mod = cp.RawModule(code=text, options=OPTIONS, backend="nvrtc")
-            mod.compile()
-        except Exception as first:
-            inc = _header_dirs()
-            if not inc or "cuda_" not in str(first):
-                raise
-            # NVRTC without the half/bfloat16 headers on its path: point it at a CUDA include dir
-            mod = cp.RawModule(code=text, options=OPTIONS + tuple(f"-I{d}" for d in inc),
-                               backend="nvrtc")
-            mod.compile()
+        if ftz:
+            mod = _compile_through_cupy(text)
+        else:
+            mod = cupy().RawModule(path=_cubin_path(text, key))
     except Exception as e:
         path = os.path.join(tempfile.gettempdir(), f"luminal_fn_cuda_{key}.cu")
         with open(path, "w") as f:
             f.write(text)
         raise RuntimeError(f"NVRTC failed to compile a CUDA module for {arch()} (source saved to "
                            f"{path}): {e}") from None
-    _MODULES[key] = mod
+    _MODULES[key, ftz] = mod
+    return mod
+
+
+def _cubin_path(text: str, key: str) -> str:
+    """The module's cubin, compiled by NVRTC itself: CuPy's compile appends -ftz=true to every
+    NVRTC call (cupy/cupy#9576), which flushes float32 subnormals to zero where NumPy keeps
+    them. Cached on disk by source, architecture and NVRTC version, beside CuPy's kernel cache
+    ($CUPY_CACHE_DIR, default ~/.cupy/kernel_cache), so a second process loads it."""
+    from cupy.cuda import compiler
+    from cupy_backends.cuda.libs import nvrtc
+
+    major, minor = nvrtc.getVersion()
+    folder = os.path.join(compiler.get_cache_dir(), "luminal_fn")
+    path = os.path.join(folder, f"{key}-{arch()}-nvrtc{major}.{minor}.cubin")
+    if not os.path.exists(path):
+        binary = _nvrtc_cubin(nvrtc, text)
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".part")
+        with os.fdopen(fd, "wb") as f:
+            f.write(binary)
+        os.replace(tmp, path)  # a reader never sees half a cubin
+    return path
+
+
+def _nvrtc_cubin(nvrtc, text: str) -> bytes:
+    options = OPTIONS + (f"-arch={arch()}",)
+    for attempt in ("plain", "with headers"):
+        prog = nvrtc.createProgram(text, "luminal_fn_module.cu", (), ())
+        try:
+            nvrtc.compileProgram(prog, options)
+            return nvrtc.getCUBIN(prog)
+        except nvrtc.NVRTCError:
+            log = nvrtc.getProgramLog(prog)
+            inc = _header_dirs()
+            if attempt == "plain" and inc and "cuda_" in log:
+                # NVRTC without the half/bfloat16 headers on its path: point it at a CUDA include dir
+                options += tuple(f"-I{d}" for d in inc)
+                continue
+            raise RuntimeError(log) from None
+        finally:
+            nvrtc.destroyProgram(prog)
+    raise AssertionError("unreachable")
+
+
+def _compile_through_cupy(text: str):
+    cp = cupy()
+    try:
+        mod = cp.RawModule(code=text, options=OPTIONS, backend="nvrtc")
+        mod.compile()
+    except Exception as first:
+        inc = _header_dirs()
+        if not inc or "cuda_" not in str(first):
+            raise
+        mod = cp.RawModule(code=text, options=OPTIONS + tuple(f"-I{d}" for d in inc), backend="nvrtc")
+        mod.compile()
     return mod
 
 
