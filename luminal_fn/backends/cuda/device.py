@@ -121,11 +121,11 @@ def _cubin_path(text: str, key: str) -> str:
     NVRTC call (cupy/cupy#9576), which flushes float32 subnormals to zero where NumPy keeps
     them. Cached on disk by source, architecture and NVRTC version, beside CuPy's kernel cache
     ($CUPY_CACHE_DIR, default ~/.cupy/kernel_cache), so a second process loads it."""
-    from cupy.cuda import compiler
     from cupy_backends.cuda.libs import nvrtc
 
     major, minor = nvrtc.getVersion()
-    folder = os.path.join(compiler.get_cache_dir(), "luminal_fn")
+    cache = os.environ.get("CUPY_CACHE_DIR") or os.path.expanduser("~/.cupy/kernel_cache")
+    folder = os.path.join(cache, "luminal_fn")
     path = os.path.join(folder, f"{key}-{arch()}-nvrtc{major}.{minor}.cubin")
     if not os.path.exists(path):
         binary = _nvrtc_cubin(nvrtc, text)
