@@ -374,7 +374,8 @@ def test_a_value_reused_at_every_level_keeps_each_kernel_small():
     the CUDA renderer, the NumPy kernel sharing and MLX's closures each handle a subtree once."""
     from luminal_fn.backends.cuda.executable import plan_graph
     from luminal_fn.optimize.egraph import build_egraph
-    from luminal_fn.optimize.extract import MAX_EXPANDED, Extractor
+    from luminal_fn.optimize.extract import Extractor
+    from luminal_fn.optimize.fused_tree import MAX_EXPANDED
 
     def f(xp):
         def g(a):
