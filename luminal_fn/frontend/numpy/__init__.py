@@ -9,8 +9,8 @@ import types as _types
 
 from ...ir import dtypes as _dt
 from .. import tracer as _tracer
-from . import (_binning, _creation, _editing, _index, _integer, _linalg, _math, _numeric, _predicates, _quantile, _reduce,
-               _shape, _sorting)
+from . import (_binning, _creation, _editing, _index, _integer, _linalg, _linalg_solve, _math, _numeric,
+               _predicates, _quantile, _reduce, _shape, _sorting)
 from ._eager import eager as _eager
 
 float32 = _dt.float32
@@ -82,7 +82,9 @@ unfold = _eager(_shape.unfold, "unfold")
 broadcast_shapes = _tracer.broadcast_shapes
 
 linalg = _types.SimpleNamespace(norm=_eager(_linalg.norm, "linalg.norm"), matmul=matmul,  # noqa: F821
-                                trace=trace, diagonal=diagonal, outer=outer, vecdot=vdot)  # noqa: F821
+                                trace=trace, diagonal=diagonal, outer=outer, vecdot=vdot,  # noqa: F821
+                                **{_n: _eager(getattr(_linalg_solve, _n), "linalg." + _n)
+                                   for _n in _linalg_solve.__all__})
 
 __all__ = sorted(set(_MATH + _SHAPE + _REDUCE + _LINALG + _CREATION + _INDEX + _SORTING + _QUANTILE
                      + _INTEGER + _numeric.__all__ + _binning.__all__ + _predicates.__all__
