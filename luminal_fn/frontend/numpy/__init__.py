@@ -9,7 +9,7 @@ import types as _types
 
 from ...ir import dtypes as _dt
 from .. import tracer as _tracer
-from . import (_binning, _creation, _editing, _index, _integer, _linalg, _linalg_solve, _math, _numeric,
+from . import (_binning, _creation, _editing, _floating, _index, _integer, _linalg, _linalg_solve, _math, _numeric,
                _predicates, _quantile, _reduce, _shape, _sorting)
 from ._eager import eager as _eager
 
@@ -67,7 +67,7 @@ for _mod, _names in ((_math, _MATH), (_shape, _SHAPE), (_reduce, _REDUCE), (_lin
                      (_creation, _CREATION), (_index, _INDEX), (_sorting, _SORTING),
                      (_quantile, _QUANTILE), (_integer, _INTEGER), (_numeric, _numeric.__all__),
                      (_binning, _binning.__all__), (_predicates, _predicates.__all__),
-                     (_editing, _editing.__all__)):
+                     (_editing, _editing.__all__), (_floating, _floating.__all__)):
     for _n in _names:
         _g[_n] = _eager(getattr(_mod, _n), _n)
 
@@ -88,7 +88,7 @@ linalg = _types.SimpleNamespace(norm=_eager(_linalg.norm, "linalg.norm"), matmul
 
 __all__ = sorted(set(_MATH + _SHAPE + _REDUCE + _LINALG + _CREATION + _INDEX + _SORTING + _QUANTILE
                      + _INTEGER + _numeric.__all__ + _binning.__all__ + _predicates.__all__
-                     + _editing.__all__ + ["prod", "round", "divmod", "bitwise_invert", "bitwise_left_shift",
+                     + _editing.__all__ + _floating.__all__ + ["prod", "round", "divmod", "bitwise_invert", "bitwise_left_shift",
                                    "bitwise_right_shift", "cummax", "unfold", "broadcast_shapes",
                         "float32", "float16", "bfloat16", "int32", "bool_", "pi", "e", "inf",
                         "nan", "newaxis", "linalg"]))
