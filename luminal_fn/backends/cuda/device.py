@@ -138,37 +138,38 @@ def _cubin_path(text: str, key: str) -> str:
 
 
 def _nvrtc_cubin(nvrtc, text: str) -> bytes:
-    options = OPTIONS + (f"-arch={arch()}",)
-    for attempt in ("plain", "with headers"):
+    def compile_with(options):
         prog = nvrtc.createProgram(text, "luminal_fn_module.cu", (), ())
         try:
-            nvrtc.compileProgram(prog, options)
+            nvrtc.compileProgram(prog, options + (f"-arch={arch()}",))
             return nvrtc.getCUBIN(prog)
         except nvrtc.NVRTCError:
-            log = nvrtc.getProgramLog(prog)
-            inc = _header_dirs()
-            if attempt == "plain" and inc and "cuda_" in log:
-                # NVRTC without the half/bfloat16 headers on its path: point it at a CUDA include dir
-                options += tuple(f"-I{d}" for d in inc)
-                continue
-            raise RuntimeError(log) from None
+            raise RuntimeError(nvrtc.getProgramLog(prog)) from None
         finally:
             nvrtc.destroyProgram(prog)
-    raise AssertionError("unreachable")
+
+    return _compile_finding_headers(compile_with)
 
 
 def _compile_through_cupy(text: str):
-    cp = cupy()
-    try:
-        mod = cp.RawModule(code=text, options=OPTIONS, backend="nvrtc")
+    def compile_with(options):
+        mod = cupy().RawModule(code=text, options=options, backend="nvrtc")
         mod.compile()
+        return mod
+
+    return _compile_finding_headers(compile_with)
+
+
+def _compile_finding_headers(compile_with):
+    """compile_with(OPTIONS); where NVRTC lacks the half/bfloat16 headers on its path, again
+    pointed at a CUDA include dir."""
+    try:
+        return compile_with(OPTIONS)
     except Exception as first:
         inc = _header_dirs()
         if not inc or "cuda_" not in str(first):
             raise
-        mod = cp.RawModule(code=text, options=OPTIONS + tuple(f"-I{d}" for d in inc), backend="nvrtc")
-        mod.compile()
-    return mod
+        return compile_with(OPTIONS + tuple(f"-I{d}" for d in inc))
 
 
 __all__ = ["cupy", "cupy_dtype", "dtype_of_storage", "host_to_storage", "get_module", "arch",

@@ -124,12 +124,13 @@ class _Plan:
         step, ... < end: the loop every reduction strategy runs."""
         lines = [f"{ct} acc = {init_of(self.lang, op, ct)};",
                  f"for ({it} r = {start}; r < {end}; r += {step}) {{"]
-        el, val, vt = self.element("r", "t")
+        el, val, vt = self.element()
         lines += ["  " + ln for ln in el + [f"acc = {combine(op, ct, 'acc', convert(self.lang, val, vt, ct))};"]]
         return lines + ["}"]
 
-    def element(self, rvar: str, prefix: str) -> tuple:
-        """(statements, value, compute type) of the prologue at reduced index ``rvar``."""
+    def element(self) -> tuple:
+        """(statements, value, compute type) of the prologue at the loop's reduced index r."""
+        rvar = "r"
         lang, names = self.lang, self.names
         vidx = {k: j for j, k in enumerate(self.leaves)}
         ax = self.ax
@@ -154,8 +155,7 @@ class _Plan:
             return f"(({' && '.join(conds)}) ? {val} : {zero_of(ct)})", ct
 
         tr = TreeRenderer(lang, leaf, _gather_fn(lang, self.inputs, names, self.itype, lambda: tr.lines),
-                          lambda e: f"(int)({ix.r(e, {**names, 'z': '(' + addr(len(self.views) - 1) + ')'})})",
-                          prefix=prefix)
+                          lambda e: f"(int)({ix.r(e, {**names, 'z': '(' + addr(len(self.views) - 1) + ')'})})")
         val, vt = tr.render(self.tree)
         return tr.lines, val, vt
 

@@ -16,9 +16,10 @@ import numpy as np
 from ...ir import dtypes as dt
 from ...ir.expr import Expr, as_expr, prod, same, to_int_or_expr
 from ..errors import DTypeError, IndexError_, ShapeError, TracingError
-from ..tracer import Tracer, _ctx_of, _new, broadcast_to, cast, lift, static_int
+from ..tracer import Tracer, _ctx_of, broadcast_to, cast, lift, static_int
 from . import _math as m
 from ._creation import arange, full, zeros
+from ._editing import resize
 from ._index import _scatter, dim_value, take, take_along_axis
 from ._integer import floor_divide_int
 from ._numeric import _concrete
@@ -68,7 +69,7 @@ def _tile_to(v: Tracer, k: int, fn: str) -> Tracer:
     n = static_int(v.size, f"{fn}: the size of the values")
     if n == 0:
         raise ShapeError(f"{fn}: cannot fill {k} positions from an empty array of values")
-    return take(v, (np.arange(k) % n).astype(np.int32)) if n != k else v
+    return resize(v, (k,)) if n != k else v
 
 
 def _no_inplace(fn: str, inplace: bool):
@@ -145,13 +146,7 @@ def bincount(x, weights=None, minlength=0, *, length=None):
         if tuple(w.shape) != tuple(xt.shape):
             raise ShapeError(f"bincount: weights of shape {w.shape} must have the shape of x, {xt.shape}")
         d, vals = dt.float32, cast(w, dt.float32)  # NumPy sums weights in float64
-    return _count_into(zeros((length,), d), idx, vals)
-
-
-def _count_into(dest: Tracer, idx: Tracer, vals: Tracer) -> Tracer:
-    """dest with vals added at idx (indices past the end are dropped by the Scatter)."""
-    vals = broadcast_to(cast(vals, dest.dtype), idx.shape)
-    return _new(dest._ctx, "Scatter", [dest, idx, vals], dest.shape, dest.dtype, mode="add")
+    return _scatter(zeros((length,), d), (idx,), vals, "add")
 
 
 def histogram(a, bins=10, range=None, weights=None, density=False):  # noqa: A002
@@ -201,7 +196,7 @@ def histogram(a, bins=10, range=None, weights=None, density=False):  # noqa: A00
             raise ShapeError(f"histogram: weights of shape {w.shape} must have the shape of a, {shape}")
         hist_dtype, vals = w.dtype, ravel(w)
     acc = dt.int32 if not hist_dtype.is_float else dt.float32  # sums of half floats in float32
-    hist = _count_into(zeros((n,), acc), idx, vals)
+    hist = _scatter(zeros((n,), acc), (idx,), vals, "add")  # idx n: past the end, dropped
     if density:
         widths = m.subtract(_slice_axis(edges, 0, 1, n + 1), _slice_axis(edges, 0, 0, n))
         hist = cast(hist, dt.float32)

@@ -28,15 +28,6 @@ def _pow2(k: Tracer) -> Tracer:
     return take(lift(_POW2, k._ctx), m.subtract(m.clip(k, _LOW, _HIGH), _LOW))
 
 
-def _float_input(x, fn: str) -> Tracer:
-    x = lift(x, _ctx_of(x))
-    if not x.dtype.is_float:
-        if not (x.dtype.is_int or x.dtype.is_bool):
-            raise DTypeError(f"{fn}: unsupported dtype {x.dtype}")
-        return cast(x, dt.float32)
-    return x
-
-
 def _frexp32(x: Tracer):
     """(mantissa, exponent) of float32 x: x = mantissa * 2^exponent, 0.5 <= |mantissa| < 1;
     zeros, infinities and NaN give (x, 0)."""
@@ -58,7 +49,7 @@ def _frexp32(x: Tracer):
 
 def frexp(x):
     """NumPy's frexp: (mantissa in x's float dtype, int32 exponent), exact."""
-    x = _float_input(x, "frexp")
+    x = m._float(x)
     d = x.dtype
     man, e = _frexp32(cast(x, dt.float32))
     return cast(man, d), e
@@ -68,7 +59,7 @@ def ldexp(x1, x2):
     """NumPy's ldexp: x1 * 2^x2 for integer x2, rounded once (exact unless the result is
     subnormal; out of range it is 0 or inf with x1's sign, as NumPy's)."""
     ctx = _ctx_of(x1, x2)
-    x = _float_input(lift(x1, ctx), "ldexp")
+    x = m._float(lift(x1, ctx))
     n = lift(x2, ctx)
     if not (n.dtype.is_int or n.dtype.is_bool):
         raise DTypeError(f"ldexp: the exponent x2 must hold integers, got {n.dtype}")

@@ -16,11 +16,11 @@ from ...ir import dtypes as dt
 from ..errors import DTypeError, ShapeError
 from ..tracer import Tracer, _ctx_of, broadcast_shapes, broadcast_to, cast, lift, static_int
 from . import _math as m
-from ._creation import eye
+from ._creation import arange, eye
 from ._index import take_along_axis
 from ._linalg import matmul
 from ._reduce import argmax, sum as rsum
-from ._shape import _slice_axis, concatenate, expand_dims, squeeze
+from ._shape import _slice_axis, concatenate, expand_dims, reshape, squeeze
 
 __all__ = ["solve", "inv", "det", "slogdet", "matrix_power"]
 
@@ -33,8 +33,6 @@ def _square(a, fn: str) -> Tracer:
     if static_int(a.shape[-2], f"linalg.{fn}: the matrix size") != n:
         raise ShapeError(f"linalg.{fn}: the last two axes must be square, got shape {a.shape}")
     if not a.dtype.is_float:
-        if not (a.dtype.is_int or a.dtype.is_bool):
-            raise DTypeError(f"linalg.{fn}: unsupported dtype {a.dtype}")
         a = cast(a, dt.float32)  # NumPy: float64
     elif a.dtype in dt.HALF:
         raise DTypeError(f"linalg.{fn}: {a.dtype} is too coarse for elimination (NumPy refuses "
@@ -57,33 +55,27 @@ def _eliminate(aug: Tracer, n: int, skip_zero_pivots: bool = False):
     columns are the matrix: (the reduced aug, [pivot of each step], [swap happened]). A zero
     pivot divides by zero (a singular solve comes out inf/NaN) unless ``skip_zero_pivots``: then
     that step eliminates nothing, as LAPACK's getrf, and the later pivots stay finite (det)."""
-    ctx = aug._ctx
-    rows = lift(_row_index(n), ctx)  # (n, 1)
+    rows = reshape(arange(n), (n, 1))
     pivots, swaps = [], []
     for j in range(n):
         below = _slice_axis(_col(aug, j), aug.ndim - 2, j, n)  # (..., n - j, 1)
         p = m.add(argmax(m.absolute(below), axis=-2, keepdims=True), j)  # (..., 1, 1): pivot row
+        is_j = m.equal(rows, j)  # (n, 1)
         # rows j and p trade places: row r reads row src[r]
-        src = m.where(m.equal(rows, j), p, m.where(m.equal(rows, p), j, rows))  # (..., n, 1)
+        src = m.where(is_j, p, m.where(m.equal(rows, p), j, rows))  # (..., n, 1)
         aug = take_along_axis(aug, broadcast_to(src, src.shape[:-1] + (aug.shape[-1],)), axis=-2)
         pivot = _col(_row(aug, j), j)  # (..., 1, 1)
         pivots.append(pivot)
         swaps.append(m.not_equal(p, j))
-        divisor, other = pivot, m.equal(rows, j)
+        divisor, other = pivot, is_j
         if skip_zero_pivots:  # the column is zero at and below the diagonal: nothing to remove
             divisor = m.where(m.equal(pivot, 0.0), 1.0, pivot)
             other = m.logical_or(other, m.equal(pivot, 0.0))
         scaled = m.true_divide(_row(aug, j), divisor)  # the pivot row, its pivot 1
         factor = m.where(other, 0.0, _col(aug, j))  # what each other row subtracts
         aug = m.subtract(aug, m.multiply(factor, scaled))
-        aug = m.where(m.equal(rows, j), scaled, aug)
+        aug = m.where(is_j, scaled, aug)
     return aug, pivots, swaps
-
-
-def _row_index(n: int):
-    import numpy as np
-
-    return np.arange(n, dtype=np.int32).reshape(n, 1)
 
 
 def solve(a, b):

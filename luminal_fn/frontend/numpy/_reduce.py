@@ -171,11 +171,11 @@ def var(a, axis=None, dtype=None, ddof=0, keepdims=False, where=None):
     x = cast(a, d)
     if where is not None:
         w = broadcast_to(lift(where, a._ctx), a.shape)
-        mu = mean(x, axis=axis, keepdims=True, where=w)
-        dev = m.subtract(x, mu)
-        s = sum(m.multiply(dev, dev), axis=axis, keepdims=keepdims, where=w)
-        count = sum(cast(w, d), axis=axis, keepdims=keepdims)
-        return m.true_divide(s, m.maximum(m.subtract(count, ddof), 0))
+        count = sum(cast(w, d), axis=axis, keepdims=True)  # counted once, for the mean too
+        dev = m.subtract(x, m.true_divide(sum(x, axis=axis, keepdims=True, where=w), count))
+        s = sum(m.multiply(dev, dev), axis=axis, keepdims=True, where=w)
+        out = m.true_divide(s, m.maximum(m.subtract(count, ddof), 0))
+        return out if keepdims else reshape_any(out, tuple(n for i, n in enumerate(a.shape) if i not in axes))
     mu = mean(x, axis=axis, keepdims=True)
     dev = m.subtract(x, mu)
     sq = m.multiply(dev, dev)
