@@ -148,13 +148,23 @@ def test_default_genome_fuses_producers_read_through_views(name, dynamic):
 
 def test_the_plain_read_stays_a_choice():
     """Each FView is a gene: a genome that declines it gives back the separate kernel."""
-    ex = _extractor("rms")
+    ex = _extractor("heads")
     (ft,) = ex.through
     gene = [g.name for g in ex.genes].index(ex.gene_of[ft])
     assert [n.op for n in ex.options[ft]] == [VIEW_INLINE, "FLeaf"]
     genome = list(ex.generic_genome())
     genome[gene] = 1
-    assert _kernels(ex.extract(genome)) == ["fused_reduce", "fused", "fused"]
+    assert _kernels(ex.extract(genome)) == ["fused", "fused"]
+
+
+def test_a_stored_reciprocal_is_only_a_fallback():
+    """The RMS norm's x * recip(sqrt(ms)): its reciprocal is computed where x is multiplied (one
+    division), never read stored; the plain read is kept last, for extraction to repair to."""
+    ex = _extractor("rms")
+    (ft,) = ex.through
+    assert ft not in ex.gene_of and ex.n_choices(ft) == 1
+    assert [n.op for n in ex.options[ft]] == [VIEW_INLINE, "FLeaf"]
+    assert _kernels(ex.extract(ex.generic_genome())) == ["fused_reduce", "fused"]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

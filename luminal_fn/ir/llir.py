@@ -36,6 +36,25 @@ BINARY_TREE_OPS = ("Add", "Mul", "Mod", "LessThan")
 GENERIC_KINDS = ("fused", "fused_reduce", "matmul")
 
 
+_FLOAT_NAMES = ("float32", "float64", "float16", "bfloat16")
+
+
+def quotient(tree):
+    """``(a, b)`` when ``tree`` is the float ``a * recip(b)`` (either order), else None.
+
+    The front end writes ``a / b`` so (HLIR has no division, and the rules match that form);
+    every backend evaluates it as one correctly rounded division, as NumPy's ``divide`` does,
+    rather than two roundings (``41 * (1 / 41)`` is 0.99999994)."""
+    if tree[0] != "Mul" or tree[1] not in _FLOAT_NAMES:
+        return None
+    a, b = tree[2], tree[3]
+    if b[0] == "Recip" and b[1] in _FLOAT_NAMES:
+        return a, b[2]
+    if a[0] == "Recip" and a[1] in _FLOAT_NAMES:
+        return b, a[2]
+    return None
+
+
 def tree_inputs(tree) -> Iterator[int]:
     """The input indices a tree reads (directly or as gather sources)."""
     tag = tree[0]

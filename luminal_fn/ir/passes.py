@@ -83,7 +83,12 @@ def _try_fold(g: Graph, node: Node, evaluate):
         if node.op == "MaxReduce":
             return None
         val = evaluate(g, scalar_node).item()
-        c = g.add("Constant", (), (), node.dtype, value=_py(val, node.dtype))
+        extra = {}
+        if node.op == "Recip" and node.dtype.is_float:
+            # a / c is traced a * recip(c): kernels that multiply by this literal divide by c
+            # instead (one rounding, as NumPy's divide; optimize/fused_tree.py)
+            extra["divisor"] = float(uniform[0])
+        c = g.add("Constant", (), (), node.dtype, value=_py(val, node.dtype), **extra)
         return (c, "uniform")
     numel = _static_numel(node.shape)
     if numel is None or numel > FOLD_LIMIT:

@@ -78,6 +78,9 @@ class Extractor(IntegerDecoder):
                 self._readers[i] = self._readers.get(i, 0) + 1
         self._shared_ft: dict = {}
         self._inline_half_products()
+        # options past choosable[cls] are the extraction's fallbacks only: no genome picks them
+        self.choosable: dict = {}
+        self._divide_where_used()
         # Repeated structure (a transformer's layers) shares genes: e-classes whose HLIR
         # neighbourhood and options look alike take one choice, so 16 layers do not multiply
         # the search space by 16. Extraction is unaffected: it repairs whatever it is given.
@@ -85,12 +88,12 @@ class Extractor(IntegerDecoder):
         self.genes: list = []
         self.gene_of: dict = {}  # e-class -> the name of the gene choosing for it
         groups: dict = {}
-        for cls in sorted((c for c, o in self.options.items() if len(o) > 1), key=_class_key):
+        for cls in sorted((c for c in self.options if self.n_choices(c) > 1), key=_class_key):
             key = self._signature(cls, sigs) if sigs is not None else cls
             name = groups.get(key)
             if name is None:
                 name = groups[key] = cls
-                self.genes.append(Gene(cls, len(self.options[cls])))
+                self.genes.append(Gene(cls, self.n_choices(cls)))
             self.gene_of[cls] = name
 
     def _add_view_inlines(self):
@@ -135,8 +138,50 @@ class Extractor(IntegerDecoder):
                 if node is not None and node.op == "Mul" and node.dtype.is_float and node.dtype.itemsize < 4:
                     self.options[body] = [o for o in opts if o is not leaf]
 
+    def n_choices(self, cls) -> int:
+        return self.choosable.get(cls, len(self.options[cls]))
+
+    def _demote(self, cls, which) -> None:
+        """Options of ``cls`` that ``which(node)`` names become fallbacks (last, never chosen),
+        as long as another option is left to choose."""
+        opts = self.options.get(cls)
+        if not opts or cls in self.choosable:
+            return
+        keep = [n for n in opts if not which(n)]
+        if keep and len(keep) < len(opts):
+            self.options[cls] = keep + [n for n in opts if which(n)]
+            self.choosable[cls] = len(keep)
+
+    def _divide_where_used(self):
+        """A float ``a * recip(b)`` is computed by the kernel that multiplies, where every
+        backend evaluates it as one correctly rounded ``a / b`` (ir.llir.quotient): a stored
+        ``1 / b`` multiplied later rounds twice (``41 * (1 / 41)`` is 0.99999994; NumPy's divide
+        gives 1). So no genome reads a stored reciprocal into a product, nor takes the primitive
+        Mul over one; both stay as fallbacks (a view strides cannot compose, a tree too big).
+        A reciprocal a backend kernel computes (a class with a Kernel option) is left alone."""
+        def recip_class(cls):  # the IR class of a float Recip no kernel implements, else None
+            v = self.views.get(cls)
+            cls = v.children[0] if v is not None else cls
+            opts = self.options.get(cls, ())
+            if (any(n.op == "Un" and self._tag(n) == "Recip" for n in opts)
+                    and not any(n.op == "Kernel" for n in opts) and self.tensor(cls)[1].is_float):
+                return cls
+            return None
+
+        def stored_recip(n):
+            return n.op == "FLeaf" and recip_class(n.children[0]) is not None
+
+        for cls, opts in list(self.options.items()):
+            for n in opts:
+                if n.op == "FBin" and self._tag(n) == "Mul" and self.ft_dtype(cls).is_float:
+                    for ft in n.children[1:]:
+                        self._demote(ft, stored_recip)
+                elif (n.op == "Bin" and self._tag(n) == "Mul" and self.tensor(cls)[1].is_float
+                      and any(recip_class(c) is not None for c in n.children[1:])):
+                    self._demote(cls, lambda m: m.op == "Bin")
+
     def _signature(self, cls, sigs):
-        opts = tuple((n.op, self._tag(n)) for n in self.options[cls])
+        opts = (tuple((n.op, self._tag(n)) for n in self.options[cls]), self.n_choices(cls))
         if self.eg.sorts[cls] == "IR":
             node = self.node_in.get(cls)
             return ("IR", sigs[node.id] if node is not None else cls, opts)
@@ -185,7 +230,7 @@ class Extractor(IntegerDecoder):
         are checked against it rather than the other way round."""
         out = []
         for g in self.genes:
-            opts = self.options[g.name]
+            opts = self.options[g.name][:g.n_options]
             out.append(next((i for i, n in enumerate(opts) if n.op != "Kernel"), 0))
         return tuple(out)
 
@@ -201,7 +246,7 @@ class Extractor(IntegerDecoder):
         base = (0,) * len(self.genes)
         reads = {}  # kernel kind -> {gene index: option index that takes the kernel}
         for gi, g in enumerate(self.genes):
-            opts = self.options[g.name]
+            opts = self.options[g.name][:g.n_options]
             for i, n in enumerate(opts):
                 if i and n.op == "Kernel":  # offered in the class itself, not first
                     reads.setdefault(self.eg.literal(n.children[0]), {}).setdefault(gi, i)

@@ -134,6 +134,9 @@ class FusedTreeBuilder:
         value = _literal_of(node)
         if value is None:
             return None
+        divisor = node.attrs.get("divisor")
+        if divisor is not None:  # a folded 1 / c: kept as recip(c), so a product divides by c
+            return ("Recip", node.dtype.name, ("const", divisor, node.dtype.name))
         return ("const", value, node.dtype.name)
 
     def _iota_value(self, producer, vnode):

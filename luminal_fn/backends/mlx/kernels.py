@@ -9,6 +9,7 @@ import mlx.core as mx
 import numpy as np
 
 from ...ir import dtypes as dt
+from ...ir.llir import quotient
 from .ops import (OPS, _shape_of, binary, cast, compute_dtype, gather_flat, iota_values, mx_dtype, op,
                   reduce_array, unary)
 
@@ -77,6 +78,10 @@ def _step(tree, slot, shape_fn):
         if d.is_float:  # stay in the compute type inside a tree (rounded only when stored)
             return lambda vals, args, dims: unary(tag, vals[a].astype(cd), dt.float32)
         return lambda vals, args, dims: unary(tag, vals[a], d)
+    q = quotient(tree)
+    if q is not None:  # a * recip(b): one rounding, as NumPy's a / b
+        a, b = slot(q[0]), slot(q[1])
+        return lambda vals, args, dims: mx.divide(vals[a].astype(cd), vals[b].astype(cd))
     if tag in ("Add", "Mul", "Mod", "LessThan"):
         a, b = slot(tree[2]), slot(tree[3])
         if tag == "LessThan":

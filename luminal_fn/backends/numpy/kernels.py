@@ -5,6 +5,7 @@ import numpy as np
 
 from ...ir import dtypes as dt
 from ...ir.expr import compile_np, compile_py_tuple
+from ...ir.llir import quotient
 from .arena import Request
 from .executor import KERNELS, _compute_dtype, _fmod, _guarded, _np_dtype, kernel
 from .tree_peephole import rewrite
@@ -124,10 +125,14 @@ def _compile_node(tree, out_shape_fn, shared):
         return lambda args, dims: fn(np.asarray(a(args, dims), dtype=cd))
     if tag in ("Add", "Mul", "Mod", "LessThan"):
         fn = {"Add": np.add, "Mul": np.multiply, "Mod": _fmod, "LessThan": np.less}[tag]
-        a, b = _compile(tree[2], out_shape_fn, shared), _compile(tree[3], out_shape_fn, shared)
+        ta, tb = tree[2], tree[3]
+        q = quotient(tree)
+        if q is not None:  # a * recip(b): one rounding, as NumPy's a / b
+            fn, (ta, tb) = np.divide, q
+        a, b = _compile(ta, out_shape_fn, shared), _compile(tb, out_shape_fn, shared)
         if tag == "LessThan":
             return lambda args, dims: fn(a(args, dims), b(args, dims))
-        own_a, own_b = _is_op(tree[2], shared), _is_op(tree[3], shared)
+        own_a, own_b = _is_op(ta, shared), _is_op(tb, shared)
         if cd == np.float32 and tag in ("Add", "Mul") and (own_a or own_b):
 
             def binary_inplace(args, dims):

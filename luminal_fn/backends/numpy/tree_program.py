@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import dtypes as dt
+from ...ir.llir import quotient
 
 UFUNC_NAMES = {"Add": "add", "Mul": "multiply", "Exp2": "exp2", "Log2": "log2", "Sin": "sin",
            "Sqrt": "sqrt", "Recip": "reciprocal",
@@ -90,12 +91,13 @@ class _Builder:
             name, shape = f"c{len(self.consts)}", ()
             self.consts[name] = np.dtype(self.dtype).type(tree[1])
         elif tag in UFUNC_NAMES and tree[1] == self.dtype:
-            kids = [self.slot(t) for t in tree[2:]]
+            q = quotient(tree)  # a * recip(b): one rounding, as NumPy's a / b
+            kids = [self.slot(t) for t in (q or tree[2:])]
             if len(kids) != (2 if tag in ("Add", "Mul") else 1):
                 raise _Unsupported
             name = f"t{len(self.ops)}"
             shape = np.broadcast_shapes(*(self.shapes[k] for k in kids))
-            self.ops.append((name, UFUNC_NAMES[tag], kids))
+            self.ops.append((name, "divide" if q else UFUNC_NAMES[tag], kids))
         else:
             raise _Unsupported
         self.slots[tree] = name
@@ -160,7 +162,7 @@ def _emit(b: _Builder, root: str, n_args: int, kept=()):
     params = ", ".join([f"a{k}" for k in range(n_args)] + [f"b{j}=None" for j in range(len(buffer_shapes))])
     ret = ", ".join((root, *kept)) if kept else root
     src = f"def program({params}):\n" + "\n".join(lines + [f"    return {ret}"]) + "\n"
-    namespace = {u: getattr(np, u) for u in set(UFUNC_NAMES.values())}
+    namespace = {u: getattr(np, u) for u in set(UFUNC_NAMES.values()) | {"divide"}}
     namespace.update(b.consts)
     exec(compile(src, "<fused tree program>", "exec"), namespace)
     fn = namespace["program"]

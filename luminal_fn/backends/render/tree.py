@@ -12,6 +12,7 @@ import math
 from typing import Callable
 
 from ...ir import dtypes as dt
+from ...ir.llir import quotient
 from .lang import Language, as_stored, compute_type, convert
 
 Leaf = Callable[[int], tuple]  # input index -> (C expression, compute type)
@@ -97,6 +98,12 @@ class TreeRenderer:
                 return self._tmp(ct, convert(lang, e, "float", ct)), ct
             # integer reciprocal: the reference computes 1.0 / x in float and truncates
             return self._tmp(ct, convert(lang, f"1.0f / (float)({a})", "float", ct)), ct
+        q = quotient(tree)
+        if q is not None:  # a * recip(b): one correctly rounded division (IEEE without fast math)
+            a, at = self.render(q[0])
+            b, bt = self.render(q[1])
+            e = f"{convert(lang, a, at, 'float')} / {convert(lang, b, bt, 'float')}"
+            return self._tmp(ct, convert(lang, e, "float", ct)), ct
         if tag in ("Add", "Mul", "Mod", "LessThan"):
             a, at = self.render(tree[2])
             b, bt = self.render(tree[3])
