@@ -36,6 +36,7 @@ if [ "$T_TESTS" != 0 ]; then
   LIST="$(ls tests/test_cuda*.py) tests/test_jit.py tests/test_dispatch.py tests/test_dlpack.py tests/test_multi_embedding_bag.py
     tests/test_raw_index_bag.py tests/test_row_kernels.py tests/test_attention_rule.py tests/test_attention_tiles.py tests/test_rope_rule.py
     tests/test_half_casts.py tests/test_attention_store.py tests/test_llama.py tests/test_argmax_rule.py tests/test_program_fuzz.py"
+  LIST=$(echo $LIST)  # one line: it is pasted into a bash -c command below
   IGNORE=$(for f in $LIST; do printf -- "--ignore=%s " "$f"; done)
   timeout -s INT -k 10 "$T_TESTS" bash -c "python3 -m pytest -q $XD -p no:cacheprovider -p no:benchmark -rf --tb=line \
     --durations=10 -k 'not emulat' $LIST && python3 -m pytest -q $XD -p no:cacheprovider -p no:benchmark -rf \

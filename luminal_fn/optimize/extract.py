@@ -159,12 +159,18 @@ class Extractor(IntegerDecoder):
         gives 1). So no genome reads a stored reciprocal into a product, nor takes the primitive
         Mul over one; both stay as fallbacks (a view strides cannot compose, a tree too big).
         A reciprocal a backend kernel computes (a class with a Kernel option) is left alone."""
-        def recip_class(cls):  # the IR class of a float Recip no kernel implements, else None
+        def recip_class(cls):
+            """The IR class of a float Recip no kernel implements, or of a folded 1 / c (a
+            Constant that keeps its divisor), else None."""
             v = self.views.get(cls)
             cls = v.children[0] if v is not None else cls
             opts = self.options.get(cls, ())
+            if not opts or not self.tensor(cls)[1].is_float:
+                return None
+            if opts[0].op == "Const":
+                return cls if "divisor" in self.hlir.nodes[self.eg.literal(opts[0].children[0])].attrs else None
             if (any(n.op == "Un" and self._tag(n) == "Recip" for n in opts)
-                    and not any(n.op == "Kernel" for n in opts) and self.tensor(cls)[1].is_float):
+                    and not any(n.op == "Kernel" for n in opts)):
                 return cls
             return None
 
