@@ -471,3 +471,22 @@ def test_a_half_precision_matmul_never_stores_its_products():
         err = np.abs(np.asarray(got).astype(np.float64) - want)
         # the result's own rounding to bf16 (8 significant bits): at most half an ulp, 2^-8 of it
         assert (err <= np.abs(want) * 2.0 ** -8 + 1e-3).all(), (i, err.max())
+
+
+def test_a_sum_of_index_values_alone_extracts_in_every_genome():
+    """arange(2n).sum() over a symbolic n: its fused reduction would read no tensor (nothing to
+    size it by), so extraction repairs to the primitive SumReduce rather than failing the
+    genome (CUDA's 4-candidate search once found every candidate failing)."""
+    @lf.jit(dynamic_axes={"x": {0: "s"}}, backend="numpy")
+    def f(x):
+        return lnp.arange(x.shape[0] * 2).sum()
+
+    traced = f.trace(np.zeros((3, 4), np.float32))
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir)
+    be = get_backend("numpy")
+    assert ex.genes, "the fused reduction and the primitive sum are both offered"
+    for k in range(2):  # the fused reduction first (the cheapest), then the primitive sum
+        llir = ex.extract((k,) * len(ex.genes))
+        for s in (1, 3, 8):
+            (out,) = be.compile(llir).run([np.zeros((s, 4), np.float32)], {"s": s})
+            assert int(out) == np.arange(2 * s).sum()

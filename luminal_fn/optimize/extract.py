@@ -426,8 +426,8 @@ class _Extraction(FusedTreeBuilder):
         if op == "FusedReduce":
             edges = []
             tree = self.kernel_tree(ch[1], cls, edges)
-            if not edges:
-                raise ExtractionError(f"fused reduction {cls} reads no tensor")
+            if not edges:  # a sum of index values alone (an iota) has no input to size it by:
+                raise _Cycle()  # repaired to the next option (the primitive reduction)
             in_shape = edges[0][1].shape
             return g.add("CustomOp", tuple(edges), shape, dtype, name="fused_reduce", expr=tree,
                          in_shape=tuple(in_shape), axis=lit(ch[2]), reduce=lit(ch[0]))
