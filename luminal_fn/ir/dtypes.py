@@ -59,6 +59,32 @@ class DType:
     def np(self) -> np.dtype:
         return to_numpy(self)
 
+    @property
+    def dtype(self) -> np.dtype:
+        """The NumPy dtype: ``np.dtype(lf.float32)`` and ``np.issubdtype(x.dtype, ...)`` read it."""
+        return to_numpy(self)
+
+    @property
+    def type(self):
+        """The NumPy scalar type (``np.float32``, ml_dtypes' ``bfloat16``), as ``np.dtype.type``."""
+        return to_numpy(self).type
+
+    # Equal to the NumPy dtype it stands for, as a NumPy dtype is to its spellings (so
+    # ``x.dtype == np.float32`` and ``x.dtype == "float32"`` hold, as with JAX's dtypes); the hash
+    # is the NumPy dtype's, so the two are interchangeable as dict keys.
+    def __eq__(self, other):
+        if other is self:
+            return True
+        if type(other) is DType or other is None:
+            return False
+        try:
+            return to_numpy(self) == np.dtype(other)
+        except (TypeError, ValueError, DTypeError):
+            return NotImplemented
+
+    def __hash__(self):
+        return _HASH[self.name]
+
     def __repr__(self):
         return self.name
 
@@ -74,6 +100,7 @@ bool_ = DType("bool", 1, "b")
 ALL = (float32, float16, bfloat16, int32, bool_)
 HALF = (float16, bfloat16)  # stored in 16 bits, computed in float32
 BY_NAME = {d.name: d for d in ALL}
+_HASH = {d.name: hash(_BF16_NP if d is bfloat16 else np.dtype(d.name)) for d in ALL}
 BY_NAME["bool_"] = bool_
 
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import types as _types
 
+import numpy as _np
+
 from ...ir import dtypes as _dt
 from .. import tracer as _tracer
-from . import (_binning, _creation, _editing, _floating, _index, _integer, _linalg, _linalg_solve, _math, _numeric,
-               _predicates, _quantile, _reduce, _shape, _sorting)
+from . import (_array_api, _binning, _creation, _dtypes, _editing, _floating, _index, _integer, _linalg, _linalg_solve, _math,
+               _numeric, _polynomial, _predicates, _quantile, _reduce, _shape, _sorting)
 from ._eager import eager as _eager
 
 float32 = _dt.float32
@@ -18,6 +20,9 @@ float16 = _dt.float16
 bfloat16 = _dt.bfloat16
 int32 = _dt.int32
 bool_ = _dt.bool_
+# NumPy's abstract scalar types, for issubdtype(x.dtype, lnp.floating)
+generic, number, inexact, floating = _np.generic, _np.number, _np.inexact, _np.floating
+integer, signedinteger, unsignedinteger = _np.integer, _np.signedinteger, _np.unsignedinteger
 pi = 3.141592653589793
 e = 2.718281828459045
 inf = float("inf")
@@ -49,7 +54,8 @@ _REDUCE = [
     "nanmax", "nanmin", "nanprod", "nancumsum", "nancumprod", "nanvar", "nanstd", "nanargmax",
     "nanargmin", "trace",
 ]
-_LINALG = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "diagonal", "kron"]
+_LINALG = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "diagonal", "kron", "vecdot",
+           "matvec", "vecmat"]
 _CREATION = [
     "full", "zeros", "ones", "empty", "zeros_like", "ones_like", "empty_like", "full_like",
     "arange", "linspace", "logspace", "eye", "identity", "tri", "array", "asarray", "meshgrid",
@@ -67,7 +73,8 @@ for _mod, _names in ((_math, _MATH), (_shape, _SHAPE), (_reduce, _REDUCE), (_lin
                      (_creation, _CREATION), (_index, _INDEX), (_sorting, _SORTING),
                      (_quantile, _QUANTILE), (_integer, _INTEGER), (_numeric, _numeric.__all__),
                      (_binning, _binning.__all__), (_predicates, _predicates.__all__),
-                     (_editing, _editing.__all__), (_floating, _floating.__all__)):
+                     (_editing, _editing.__all__), (_floating, _floating.__all__),
+                     (_array_api, _array_api.__all__), (_polynomial, _polynomial.__all__)):
     for _n in _names:
         _g[_n] = _eager(getattr(_mod, _n), _n)
 
@@ -77,30 +84,46 @@ round_ = round
 divmod = _eager(_integer.divmod_, "divmod")  # noqa: A001
 bitwise_invert = bitwise_not  # noqa: F821 (NumPy 2's names)
 bitwise_left_shift, bitwise_right_shift = left_shift, right_shift  # noqa: F821
+acos, acosh, asin, asinh = arccos, arccosh, arcsin, arcsinh  # noqa: F821
+atan, atan2, atanh, pow = arctan, arctan2, arctanh, power  # noqa: F821, A001
+conjugate, row_stack = conj, vstack  # noqa: F821
 cummax = _eager(_reduce.cummax, "cummax")
+for _n in _dtypes.__all__:  # answers about dtypes, not arrays: nothing to run eagerly
+    _g[_n] = getattr(_dtypes, _n)
 unfold = _eager(_shape.unfold, "unfold")
 broadcast_shapes = _tracer.broadcast_shapes
 
 linalg = _types.SimpleNamespace(norm=_eager(_linalg.norm, "linalg.norm"), matmul=matmul,  # noqa: F821
-                                trace=trace, diagonal=diagonal, outer=outer, vecdot=vdot,  # noqa: F821
+                                trace=trace, diagonal=diagonal, outer=outer, vecdot=vecdot,  # noqa: F821
                                 **{_n: _eager(getattr(_linalg_solve, _n), "linalg." + _n)
                                    for _n in _linalg_solve.__all__})
 
 __all__ = sorted(set(_MATH + _SHAPE + _REDUCE + _LINALG + _CREATION + _INDEX + _SORTING + _QUANTILE
                      + _INTEGER + _numeric.__all__ + _binning.__all__ + _predicates.__all__
-                     + _editing.__all__ + _floating.__all__ + ["prod", "round", "divmod", "bitwise_invert", "bitwise_left_shift",
+                     + _editing.__all__ + _floating.__all__ + _dtypes.__all__ + _array_api.__all__ + _polynomial.__all__
+                     + ["acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "pow", "conjugate", "row_stack",
+                        "prod", "round", "divmod", "bitwise_invert", "bitwise_left_shift",
                                    "bitwise_right_shift", "cummax", "unfold", "broadcast_shapes",
                         "float32", "float16", "bfloat16", "int32", "bool_", "pi", "e", "inf",
-                        "nan", "newaxis", "linalg"]))
+                        "nan", "newaxis", "linalg", "generic", "number", "inexact", "floating", "integer",
+                        "signedinteger", "unsignedinteger"]))
 
 
 def functions() -> list[str]:
     """The callable names of this namespace (documented in docs/api.md)."""
     g = globals()
-    return [n for n in __all__ if callable(g.get(n)) and not isinstance(g.get(n), _dt.DType)]
+    return [n for n in __all__ if callable(g.get(n)) and not isinstance(g.get(n), (_dt.DType, type))]
 
 
 del _g, _mod, _names, _n
+
+
+def _dtype_call(self, x):
+    """``lnp.float32(3.0)``, ``lnp.int32(x)``: x as an array of this dtype (as JAX's dtypes)."""
+    return astype(asarray(x), self)  # noqa: F821
+
+
+_dt.DType.__call__ = _dtype_call
 
 
 def _install_methods():

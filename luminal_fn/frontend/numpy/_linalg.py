@@ -72,6 +72,44 @@ def vdot(a, b):
     return inner(reshape_any(a, (a.size,)), reshape_any(b, (b.size,)))
 
 
+def vecdot(x1, x2, axis=-1):
+    """NumPy 2's vecdot: the dot product of vectors along ``axis``, the other axes broadcast."""
+    ctx = _ctx_of(x1, x2)
+    a, b = lift(x1, ctx), lift(x2, ctx)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"vecdot: operands must be at least 1-D, got shapes {a.shape} and {b.shape}")
+    shape = broadcast_shapes(a.shape, b.shape, op="vecdot")
+    ax = normalize_axis(axis, len(shape), "vecdot")
+    k = ax - len(shape)  # the vectors' axis, counted from the end in both (it is not broadcast)
+    if -k > min(a.ndim, b.ndim) or not same(a.shape[k], b.shape[k]):
+        raise ShapeError(f"vecdot: the vectors along axis {axis} of shapes {a.shape} and {b.shape} "
+                         "must have one length (only the other axes broadcast)")
+    inputs = (a, b)
+    a, b = _promote_pair(a, b)
+    out = reduce("SumReduce", binary("Mul", broadcast_to(a, shape), broadcast_to(b, shape), opname="vecdot"), ax)
+    return _as_bool_if(out, *inputs)
+
+
+def matvec(x1, x2):
+    """NumPy 2's matvec: (..., m, n) matrices times (..., n) vectors -> (..., m)."""
+    ctx = _ctx_of(x1, x2)
+    a, v = lift(x1, ctx), lift(x2, ctx)
+    if a.ndim < 2 or v.ndim < 1:
+        raise ShapeError(f"matvec: needs a matrix (>= 2-D) and a vector (>= 1-D), got shapes {a.shape} and {v.shape}")
+    out = matmul(a, expand_dims(v, -1))
+    return reshape_any(out, out.shape[:-1])
+
+
+def vecmat(x1, x2):
+    """NumPy 2's vecmat: (..., n) vectors times (..., n, m) matrices -> (..., m)."""
+    ctx = _ctx_of(x1, x2)
+    v, a = lift(x1, ctx), lift(x2, ctx)
+    if v.ndim < 1 or a.ndim < 2:
+        raise ShapeError(f"vecmat: needs a vector (>= 1-D) and a matrix (>= 2-D), got shapes {v.shape} and {a.shape}")
+    out = matmul(expand_dims(v, -2), a)
+    return reshape_any(out, out.shape[:-2] + out.shape[-1:])
+
+
 def inner(a, b):
     ctx = _ctx_of(a, b)
     a, b = lift(a, ctx), lift(b, ctx)
