@@ -11,7 +11,7 @@ import numpy as _np
 
 from ...ir import dtypes as _dt
 from .. import tracer as _tracer
-from . import (_array_api, _binning, _creation, _dtypes, _editing, _floating, _index, _integer, _linalg, _linalg_solve, _math,
+from . import (_array_api, _binning, _construct, _creation, _dtypes, _editing, _floating, _index, _integer, _linalg, _linalg_solve, _math,
                _numeric, _polynomial, _predicates, _quantile, _reduce, _shape, _sorting)
 from ._eager import eager as _eager
 
@@ -65,7 +65,7 @@ _INDEX = ["take", "take_along_axis", "put_along_axis", "compress"]
 _SORTING = ["sort", "argsort", "top_k", "partition", "argpartition", "searchsorted", "unique",
             "nonzero", "argwhere", "flatnonzero"]
 _INTEGER = ["floor_divide", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "gcd",
-            "lcm"]
+            "lcm", "bitwise_count"]
 _QUANTILE = ["quantile", "nanquantile", "percentile", "nanpercentile", "median", "nanmedian"]
 
 _g = globals()
@@ -74,7 +74,8 @@ for _mod, _names in ((_math, _MATH), (_shape, _SHAPE), (_reduce, _REDUCE), (_lin
                      (_quantile, _QUANTILE), (_integer, _INTEGER), (_numeric, _numeric.__all__),
                      (_binning, _binning.__all__), (_predicates, _predicates.__all__),
                      (_editing, _editing.__all__), (_floating, _floating.__all__),
-                     (_array_api, _array_api.__all__), (_polynomial, _polynomial.__all__)):
+                     (_array_api, _array_api.__all__), (_polynomial, _polynomial.__all__),
+                     (_construct, _construct.__all__)):
     for _n in _names:
         _g[_n] = _eager(getattr(_mod, _n), _n)
 
@@ -100,7 +101,7 @@ linalg = _types.SimpleNamespace(norm=_eager(_linalg.norm, "linalg.norm"), matmul
 
 __all__ = sorted(set(_MATH + _SHAPE + _REDUCE + _LINALG + _CREATION + _INDEX + _SORTING + _QUANTILE
                      + _INTEGER + _numeric.__all__ + _binning.__all__ + _predicates.__all__
-                     + _editing.__all__ + _floating.__all__ + _dtypes.__all__ + _array_api.__all__ + _polynomial.__all__
+                     + _editing.__all__ + _floating.__all__ + _dtypes.__all__ + _array_api.__all__ + _polynomial.__all__ + _construct.__all__
                      + ["acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "pow", "conjugate", "row_stack",
                         "prod", "round", "divmod", "bitwise_invert", "bitwise_left_shift",
                                    "bitwise_right_shift", "cummax", "unfold", "broadcast_shapes",

@@ -17,7 +17,7 @@ from . import _math as m
 from ._index import take
 from ._integer import floor_divide_int
 
-__all__ = ["frexp", "ldexp"]
+__all__ = ["frexp", "ldexp", "modf"]
 
 _LOW, _HIGH = -149, 127  # the exponents of the smallest subnormal and the largest power of two
 _POW2 = np.array([2.0 ** k for k in range(_LOW, _HIGH + 1)], np.float32)
@@ -76,3 +76,12 @@ def ldexp(x1, x2):
     first = _pow2(m.where(normal, t, m.add(t, 64)))
     second = m.where(m.greater_equal(t, 128), 2.0, m.where(normal, 1.0, 2.0 ** -64))
     return cast(m.multiply(m.multiply(m.multiply(man, 2.0), first), second), d)
+
+
+def modf(x):
+    """(fractional, integral) parts, both with x's sign (modf(-3.0) is (-0.0, -3.0)), as NumPy's;
+    float32 for integer x (NumPy: float64)."""
+    t = m._float(lift(x, _ctx_of(x)))
+    whole = m.trunc(t)
+    frac = m.where(m.isinf(t), 0.0, m.subtract(t, whole))
+    return m.copysign(frac, t), whole

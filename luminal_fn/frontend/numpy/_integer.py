@@ -239,3 +239,16 @@ def _euclid_operands(x, y, fn: str):
         raise DTypeError(f"{fn}: not supported for bool operands, as in NumPy; cast to int32 first "
                          "(x.astype(lnp.int32))")
     return a, b
+
+
+def bitwise_count(x):
+    """The number of 1 bits in |x| (NumPy 2's bitwise_count), as int32 (NumPy: uint8)."""
+    t = lift(x, _ctx_of(x))
+    if t.dtype.is_float:
+        raise DTypeError(f"bitwise_count: not supported for {t.dtype} (integers and bool only)")
+    v = m.absolute(cast(t, dt.int32))  # |-2^31| wraps to -2^31, whose one bit is the sign's
+    bits = _bits(v)
+    out = bits[0]
+    for b in bits[1:]:
+        out = m.add(out, b)
+    return out

@@ -128,7 +128,8 @@ def trunc(x):
     x = lift(x, _ctx_of(x))
     if not x.dtype.is_float:
         return x
-    return subtract(x, fmod(x, 1.0))
+    # from 2^23 on every float32 is an integer; inf among them (fmod(inf, 1) is nan)
+    return where(less(absolute(x), 8388608.0), subtract(x, fmod(x, 1.0)), x)
 
 
 fix = trunc

@@ -21,12 +21,12 @@ from . import _math as _m
 from ._creation import _shape_tuple, zeros
 from ._index import dim_value
 from ._linalg import diagonal, matmul
-from ._reduce import cumprod, mean, sum as _sum
+from ._reduce import cumprod, cumsum, mean, sum as _sum
 from ._shape import (_axes, _slice_axis, concatenate, expand_dims, flip, moveaxis, ravel, reshape,
                      squeeze, stack, transpose)
 
 __all__ = ["diff", "ediff1d", "gradient", "trapezoid", "cross", "polyval", "vander", "cov",
-           "corrcoef"]
+           "corrcoef", "unwrap"]
 
 class _NoValue:
     """"Not given", where None is a meaningful value (NumPy's np._NoValue)."""
@@ -471,3 +471,25 @@ def corrcoef(x, y=None, rowvar=True):
     std = _m.sqrt(diagonal(c))
     c = _m.true_divide(c, expand_dims(std, 1))
     return _m.clip(_m.true_divide(c, expand_dims(std, 0)), -1, 1)
+
+
+def unwrap(p, discont=None, axis=-1, period=6.283185307179586):
+    """NumPy's unwrap: steps between neighbours larger than ``discont`` (default period / 2)
+    are taken modulo ``period`` toward the smaller step, and the corrections accumulate."""
+    p = lift(p, _ctx_of(p))
+    if p.ndim == 0:
+        raise ShapeError("unwrap: p is 0-d; it needs an axis to unwrap along")
+    ax = normalize_axis(axis, p.ndim, "unwrap")
+    x = cast(p, dt.float32) if not p.dtype.is_float else p
+    n = static_int(x.shape[ax], "unwrap: the length of the unwrapped axis")
+    if n < 2:
+        return x
+    half = period / 2
+    discont = half if discont is None else max(float(discont), half)
+    dd = diff(x, axis=ax)
+    ddmod = _m.add(_m.mod(_m.subtract(dd, -half), period), -half)
+    # a step of exactly +half stays +half (NumPy's boundary rule), not -half
+    ddmod = _m.where(_m.logical_and(_m.equal(ddmod, -half), _m.greater(dd, 0)), half, ddmod)
+    correct = _m.where(_m.less(_m.absolute(dd), discont), 0.0, _m.subtract(ddmod, dd))
+    rest = _m.add(_window(x, ax, 1, n - 1), cumsum(correct, axis=ax))
+    return concatenate([_window(x, ax, 0, 1), rest], axis=ax)
