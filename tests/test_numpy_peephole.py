@@ -45,3 +45,37 @@ def test_near_misses_are_left_alone():
     gelu, _ = _trees(lambda u: 0.5 * u * (1.0 + lnp.tanh(0.8 * (u + 0.044715 * u * u * u))), X)
     u = X.astype(np.float64)
     np.testing.assert_allclose(gelu, 0.5 * u * (1 + np.tanh(0.8 * (u + 0.044715 * u ** 3))), rtol=1e-6, atol=1e-6)
+
+
+def test_tanh_with_its_small_argument_series_is_one_np_tanh():
+    """lnp.tanh selects a Taylor series below |x| = 0.3 (the exp form cancels there); on the
+    NumPy backend the whole select is np.tanh, and nothing else is left in its kernel."""
+    out, trees = _trees(lnp.tanh, X)
+    assert any(t[0] == "np.tanh" for t in trees), trees
+    assert not any("Select" in str(t) for t in trees), trees
+    np.testing.assert_allclose(out, np.tanh(X), rtol=1e-7, atol=0)
+
+
+def test_a_select_between_tanh_and_another_series_is_kept():
+    """The select folds only when its other branch is tanh's own series of the same x."""
+    x, e = ("in", 0), ("Exp2", "float32", ("Mul", "float32", ("Mul", "float32", ("in", 0), ("const", 2.0, "float32")),
+                                           ("const", LOG2E, "float32")))
+    tanh_form = ("Add", "float32", ("const", 1.0, "float32"),
+                 ("Mul", "float32", ("Mul", "float32", ("const", 2.0, "float32"),
+                                     ("Recip", "float32", ("Add", "float32", e, ("const", 1.0, "float32")))),
+                  ("const", -1.0, "float32")))
+    z = ("Mul", "float32", x, x)
+    c = ("LessThan", "bool", z, ("const", 0.09, "float32"))
+
+    def series(coefs):
+        p = ("const", coefs[-1], "float32")
+        for k in reversed(coefs[:-1]):
+            p = ("Add", "float32", ("const", k, "float32"), ("Mul", "float32", z, p))
+        return ("Mul", "float32", x, ("Add", "float32", ("const", 1.0, "float32"), ("Mul", "float32", z, p)))
+
+    real = (-1 / 3, 2 / 15, -17 / 315, 62 / 2835, -1382 / 155925)
+    assert rewrite(("Select", "float32", c, series(real), tanh_form)) == ("np.tanh", "float32", x)
+    other = ("Select", "float32", c, series((-1 / 3, 2 / 15, -17 / 315, 62 / 2835, 0.5)), tanh_form)
+    assert rewrite(other)[0] == "Select"
+    other_x = ("Select", "float32", c, series(real), ("np.tanh", "float32", ("in", 1)))
+    assert rewrite(other_x)[0] == "Select"

@@ -57,6 +57,35 @@ def _tanh_arg(t):
     return _split(inner, "Mul", 2.0)
 
 
+# the Taylor coefficients of x^3 .. x^11 the front end's tanh uses below |x| = 0.3
+# (frontend/numpy/_trig.py; not imported: backends do not import the front end)
+_TANH_SERIES = (-1 / 3, 2 / 15, -17 / 315, 62 / 2835, -1382 / 155925)
+
+
+def _other(t, tag, operand):
+    """For ``(tag, d, a, b)`` with one side ``operand``: the other side, else None."""
+    if t[0] != tag:
+        return None
+    if t[2] == operand:
+        return t[3]
+    return t[2] if t[3] == operand else None
+
+
+def _is_tanh_series(t, x) -> bool:
+    """t is x * (1 + z * (c1 + z * (c2 + ... z * c5))) with z = x * x and tanh's coefficients."""
+    if t[0] != "Mul":
+        return False
+    z = ("Mul", t[1], x, x)
+    rest = _other(t, "Mul", x)
+    rest = _split(rest, "Add", 1.0) if rest is not None else None
+    for c in _TANH_SERIES[:-1]:
+        inner = _other(rest, "Mul", z) if rest is not None else None
+        rest = _split(inner, "Add", c) if inner is not None else None
+        if rest is None:
+            return False
+    return _split(rest, "Mul", _TANH_SERIES[-1]) == z
+
+
 def rewrite(tree, memo: dict | None = None):
     """The tree with recognised exp / log / tanh subtrees replaced (bottom-up). A subtree met
     twice is one object (x * x), rewritten once (``memo``, by id) into one object again."""
@@ -89,4 +118,8 @@ def _rewrite_node(tree, memo):
         x = _tanh_arg(t)
         if x is not None:
             return ("np.tanh", d, x)
+    if tag == "Select":  # tanh's series for small |x|, its exp form elsewhere: both np.tanh
+        for a, b in ((kids[1], kids[2]), (kids[2], kids[1])):
+            if b[0] == "np.tanh" and _is_tanh_series(a, b[2]):
+                return b
     return t

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 from ._math import (
-    _float, absolute, add, computed_in_float32, copysign, equal, exp, greater, isinf, less, log,
-    logical_and, multiply, negative, reciprocal, signbit, sqrt, square, subtract, true_divide,
-    unary, where
+    LN2, _float, absolute, add, computed_in_float32, copysign, equal, exp, expm1, greater, isinf, less,
+    log, log1p, logical_and, multiply, negative, reciprocal, signbit, sqrt, square, subtract,
+    true_divide, unary, where
 )
 
 
@@ -16,9 +16,26 @@ def sin(x):
     return unary("Sin", x)
 
 
+def _cos_from_half(x):
+    """1 - 2 sin(x/2)^2: right to an ulp or two where |cos x| is near 1."""
+    h = sin(multiply(x, 0.5))
+    return subtract(1.0, multiply(multiply(h, h), 2.0))
+
+
 @computed_in_float32
 def cos(x):
-    return sin(add(_float(x), math.pi / 2))
+    """cos from the Sin primitive alone, over the whole float32 range. sin(x + pi/2) would round
+    x + pi/2 first: half an ulp of x (0.004 at x = 1e5, everything beyond 1e7). Here every
+    argument is exact (x, 2x, x/2): where |sin x| > 1/2, cos x = sin(2x) / (2 sin x), which keeps
+    its relative accuracy near the zeros of cos; elsewhere |cos x| > 0.86 and 1 - 2 sin(x/2)^2
+    has no cancellation. (2x overflows past 1.7e38: the second form there.)"""
+    x = _float(x)
+    s = sin(x)
+    ratio = true_divide(sin(multiply(x, 2.0)), multiply(s, 2.0))
+    # (|s| > 1/2 and |x| < 1.7e38 written without abs, a select the extraction may store apart)
+    use_ratio = logical_and(greater(multiply(s, s), 0.25),
+                            logical_and(less(x, 1.7e38), greater(x, -1.7e38)))
+    return where(use_ratio, ratio, _cos_from_half(x))
 
 
 @computed_in_float32
@@ -26,23 +43,47 @@ def tan(x):
     return true_divide(sin(x), cos(x))
 
 
+def _half_exp(ax):
+    """exp(ax) / 2 without overflowing where the result still fits (ax up to 89.4):
+    exp(ax / 2) * 0.5 * exp(ax / 2)."""
+    h = exp(multiply(ax, 0.5))
+    return multiply(multiply(h, 0.5), h)
+
+
 @computed_in_float32
 def sinh(x):
-    e = exp(x)
-    return multiply(subtract(e, reciprocal(e)), 0.5)
+    x = _float(x)
+    ax = absolute(x)
+    # (e - 1/e) / 2 with e = expm1 + 1: no cancellation for small x (sinh(1e-7) is 1e-7)
+    e = expm1(ax)
+    r = where(greater(ax, 88.0), _half_exp(ax), multiply(add(e, true_divide(e, add(e, 1.0))), 0.5))
+    return copysign(r, x)
 
 
 @computed_in_float32
 def cosh(x):
-    e = exp(x)
-    return multiply(add(e, reciprocal(e)), 0.5)
+    ax = absolute(_float(x))
+    e = exp(ax)
+    return where(greater(ax, 88.0), _half_exp(ax), multiply(add(e, reciprocal(e)), 0.5))
+
+
+# tanh's Taylor coefficients of x^3 .. x^11: below |x| = 0.3 the series is exact to float32
+# (the next term is 2e-9 of the value), where 1 - 2 / (exp(2x) + 1) cancels (tanh(1e-7) came out
+# 1.19e-7). The NumPy backend reads the whole select as np.tanh (backends/numpy/tree_peephole.py).
+TANH_SERIES = (-1 / 3, 2 / 15, -17 / 315, 62 / 2835, -1382 / 155925)
 
 
 @computed_in_float32
 def tanh(x):
     x = _float(x)
     # 1 - 2 / (exp(2x) + 1) saturates cleanly at +-1
-    return subtract(1.0, true_divide(2.0, add(exp(multiply(x, 2.0)), 1.0)))
+    big = subtract(1.0, true_divide(2.0, add(exp(multiply(x, 2.0)), 1.0)))
+    z = multiply(x, x)
+    p = TANH_SERIES[-1]
+    for c in reversed(TANH_SERIES[:-1]):
+        p = add(c, multiply(z, p))
+    small = multiply(x, add(1.0, multiply(z, p)))
+    return where(less(z, 0.09), small, big)  # (|x| < 0.3 through z: no separate abs pass)
 
 
 @computed_in_float32
@@ -94,24 +135,36 @@ def arccos(x):
     return arctan2(sqrt(multiply(subtract(1.0, x), add(1.0, x))), x)
 
 
+_BIG = 2.0 ** 28  # above it x^2 + 1 is x^2 in float32 (and x^2 overflows from 1.8e19)
+
+
 @computed_in_float32
 def arcsinh(x):
     x = _float(x)
     ax = absolute(x)
-    r = log(add(ax, sqrt(add(multiply(ax, ax), 1.0))))
+    # log1p(x + x^2 / (1 + sqrt(1 + x^2))): no cancellation for small x; log(2x) for big x
+    small = log1p(add(ax, true_divide(multiply(ax, ax), add(1.0, sqrt(add(multiply(ax, ax), 1.0))))))
+    r = where(greater(ax, _BIG), add(log(ax), LN2), small)
     return where(less(x, 0), negative(r), r)
 
 
 @computed_in_float32
 def arccosh(x):
     x = _float(x)
-    return log(add(x, sqrt(multiply(subtract(x, 1.0), add(x, 1.0)))))
+    t = subtract(x, 1.0)  # exact near 1, where acosh(1 + t) ~ sqrt(2t)
+    small = log1p(add(t, sqrt(multiply(t, add(t, 2.0)))))
+    r = where(greater(x, _BIG), add(log(x), LN2), small)
+    return where(less(x, 1.0), math.nan, r)  # (t * (t + 2) overflows to +inf for huge negative x)
 
 
 @computed_in_float32
 def arctanh(x):
     x = _float(x)
-    return multiply(log(true_divide(add(1.0, x), subtract(1.0, x))), 0.5)
+    ax = absolute(x)
+    # log((1 + x) / (1 - x)) / 2 as log1p(2|x| / (1 - |x|)) / 2, the sign put back: no
+    # cancellation for small x, and none near -1 (log1p of a value near -1 loses it)
+    r = multiply(log1p(true_divide(multiply(ax, 2.0), subtract(1.0, ax))), 0.5)
+    return where(less(x, 0), negative(r), r)
 
 
 def deg2rad(x):

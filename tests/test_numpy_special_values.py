@@ -1,0 +1,80 @@
+"""Unary math at the edges of float32, against NumPy: infinities, NaN, signed zeros, subnormals,
+the overflow thresholds and huge arguments, on every backend. Each function is built from HLIR
+primitives, so an edge a formula misses (floor(inf) = inf - fmod(inf, 1) = nan, cos(1e5) =
+sin(1e5 + pi/2) with the sum rounded, sinh(89) through an overflowing exp(89), asinh(1e-7) by
+log(1 + ...) cancelling) shows here as a wrong value, not a small error."""
+import importlib.util
+import warnings
+
+import numpy as np
+import pytest
+
+import luminal_fn as lf
+import luminal_fn.numpy as lnp
+
+EDGES = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-45, -1e-45, 1e-38, 1.17549435e-38, 3.4028235e38,
+                  -3.4028235e38, 1.0, -1.0, 0.5, -0.5, 2.0, 1e-7, -1e-7, 1e7, 88.7, 89.0, -89.0, -87.0, -104.0,
+                  1e20, -1e20, 3.0, 0.99999994, 1.0000001, -0.99999994, 100.0, -100.0, 1e-20, 16777217.0, 2.5, -2.5,
+                  0.1, 8388607.5, 1.5707964, 4.712389, 1e5, -3e9], np.float32)
+
+UNARY = ["sqrt", "cbrt", "absolute", "sign", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos",
+         "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "deg2rad",
+         "rad2deg", "sinc", "floor", "ceil", "trunc", "rint", "square", "reciprocal", "negative", "isnan", "isinf",
+         "isfinite", "signbit", "nan_to_num", "isposinf", "isneginf"]
+
+
+def _backends():
+    out = ["numpy"]
+    if importlib.util.find_spec("mlx") is not None:
+        out.append("mlx")
+    return out + [pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+def _wrong(got, want, rtol):
+    """(x, got, want) where got is not want: NaN where NumPy is not (or the reverse), another
+    infinity, or a finite value off by more than rtol (absolute near zero: 1e-37)."""
+    bad = []
+    for x, a, b in zip(EDGES, np.asarray(got, np.float64), np.asarray(want, np.float64)):
+        if np.isnan(a) != np.isnan(b) or (np.isinf(b) and a != b) or (
+                np.isfinite(b) and not np.isclose(a, b, rtol=rtol, atol=1e-37)):
+            bad.append((float(x), float(a), float(b)))
+    return bad
+
+
+@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_functions_at_the_edges(backend, name):
+    got = lf.jit(getattr(lnp, name), backend=backend)(EDGES)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = getattr(np, name)(EDGES)  # NumPy's float32 results (sinc(1) is sin(float32 pi) / pi)
+    rtol = 2e-5 if backend == "numpy" else 5e-5  # (a backend's own sin/exp/log2 differ by ulps)
+    assert not _wrong(got, want, rtol), f"{name} on {backend}: (x, got, NumPy) {_wrong(got, want, rtol)[:6]}"
+
+
+@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("lo,hi", [(0, 7), (7, 1e3), (1e3, 1e5), (1e5, 1e7), (1e7, 1e20), (1e20, 1.7e38)])
+def test_cos_and_tan_over_the_whole_range(backend, lo, hi):
+    """cos keeps its relative accuracy near its zeros and for huge arguments (the Sin primitive
+    reduces exactly; cos is read from sin(x), sin(2x) and sin(x/2), all exact arguments)."""
+    r = np.random.default_rng(int(lo) % 1000)
+    x = (r.uniform(lo, hi, 4000) * r.choice([-1, 1], 4000)).astype(np.float32)
+    x = np.concatenate([x, np.float32([np.pi / 2, 3 * np.pi / 2, 1.5707964, 4.712389, 7853.9824])])
+    tol = 1e-6 if backend == "numpy" else 2e-5
+    for name in ("cos", "tan"):
+        got = np.asarray(lf.jit(getattr(lnp, name), backend=backend)(x), np.float64)
+        want = getattr(np, name)(x.astype(np.float64))
+        err = np.abs(got - want) / np.maximum(np.abs(want), 1e-3)
+        assert err.max() < tol, f"{name} on {backend} in [{lo:g}, {hi:g}]: x = {x[err.argmax()]!r}, error {err.max():.2e}"
+
+
+@pytest.mark.parametrize("name,xs", [
+    ("sinh", [1e-7, -3e-6, 1e-30, 88.5, 89.4, -89.4]), ("cosh", [88.5, 89.4, -89.4, 1e-7]),
+    ("arcsinh", [1e-7, -2e-5, 1e-30, 3e19, -3e38]), ("arccosh", [1.0, 1.0000001, 1.5, 3e19, 3e38]),
+    ("arctanh", [1e-7, -2e-5, 1e-30, 0.9999999, -0.5]), ("log1p", [1e-8, -1e-8, 3e38, np.inf]),
+])
+def test_hyperbolics_near_zero_and_near_overflow(name, xs):
+    x = np.array(xs, np.float32)
+    got = np.asarray(lf.jit(getattr(lnp, name))(x), np.float64)
+    want = getattr(np, name)(x.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=3e-6, err_msg=name)
