@@ -78,3 +78,26 @@ def test_hyperbolics_near_zero_and_near_overflow(name, xs):
     got = np.asarray(lf.jit(getattr(lnp, name))(x), np.float64)
     want = getattr(np, name)(x.astype(np.float64))
     np.testing.assert_allclose(got, want, rtol=3e-6, err_msg=name)
+
+
+PAIR_VALUES = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-45, 1e-38, 3.4e38, -3.4e38, 1.0, -1.0, 0.5, -2.5, 2.0,
+                        3.0, 1e20, -7.0, 1e-20, 10.0], np.float32)
+BINARY = ["add", "subtract", "multiply", "divide", "power", "float_power", "hypot", "logaddexp", "logaddexp2", "fmod",
+          "mod", "remainder", "floor_divide", "copysign", "maximum", "minimum", "fmax", "fmin", "arctan2", "heaviside"]
+
+
+@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("name", BINARY)
+def test_binary_functions_at_the_edges(backend, name):
+    """Every pair of edge values (C99's special cases of pow, hypot(inf, nan) = inf, logaddexp
+    of two equal infinities, atan2 of nan)."""
+    a, b = (np.array(v, np.float32) for v in zip(*[(p, q) for p in PAIR_VALUES for q in PAIR_VALUES]))
+    got = np.asarray(lf.jit(getattr(lnp, name), backend=backend)(a, b), np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = getattr(np, name)(a, b).astype(np.float32).astype(np.float64)
+    rtol = 2e-5 if backend == "numpy" else 5e-5
+    bad = [(float(x), float(y), float(p), float(q)) for x, y, p, q in zip(a, b, got, want)
+           if np.isnan(p) != np.isnan(q) or (np.isinf(q) and p != q)
+           or (np.isfinite(q) and not np.isclose(p, q, rtol=rtol, atol=1e-37))]
+    assert not bad, f"{name} on {backend}: (x, y, got, NumPy) {bad[:6]}"

@@ -215,13 +215,15 @@ def power(x, y):
     d = result_dtype(x, y)
     xf, yf = cast(x, d) if not x.dtype.is_float else x, y
     mag = exp2(multiply(yf, log2(absolute(xf))))
-    # negative base: defined when the exponent is an integer; sign from its parity
+    # a finite negative base: defined when the exponent is an integer; the sign from its parity
+    # (odd: fmod is +-1, never for an infinite exponent), for -0.0 and -inf too, as C's pow
     yint = equal(trunc(yf), yf)
-    odd = not_equal(fmod(yf, 2.0), 0.0)
-    neg = less(xf, 0)
-    sign = where(logical_and(neg, odd), -1.0, 1.0)
+    odd = equal(absolute(fmod(yf, 2.0)), 1.0)
+    sign = where(logical_and(signbit(xf), odd), -1.0, 1.0)
     res = multiply(mag, sign)
-    res = where(logical_and(neg, logical_not(yint)), float("nan"), res)
+    res = where(logical_and(logical_and(less(xf, 0), isfinite(xf)), logical_not(yint)), float("nan"), res)
+    # 1 ** y and (-1) ** +-inf are 1 (the exp2 form gives inf * 0 = nan)
+    res = where(logical_or(equal(xf, 1.0), logical_and(equal(xf, -1.0), isinf(yf))), 1.0, res)
     return where(equal(yf, 0), 1.0, res)
 
 
@@ -368,13 +370,15 @@ def log1p(x):
 @computed_in_float32
 def logaddexp(x, y):
     m = maximum(x, y)
-    return add(m, log1p(exp(negative(absolute(subtract(x, y))))))
+    out = add(m, log1p(exp(negative(absolute(subtract(x, y))))))
+    return where(equal(x, y), add(m, LN2), out)  # (inf - inf is nan: equal infinities give m)
 
 
 @computed_in_float32
 def logaddexp2(x, y):
     m = maximum(x, y)
-    return add(m, true_divide(log1p(exp2(negative(absolute(subtract(x, y))))), LN2))
+    out = add(m, true_divide(log1p(exp2(negative(absolute(subtract(x, y))))), LN2))
+    return where(equal(x, y), add(m, 1.0), out)  # (inf - inf is nan: equal infinities give m)
 
 
 def sqrt(x):

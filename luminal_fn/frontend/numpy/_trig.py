@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 from ._math import (
-    LN2, _float, absolute, add, computed_in_float32, copysign, equal, exp, expm1, greater, isinf, less,
-    log, log1p, logical_and, multiply, negative, reciprocal, signbit, sqrt, square, subtract,
-    true_divide, unary, where
+    LN2, _float, absolute, add, computed_in_float32, copysign, equal, exp, expm1, greater, isinf, isnan,
+    less, log, log1p, logical_and, logical_or, maximum, minimum, multiply, negative, reciprocal,
+    signbit, sqrt, subtract, true_divide, unary, where
 )
 
 
@@ -120,7 +120,7 @@ def arctan2(y, x):
     on_axis = where(signbit(x), math.pi, 0.0)
     on_axis = where(equal(y, 0), where(y_neg, negative(on_axis), on_axis),
                     where(greater(y, 0), math.pi / 2, -math.pi / 2))
-    return where(equal(x, 0), on_axis, a)
+    return where(logical_or(isnan(x), isnan(y)), math.nan, where(equal(x, 0), on_axis, a))
 
 
 @computed_in_float32
@@ -181,7 +181,14 @@ degrees = rad2deg
 
 @computed_in_float32
 def hypot(x, y):
-    return sqrt(add(square(_float(x)), square(_float(y))))
+    # big * sqrt(1 + (small / big)^2): no overflow of x^2 (hypot(3e38, 1) is 3e38); an
+    # infinite side wins over nan, as C's hypot
+    x, y = _float(x), _float(y)
+    ax, ay = absolute(x), absolute(y)
+    big, small = maximum(ax, ay), minimum(ax, ay)
+    r = true_divide(small, where(equal(big, 0), 1.0, big))
+    h = multiply(big, sqrt(add(1.0, multiply(r, r))))
+    return where(logical_or(isinf(x), isinf(y)), math.inf, h)
 
 
 @computed_in_float32
