@@ -101,3 +101,28 @@ def test_binary_functions_at_the_edges(backend, name):
            if np.isnan(p) != np.isnan(q) or (np.isinf(q) and p != q)
            or (np.isfinite(q) and not np.isclose(p, q, rtol=rtol, atol=1e-37))]
     assert not bad, f"{name} on {backend}: (x, y, got, NumPy) {bad[:6]}"
+
+
+ROWS = np.array([[1, 2, 3, 4], [np.inf, 1, 2, 3], [-np.inf, 1, 2, 3], [np.nan, 1, 2, 3], [np.inf, -np.inf, 0, 1],
+                 [-np.inf] * 4, [np.inf] * 4, [3e38, 3e38, 1, 1], [-0.0, 0.0, -0.0, 0.0], [1e-45, 1e-45, 0, 0]],
+                np.float32)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "prod", "var", "std", "argmax", "argmin", "ptp",
+                                  "nansum", "nanmax", "nanmean", "cumsum", "cumprod", "median", "nanmedian",
+                                  "logsumexp"])
+def test_row_reductions_at_the_edges(name):
+    """Rows of infinities, NaN, overflowing sums and signed zeros (median of equal infinities is
+    that infinity: NumPy takes the mean of the middle two, not a lerp through inf - inf)."""
+    got = np.asarray(lf.jit(lambda x: getattr(lnp, name)(x, axis=1))(ROWS), np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if name == "logsumexp":
+            m = np.max(ROWS.astype(np.float64), axis=1, keepdims=True)
+            m = np.where(np.isfinite(m), m, 0)
+            want = np.log(np.sum(np.exp(ROWS - m), axis=1)) + m[:, 0]
+        else:
+            want = np.asarray(getattr(np, name)(ROWS, axis=1), np.float64)
+    bad = [(k, float(p), float(q)) for k, (p, q) in enumerate(zip(got.ravel(), want.ravel()))
+           if np.isnan(p) != np.isnan(q) or (np.isinf(q) and p != q) or (np.isfinite(q) and not np.isclose(p, q, rtol=1e-5))]
+    assert not bad, f"{name}: (row, got, NumPy) {bad}"

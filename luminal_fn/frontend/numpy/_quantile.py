@@ -52,7 +52,7 @@ def _checked_q(q, ctx, fn: str, scale: float):
 
 def _quantile(a, q, axis, method: str, keepdims: bool, fn: str, skip_nan: bool, scale: float = 1.0):
     a = lift(a, _ctx_of(a))
-    if method not in METHODS:
+    if method not in METHODS and fn not in ("median", "nanmedian"):
         raise ValueError(f"{fn}: method {method!r} is not supported ({', '.join(METHODS)})")
     ndim = a.ndim
     if ndim == 0:
@@ -92,6 +92,8 @@ def _quantile(a, q, axis, method: str, keepdims: bool, fn: str, skip_nan: bool, 
         v_lo, v_hi = at(lo), at(hi)
         if method == "midpoint":
             val = m.multiply(m.add(v_lo, v_hi), 0.5)
+        elif method == "median":  # NumPy's median: the middle value, or the mean of the middle two
+            val = m.where(m.equal(lo, hi), v_lo, m.multiply(m.add(v_lo, v_hi), 0.5))
         else:  # NumPy's lerp: from the nearer end, so t = 0 and t = 1 give the values exactly
             t = m.subtract(pos, lo)
             diff = m.subtract(v_hi, v_lo)
@@ -128,12 +130,12 @@ def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="line
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     _no_out(out, "median")
-    return _quantile(a, 0.5, axis, "linear", keepdims, "median", skip_nan=False)
+    return _quantile(a, 0.5, axis, "median", keepdims, "median", skip_nan=False)
 
 
 def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     _no_out(out, "nanmedian")
-    return _quantile(a, 0.5, axis, "linear", keepdims, "nanmedian", skip_nan=True)
+    return _quantile(a, 0.5, axis, "median", keepdims, "nanmedian", skip_nan=True)
 
 
 def _no_out(out, fn: str) -> None:
