@@ -47,13 +47,15 @@ def test_near_misses_are_left_alone():
     np.testing.assert_allclose(gelu, 0.5 * u * (1 + np.tanh(0.8 * (u + 0.044715 * u ** 3))), rtol=1e-6, atol=1e-6)
 
 
-def test_tanh_with_its_small_argument_series_is_one_np_tanh():
-    """lnp.tanh selects a Taylor series below |x| = 0.3 (the exp form cancels there); on the
-    NumPy backend the whole select is np.tanh, and nothing else is left in its kernel."""
-    out, trees = _trees(lnp.tanh, X)
-    assert any(t[0] == "np.tanh" for t in trees), trees
+@pytest.mark.parametrize("name", ["tanh", "expm1", "cos"])
+def test_a_select_of_two_forms_of_one_function_is_that_numpy_function(name):
+    """lnp.tanh and lnp.expm1 select a Taylor series near 0 (their exp forms cancel there),
+    lnp.cos a half-angle or a double-angle form; on the NumPy backend each whole select is one
+    NumPy call, and no select is left in its kernel."""
+    out, trees = _trees(getattr(lnp, name), X)
+    assert any(t[0] == "np." + name for t in trees), trees
     assert not any("Select" in str(t) for t in trees), trees
-    np.testing.assert_allclose(out, np.tanh(X), rtol=1e-7, atol=0)
+    np.testing.assert_allclose(out, getattr(np, name)(X), rtol=1e-7, atol=0)
 
 
 def test_a_select_between_tanh_and_another_series_is_kept():

@@ -53,18 +53,24 @@ def test_unary_functions_at_the_edges(backend, name):
 
 
 @pytest.mark.parametrize("backend", _backends())
-@pytest.mark.parametrize("lo,hi", [(0, 7), (7, 1e3), (1e3, 1e5), (1e5, 1e7), (1e7, 1e20), (1e20, 1.7e38)])
+@pytest.mark.parametrize("lo,hi", [(0, 7), (7, 1e3), (1e3, 1e5), (1e5, 1e7), (1e7, 1e15), (1e15, 3.4e38)])
 def test_cos_and_tan_over_the_whole_range(backend, lo, hi):
-    """cos keeps its relative accuracy near its zeros and for huge arguments (the Sin primitive
-    reduces exactly; cos is read from sin(x), sin(2x) and sin(x/2), all exact arguments)."""
+    """cos keeps its relative accuracy near its zeros up to |x| = 1e15 (the Sin primitive reduces
+    exactly; cos is read from sin(x) and sin(2x), exact arguments); beyond, 1 - 2 sin(x/2)^2 is
+    right to 1e-7 absolute."""
     r = np.random.default_rng(int(lo) % 1000)
     x = (r.uniform(lo, hi, 4000) * r.choice([-1, 1], 4000)).astype(np.float32)
     x = np.concatenate([x, np.float32([np.pi / 2, 3 * np.pi / 2, 1.5707964, 4.712389, 7853.9824])])
-    tol = 1e-6 if backend == "numpy" else 2e-5
+    # (MLX's own sin is right to ~1.2e-7 absolute past 1e5, not relative near its zeros)
+    tol = 1e-6 if backend == "numpy" else (2e-5 if hi <= 1e5 else 2e-4)
     for name in ("cos", "tan"):
         got = np.asarray(lf.jit(getattr(lnp, name), backend=backend)(x), np.float64)
         want = getattr(np, name)(x.astype(np.float64))
-        err = np.abs(got - want) / np.maximum(np.abs(want), 1e-3)
+        if lo >= 1e15:  # absolute there (tan's relative to 1 + tan^2, its derivative's scale)
+            err = np.abs(got - want) / (1 + want * want) if name == "tan" else np.abs(got - want)
+            tol = 3e-7 if backend == "numpy" else 2e-6
+        else:
+            err = np.abs(got - want) / np.maximum(np.abs(want), 1e-3)
         assert err.max() < tol, f"{name} on {backend} in [{lo:g}, {hi:g}]: x = {x[err.argmax()]!r}, error {err.max():.2e}"
 
 

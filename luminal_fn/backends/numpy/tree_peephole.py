@@ -5,7 +5,9 @@ The front end writes transcendental functions in HLIR primitives (``exp(x)`` is
 A GPU kernel evaluates those trees in registers for free; NumPy evaluates every node as a pass over
 memory, so one ``np.tanh`` is several times cheaper than its eight-node expansion. These rewrites
 recognise the forms ``luminal_fn.numpy`` writes, whole, and leave everything else alone. The
-private tags they produce (``"np.exp"``, ``"np.log"``, ``"np.tanh"``) exist only inside this backend.
+private tags they produce (``"np.exp"``, ``"np.log"``, ``"np.tanh"``, ``"np.expm1"``, ``"np.cos"``) exist only
+inside this backend. A select whose two branches are forms of one function of the same x (tanh's
+series and exp form, expm1's, cos's half- and double-angle forms) is that function.
 """
 from __future__ import annotations
 
@@ -86,6 +88,67 @@ def _is_tanh_series(t, x) -> bool:
     return _split(rest, "Mul", _TANH_SERIES[-1]) == z
 
 
+# expm1's Taylor coefficients 1/1! .. 1/10!, used below |x| = 1/2 (frontend/numpy/_math.py)
+_EXPM1_SERIES = tuple(1.0 / math.factorial(k) for k in range(1, 11))
+
+
+def _is_horner(t, x, coefs) -> bool:
+    """t is x * (c1 + x * (c2 + ... + x * cn)): a polynomial in x, Horner's form."""
+    rest = _other(t, "Mul", x)
+    for c in coefs[:-1]:
+        inner = _split(rest, "Add", c) if rest is not None else None
+        rest = _other(inner, "Mul", x) if inner is not None else None
+        if rest is None:
+            return False
+    return _const(rest, coefs[-1])
+
+
+def _expm1_arg(t):
+    """x when t is exp(x) - 1 (after rewriting), else None."""
+    e = _split(t, "Add", -1.0)
+    return e[2] if e is not None and e[0] == "np.exp" else None
+
+
+def _half_angle_cos_arg(t):
+    """x when t is 1 - 2 sin(x/2)^2, else None."""
+    rest = _split(t, "Add", 1.0)
+    sq2 = _split(rest, "Mul", -1.0) if rest is not None else None
+    sq = _split(sq2, "Mul", 2.0) if sq2 is not None else None
+    if sq is None or sq[0] != "Mul" or sq[2] != sq[3] or sq[2][0] != "Sin":
+        return None
+    return _split(sq[2][2], "Mul", 0.5)
+
+
+def _double_angle_cos_arg(t):
+    """x when t is sin(2x) / (2 sin x), written sin(2x) * recip(sin(x) * 2), else None."""
+    if t[0] != "Mul":
+        return None
+    for num, den in ((t[2], t[3]), (t[3], t[2])):
+        if num[0] == "Sin" and den[0] == "Recip":
+            x = _split(num[2], "Mul", 2.0)
+            s = _split(den[2], "Mul", 2.0)
+            if x is not None and s == ("Sin", t[1], x):
+                return x
+    return None
+
+
+def _select_of_one_function(t):
+    """("np.tanh" / "np.expm1" / "np.cos", x) when both branches of the select t are forms the
+    front end writes for that function of the same x (each exact for it where it is taken, and
+    the function itself everywhere), else None."""
+    a, b = t[3], t[4]
+    for p, q in ((a, b), (b, a)):
+        if q[0] == "np.tanh" and _is_tanh_series(p, q[2]):
+            return "np.tanh", q[2]
+        x = _expm1_arg(q)
+        if x is not None and _is_horner(p, x, _EXPM1_SERIES):
+            return "np.expm1", x
+        x = _half_angle_cos_arg(q)
+        if x is not None and _double_angle_cos_arg(p) == x:
+            return "np.cos", x
+    return None
+
+
 def rewrite(tree, memo: dict | None = None):
     """The tree with recognised exp / log / tanh subtrees replaced (bottom-up). A subtree met
     twice is one object (x * x), rewritten once (``memo``, by id) into one object again."""
@@ -118,8 +181,8 @@ def _rewrite_node(tree, memo):
         x = _tanh_arg(t)
         if x is not None:
             return ("np.tanh", d, x)
-    if tag == "Select":  # tanh's series for small |x|, its exp form elsewhere: both np.tanh
-        for a, b in ((kids[1], kids[2]), (kids[2], kids[1])):
-            if b[0] == "np.tanh" and _is_tanh_series(a, b[2]):
-                return b
+    if tag == "Select":  # (tanh's series and exp forms, expm1's, cos's two angle forms)
+        hit = _select_of_one_function(t)
+        if hit is not None:
+            return (hit[0], d, hit[1])
     return t

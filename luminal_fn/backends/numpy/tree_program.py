@@ -29,7 +29,7 @@ from ...ir.llir import quotient
 UFUNC_NAMES = {"Add": "add", "Mul": "multiply", "Exp2": "exp2", "Log2": "log2", "Sin": "sin",
            "Sqrt": "sqrt", "Recip": "reciprocal",
            # whole functions recognised by tree_peephole.rewrite
-           "np.exp": "exp", "np.log": "log", "np.tanh": "tanh"}
+           "np.exp": "exp", "np.log": "log", "np.tanh": "tanh", "np.expm1": "expm1", "np.cos": "cos"}
 _FLOATS = ("float32", "float64")
 
 
