@@ -58,8 +58,7 @@ def block(arrays):
             return cast(reshape(t, (1,) * (ndim - t.ndim) + tuple(t.shape)), d)
         return concatenate([build(y, level + 1) for y in x], axis=level - depth)
 
-    return build(arrays, 0) if depth else cast(reshape(lifted[0], (1,) * (ndim - lifted[0].ndim)
-                                                       + tuple(lifted[0].shape)), d)
+    return build(arrays, 0)  # (depth 0: a lone array, given leading unit axes only)
 
 
 def dsplit(ary, indices_or_sections):
@@ -98,8 +97,10 @@ def choose(a, choices, mode="raise"):
     ``"clip"``."""
     if mode not in _CHOOSE_MODES:
         raise ArgumentError(f"choose: mode must be one of {_CHOOSE_MODES}, got {mode!r}")
-    seq = list(choices) if not isinstance(choices, Tracer) else [choices[k] for k in
-                                                                 range(static_int(choices.shape[0], "choose: the number of choices"))]
+    if isinstance(choices, Tracer):  # an array of choices: its first axis lists them
+        seq = [choices[k] for k in range(static_int(choices.shape[0], "choose: the number of choices"))]
+    else:
+        seq = list(choices)
     if not seq:
         raise ArgumentError("choose: choices is empty")
     ctx = _ctx_of(a, *seq)
