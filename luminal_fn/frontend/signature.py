@@ -85,8 +85,9 @@ def fast_key(args, static_pos, dynamic=None):
     """(dispatch-cache key, leaves) for a call whose arguments are plain leaves (arrays, Python
     scalars) or dicts with str keys / lists / tuples of them, else None. The leaves come out in
     ``pytree.flatten`` order (dict keys sorted). The key is a preorder serialization: shape tuples,
-    dtype objects, scalar types and container headers never compare equal to one another, and
-    static positions are fixed per function, so two different calls cannot share a key.
+    dtype objects, scalar types and container headers never compare equal to one another (a
+    DType equals the NumPy dtype it stands for, and both give one signature), and static
+    positions are fixed per function, so two calls of different signatures cannot share a key.
 
     ``dynamic`` ({leaf index: axes}, from one argument structure's layout) leaves those axes'
     lengths out of the key, so a new sequence length still hits. A call of another structure
@@ -101,7 +102,9 @@ def fast_key(args, static_pos, dynamic=None):
         t = type(x)
         if t is Array or t is np.ndarray:
             key.append(_shape_key(x.shape, len(leaves), dynamic))
-            key.append(x.dtype)  # a DType for Arrays, a NumPy dtype for ndarrays: never equal
+            # a DType for Arrays, a NumPy dtype for ndarrays: equal where they name one dtype,
+            # and then the two calls have one signature (abstract() canonicalises both)
+            key.append(x.dtype)
             leaves.append(x)
         elif t is float or t is int or t is bool:
             key.append(t)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 
+from ...ir import series
+
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 _TOL = 1e-12
@@ -59,48 +61,30 @@ def _tanh_arg(t):
     return _split(inner, "Mul", 2.0)
 
 
-# the Taylor coefficients of x^3 .. x^11 the front end's tanh uses below |x| = 0.3
-# (frontend/numpy/_trig.py; not imported: backends do not import the front end)
-_TANH_SERIES = (-1 / 3, 2 / 15, -17 / 315, 62 / 2835, -1382 / 155925)
-
-
 def _other(t, tag, operand):
     """For ``(tag, d, a, b)`` with one side ``operand``: the other side, else None."""
-    if t[0] != tag:
+    if t is None or t[0] != tag:
         return None
     if t[2] == operand:
         return t[3]
     return t[2] if t[3] == operand else None
 
 
-def _is_tanh_series(t, x) -> bool:
-    """t is x * (1 + z * (c1 + z * (c2 + ... z * c5))) with z = x * x and tanh's coefficients."""
+def _is_horner(p, var, coefs) -> bool:
+    """p is c0 + var * (c1 + var * (... + var * cn)), the front end's Horner form."""
+    for c in coefs[:-1]:
+        p = _other(_split(p, "Add", c) if p is not None else None, "Mul", var)
+    return p is not None and _const(p, coefs[-1])
+
+
+def _is_series(t, x, coefs) -> bool:
+    """t is x * P, P the series ``coefs`` in x (expm1's) or, for tanh's, 1 + z * (...) in
+    z = x * x (ir/series.py)."""
     if t[0] != "Mul":
         return False
-    z = ("Mul", t[1], x, x)
-    rest = _other(t, "Mul", x)
-    rest = _split(rest, "Add", 1.0) if rest is not None else None
-    for c in _TANH_SERIES[:-1]:
-        inner = _other(rest, "Mul", z) if rest is not None else None
-        rest = _split(inner, "Add", c) if inner is not None else None
-        if rest is None:
-            return False
-    return _split(rest, "Mul", _TANH_SERIES[-1]) == z
-
-
-# expm1's Taylor coefficients 1/1! .. 1/10!, used below |x| = 1/2 (frontend/numpy/_math.py)
-_EXPM1_SERIES = tuple(1.0 / math.factorial(k) for k in range(1, 11))
-
-
-def _is_horner(t, x, coefs) -> bool:
-    """t is x * (c1 + x * (c2 + ... + x * cn)): a polynomial in x, Horner's form."""
-    rest = _other(t, "Mul", x)
-    for c in coefs[:-1]:
-        inner = _split(rest, "Add", c) if rest is not None else None
-        rest = _other(inner, "Mul", x) if inner is not None else None
-        if rest is None:
-            return False
-    return _const(rest, coefs[-1])
+    if coefs is series.TANH:
+        return _is_horner(_other(t, "Mul", x), ("Mul", t[1], x, x), (1.0,) + coefs)
+    return _is_horner(_other(t, "Mul", x), x, coefs)
 
 
 def _expm1_arg(t):
@@ -138,10 +122,10 @@ def _select_of_one_function(t):
     the function itself everywhere), else None."""
     a, b = t[3], t[4]
     for p, q in ((a, b), (b, a)):
-        if q[0] == "np.tanh" and _is_tanh_series(p, q[2]):
+        if q[0] == "np.tanh" and _is_series(p, q[2], series.TANH):
             return "np.tanh", q[2]
         x = _expm1_arg(q)
-        if x is not None and _is_horner(p, x, _EXPM1_SERIES):
+        if x is not None and _is_series(p, x, series.EXPM1):
             return "np.expm1", x
         x = _half_angle_cos_arg(q)
         if x is not None and _double_angle_cos_arg(p) == x:

@@ -149,7 +149,7 @@ def apply_over_axes(func, a, axes):
 
 
 def _square_sides(arr, fn: str):
-    shape = lift(arr, _ctx_of(arr)).shape if not isinstance(arr, np.ndarray) else arr.shape
+    shape = arr.shape if hasattr(arr, "shape") else np.shape(arr)  # (only the shape is read)
     if len(shape) != 2:
         raise ShapeError(f"{fn}: arr must be 2-D, got shape {tuple(shape)}")
     return static_int(shape[0], f"{fn}: the rows of arr"), static_int(shape[1], f"{fn}: the columns of arr")

@@ -86,10 +86,11 @@ def promote_types(type1, type2) -> dt.DType:
 
 
 def _ours(x, fn: str) -> dt.DType:
-    d = getattr(x, "dtype", None) if not isinstance(x, (dt.DType, type, str)) else None
+    """luminal_fn's dtype for what _np_dtype reads (float64 narrowed to float32, as everywhere)."""
+    npd = _np_dtype(x, fn)
     try:
-        return dt.canonicalize(d if d is not None else x)
-    except TypeError as e:
+        return dt.canonicalize(npd)
+    except DTypeError as e:
         raise DTypeError(f"{fn}: {e}") from None
 
 

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ...ir import dtypes as dt
+from ...ir import dtypes as dt, series
 from ..errors import DTypeError
 from ..tracer import (Tracer, _ctx_of, binary, broadcast_shapes, broadcast_to, cast, lift,
                       result_dtype, unary)
@@ -128,8 +128,9 @@ def trunc(x):
     x = lift(x, _ctx_of(x))
     if not x.dtype.is_float:
         return x
-    # from 2^23 on every float32 is an integer; inf among them (fmod(inf, 1) is nan)
-    return where(less(absolute(x), 8388608.0), subtract(x, fmod(x, 1.0)), x)
+    # from 2^23 on every float32 is an integer; inf among them (fmod(inf, 1) is nan). |x| < 2^23
+    # read as x * x < 2^46 (exact for the largest non-integer, 2^23 - 1/2): no abs select
+    return where(less(multiply(x, x), 70368744177664.0), subtract(x, fmod(x, 1.0)), x)
 
 
 fix = trunc
@@ -330,20 +331,21 @@ def exp(x):
 
 
 @computed_in_float32
+def _horner(x, coefs):
+    """c0 + x * (c1 + x * (c2 + ...)) for Python float coefficients."""
+    p = coefs[-1]
+    for c in reversed(coefs[:-1]):
+        p = add(c, multiply(x, p))
+    return p
+
+
 def expm1(x):
     x = _float(x)
     # below |x| = 1/2 exp(x) - 1 cancels (it was 6e-5 off at 1e-3): the Taylor series there
-    # (x^11 / 11! is 1e-11 of the value at 1/2); above, exp(x) - 1 loses at most a bit or two.
-    # The NumPy backend reads the whole select as np.expm1 (backends/numpy/tree_peephole.py).
-    z = multiply(x, x)
-    p = EXPM1_SERIES[-1]
-    for c in reversed(EXPM1_SERIES[:-1]):
-        p = add(c, multiply(x, p))
-    return where(less(z, 0.25), multiply(x, p), subtract(exp(x), 1.0))
-
-
-# expm1's Taylor coefficients 1/1!, 1/2!, ... 1/10!: x * (1 + x/2 + x^2/6 + ...)
-EXPM1_SERIES = tuple(1.0 / math.factorial(k) for k in range(1, 11))
+    # (ir/series.py); above, exp(x) - 1 loses at most a bit or two. The NumPy backend reads the
+    # whole select as np.expm1 (backends/numpy/tree_peephole.py).
+    below = less(multiply(x, x), series.EXPM1_BELOW ** 2)
+    return where(below, multiply(x, _horner(x, series.EXPM1)), subtract(exp(x), 1.0))
 
 
 def log2(x):

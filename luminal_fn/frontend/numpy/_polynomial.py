@@ -112,8 +112,7 @@ def polysub(a1, a2):
 
 def polymul(a1, a2):
     """The product of two polynomials: their full convolution."""
-    a, n, v, m = _pair(a1, a2, "polymul")
-    return _like_inputs(_full_convolution(a, n, v, m), a1, a2)
+    return convolve(a1, a2)
 
 
 def polyder(p, m=1):

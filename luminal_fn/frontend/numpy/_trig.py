@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 
+from ...ir import series
 from ._math import (
-    LN2, _float, absolute, add, computed_in_float32, copysign, equal, exp, expm1, greater, isinf, isnan,
+    LN2, _float, _horner, absolute, add, computed_in_float32, copysign, equal, exp, expm1, greater, isinf, isnan,
     less, log, log1p, logical_and, logical_or, maximum, minimum, multiply, negative, reciprocal,
     signbit, sqrt, subtract, true_divide, unary, where
 )
@@ -65,10 +66,8 @@ def cosh(x):
     return where(greater(ax, 88.0), _half_exp(ax), multiply(add(e, reciprocal(e)), 0.5))
 
 
-# tanh's Taylor coefficients of x^3 .. x^11: below |x| = 0.3 the series is exact to float32
-# (the next term is 2e-9 of the value), where 1 - 2 / (exp(2x) + 1) cancels (tanh(1e-7) came out
-# 1.19e-7). The NumPy backend reads the whole select as np.tanh (backends/numpy/tree_peephole.py).
-TANH_SERIES = (-1 / 3, 2 / 15, -17 / 315, 62 / 2835, -1382 / 155925)
+# below |x| = 0.3 tanh's Taylor series (ir/series.py), where 1 - 2 / (exp(2x) + 1) cancels
+# (tanh(1e-7) came out 1.19e-7). The NumPy backend reads the whole select as np.tanh.
 
 
 @computed_in_float32
@@ -77,11 +76,9 @@ def tanh(x):
     # 1 - 2 / (exp(2x) + 1) saturates cleanly at +-1
     big = subtract(1.0, true_divide(2.0, add(exp(multiply(x, 2.0)), 1.0)))
     z = multiply(x, x)
-    p = TANH_SERIES[-1]
-    for c in reversed(TANH_SERIES[:-1]):
-        p = add(c, multiply(z, p))
-    small = multiply(x, add(1.0, multiply(z, p)))
-    return where(less(z, 0.09), small, big)  # (|x| < 0.3 through z: no separate abs pass)
+    small = multiply(x, _horner(z, (1.0,) + series.TANH))
+    # (|x| < 0.3 read through z: no separate abs pass)
+    return where(less(z, series.TANH_BELOW ** 2), small, big)
 
 
 @computed_in_float32
