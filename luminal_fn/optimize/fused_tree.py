@@ -179,6 +179,9 @@ class FusedTreeBuilder:
                 if view is None:
                     raise _Cycle()  # strides cannot say it: repaired to reading the buffer
                 edge = (edge[0], view)
+            # a mask that keeps everything is no mask: the same read as the unmasked one
+            # (lnp.where's branches), one input edge
+            edge = (edge[0], edge[1].drop_full_mask())
             if edge not in edges:
                 edges.append(edge)
             size[0] += 1
