@@ -132,3 +132,28 @@ def test_row_reductions_at_the_edges(name):
     bad = [(k, float(p), float(q)) for k, (p, q) in enumerate(zip(got.ravel(), want.ravel()))
            if np.isnan(p) != np.isnan(q) or (np.isinf(q) and p != q) or (np.isfinite(q) and not np.isclose(p, q, rtol=1e-5))]
     assert not bad, f"{name}: (row, got, NumPy) {bad}"
+
+
+@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("name", ["equal", "not_equal", "less_equal", "greater_equal", "less", "greater"])
+@pytest.mark.parametrize("literal", [0.0, -2.5, 3.4028235e38, np.inf, -np.inf, np.nan])
+def test_comparisons_with_a_literal_at_the_edges(backend, name, literal):
+    """Against a finite literal, equal / less_equal test NaN with one compare of the array (the
+    other compare already excludes the infinity on its side); either operand order."""
+    fn = getattr(lnp, name)
+    ref = getattr(np, name)
+    c = np.float32(literal)
+    for order in (0, 1):
+        jf = lf.jit(lambda a: fn(a, literal) if order == 0 else fn(literal, a), backend=backend)
+        got = np.asarray(jf(EDGES))
+        want = ref(EDGES, c) if order == 0 else ref(c, EDGES)
+        np.testing.assert_array_equal(got, want, err_msg=f"{name} order {order} on {backend}")
+
+
+@pytest.mark.parametrize("backend", _backends())
+def test_abs_and_copysign_give_the_sign_of_zero(backend):
+    x = np.array([-0.0, 0.0, -1.5, np.nan, -np.inf], np.float32)
+    got = np.asarray(lf.jit(lnp.abs, backend=backend)(x))
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(np.abs(x)))
+    got = np.asarray(lf.jit(lambda a: lnp.copysign(a, 1.0), backend=backend)(x))
+    np.testing.assert_array_equal(np.signbit(got[:3]), [False, False, False])

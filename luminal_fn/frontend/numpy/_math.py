@@ -241,7 +241,11 @@ def absolute(x):
     x = lift(x, _ctx_of(x))
     if x.dtype.is_bool:
         return x
-    return where(less(x, 0), negative(x), x)
+    if not x.dtype.is_float:
+        return where(less(x, 0), negative(x), x)
+    # zero becomes the literal +0.0: negating -0.0 is right but negating +0.0 is not, and
+    # x + 0.0 would fold away (abs(-0.0) is 0.0 in NumPy, and copysign builds on abs)
+    return where(equal(x, 0), 0.0, where(less(x, 0), negative(x), x))
 
 
 abs = absolute  # noqa: A001
@@ -416,8 +420,26 @@ def less_equal(x, y):
     x, y = lift(x, ctx), lift(y, ctx)
     r = logical_not(less(y, x))
     if result_dtype(x, y).is_float:  # NaN compares false
-        r = logical_and(r, logical_not(logical_or(isnan(x), isnan(y))))
+        r = _and_ordered(r, x, y)
     return r
+
+
+def _and_ordered(r, x, y):
+    """r and neither x nor y NaN, for a comparison r that implies not y < x. Against a finite
+    literal one comparison of the other side says it: r is already false for x = +inf (y the
+    literal; x < inf is false only for NaN and +inf) or for y = -inf (x the literal). Else the
+    form the argmax rule reads (optimize/rules/specialize_argmax.egg)."""
+    if _finite_literal(y):
+        return logical_and(r, less(x, float("inf")))
+    if _finite_literal(x):
+        return logical_and(r, less(float("-inf"), y))
+    return logical_and(r, logical_not(logical_or(isnan(x), isnan(y))))
+
+
+def _finite_literal(t: Tracer) -> bool:
+    node = t._ctx.graph.node(t._node)
+    v = node.attrs.get("value") if node.op == "Constant" else None
+    return isinstance(v, (int, float)) and math.isfinite(v)
 
 
 def greater_equal(x, y):
@@ -429,7 +451,12 @@ def equal(x, y):
     x, y = lift(x, ctx), lift(y, ctx)
     if x.dtype.is_bool and y.dtype.is_bool:
         return logical_not(logical_xor(x, y))
-    return logical_and(less_equal(x, y), less_equal(y, x))
+    if _finite_literal(x) and not _finite_literal(y):
+        x, y = y, x
+    if not _finite_literal(y) or not result_dtype(x, y).is_float:
+        return logical_and(less_equal(x, y), less_equal(y, x))
+    # x == c: neither below nor above c, and not NaN (three compares instead of eight)
+    return _and_ordered(logical_not(logical_or(less(x, y), less(y, x))), x, y)
 
 
 def not_equal(x, y):
