@@ -175,9 +175,72 @@ def test_kept_values_survive_later_in_place_work():
     np.testing.assert_array_equal(root, ((args[0] - args[1]) ** 2 + 1) * 2)
 
 
-def test_mixed_dtypes_and_ints_keep_the_node_by_node_path():
+def test_half_precision_gathers_and_padding_keep_the_node_by_node_path():
     assert compile_program(_op("Add", _in(0), _in(1)), SHAPES[:2], [lf.float32, lf.float16], F) is None
-    assert compile_program(("Add", "int32", _in(0), _in(1)), SHAPES[:2], [lf.int32] * 2, "int32") is None
+    assert compile_program(("Add", "int32", _in(0), _in(1)), SHAPES[:2], [lf.int32, lf.float32], "int32") is None
+    assert compile_program(("Gather", F, 0, ("in", 1)), SHAPES[:2], [lf.float32, lf.int32], F) is None
+    assert compact_view(View.contiguous((4, 5)).pad(0, 1, 0), (4, 5)) is None
+    # a mask that keeps every element is no padding
+    full = View((4, 5), (5, 1), 0, ((0, 4), (0, 5)))
+    assert compact_view(full, (4, 5)) == ((4, 5), (5, 1), 0)
+
+
+# typed random trees over float32 / int32 / bool: comparisons, casts, selects, fmod
+_TYPED_IN = {"float32": (0, 1), "int32": (2,), "bool": (3,)}
+_MIXED_DTYPES = [lf.float32, lf.float32, lf.int32, lf.bool_]
+
+
+def _typed_tree(rng, d, depth):
+    if depth == 0 or rng.random() < 0.15:
+        if rng.random() < 0.75:
+            return _in(rng.choice(_TYPED_IN[d]))
+        v = {"float32": rng.choice([0.0, 0.5, -1.0, 2.5, 1e30]), "int32": rng.choice([0, 1, -3, 7]),
+             "bool": rng.choice([True, False])}[d]
+        return ("const", v, d)
+    sub = lambda dd: _typed_tree(rng, dd, depth - 1)  # noqa: E731
+    if d == "bool":
+        choice = rng.choice(["LessThan", "LessThanI", "Cast", "Add", "Mul", "Select"])
+        if choice == "LessThan":
+            return ("LessThan", "bool", sub("float32"), sub("float32"))
+        if choice == "LessThanI":
+            return ("LessThan", "bool", sub("int32"), sub("int32"))
+        if choice == "Cast":
+            return ("Cast", "bool", sub(rng.choice(["float32", "int32"])))
+    elif d == "int32":
+        choice = rng.choice(["Add", "Mul", "Mod", "Cast", "Select"])
+        if choice == "Cast":
+            return ("Cast", "int32", sub(rng.choice(["float32", "bool"])))
+    else:
+        choice = rng.choice(["Add", "Mul", "Mod", "Cast", "Select", "Sqrt", "Recip", "Sin"])
+        if choice == "Cast":
+            return ("Cast", "float32", sub(rng.choice(["int32", "bool"])))
+        if choice in ("Sqrt", "Recip", "Sin"):
+            return (choice, d, sub(d))
+    if choice == "Select":
+        return ("Select", d, sub("bool"), sub(d), sub(d))
+    a = sub(d)
+    return (choice, d, a, a if rng.random() < 0.3 else sub(d))
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_mixed_dtype_programs_match_node_by_node_bit_for_bit(seed):
+    rng = random.Random(seed)
+    root = rng.choice(["float32", "int32", "bool"])
+    tree = _typed_tree(rng, root, 5)
+    shapes = [(4, 5), (4, 1), (1, 5), (4, 5)]
+    prog = compile_program(tree, shapes, _MIXED_DTYPES, root)
+    assert prog is not None, tree
+    g = np.random.default_rng(seed)
+    args = [(g.standard_normal(shapes[0]) * 4).astype(np.float32),
+            np.array([[np.nan], [np.inf], [-0.0], [3.7e9]], np.float32),
+            g.integers(-5, 6, shapes[2]).astype(np.int32), g.random(shapes[3]) < 0.5]
+    full = (4, 5)
+    ref_fn = compile_tree(tree, lambda dims: full)
+    with np.errstate(all="ignore"):
+        ref = np.broadcast_to(ref_fn([np.broadcast_to(a, full) for a in args], {}), full)
+        got = np.broadcast_to(prog(*args), full)
+    assert got.dtype == ref.dtype == np.dtype(root)
+    np.testing.assert_array_equal(np.ascontiguousarray(got).view(np.uint8), np.ascontiguousarray(ref).view(np.uint8))
 
 
 def _plan(fn, *args):
@@ -220,3 +283,14 @@ def test_layer_norm_and_softmax_share_values_across_kernels():
         assert all(i in done for i, _ in node.inputs), (nid, node.inputs)
         done.add(nid)
         done.update(vid for _, vid in node.attrs.get("_stash", ()))
+
+
+def test_a_shared_reciprocal_is_not_read_back_into_a_division():
+    """x / y in one kernel and (x - fmod(x, y)) / y in the next share the subtree 1 / y, but a
+    division reading 1 / y back multiplies by inf for a subnormal y: 0 / 1e-45 must stay 0."""
+    x = np.array([[0.0, 1e-45, 1e-38, 5.0]], np.float32)
+    y = np.full((1, 4), 1e-45, np.float32)
+    for limit in (1, 8):
+        jf = lf.jit(lnp.floor_divide, backend="numpy",
+                    search=lf.SearchOptions(limit=limit, cache=False, progress=False))
+        np.testing.assert_array_equal(np.asarray(jf(x, y)), np.floor_divide(x, y))

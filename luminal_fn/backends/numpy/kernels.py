@@ -9,7 +9,8 @@ from ...ir.llir import quotient
 from .arena import Request
 from .executor import KERNELS, _compute_dtype, _fmod, _guarded, _np_dtype, kernel
 from .tree_peephole import rewrite
-from .tree_program import UFUNC_NAMES, compact_reader, compact_view, compile_program
+from .tree_program import PROGRAM_DTYPES, UFUNC_NAMES, compact_reader, compact_view, compile_program, \
+    float_to_int32, select
 
 # the unary ufuncs of the tree programs' table (Recip keeps its integer case below)
 _NP_UNARY = {op: getattr(np, name) for op, name in UFUNC_NAMES.items()
@@ -100,16 +101,15 @@ def _compile_node(tree, out_shape_fn, shared):
         if d is dt.int32:
             def to_int(args, dims):
                 x = a(args, dims)
-                if x.dtype.kind == "f":
-                    with np.errstate(invalid="ignore"):
-                        # saturate in float64 (float32 cannot hold 2**31 - 1)
-                        x = np.clip(np.nan_to_num(np.asarray(x, np.float64), nan=0), -(2**31), 2**31 - 1)
-                return x.astype(np.int32)
+                return float_to_int32(x) if x.dtype.kind == "f" else x.astype(np.int32)
             return to_int
         if cd != _np_dtype(d):  # a cast to half precision rounds, even inside a tree
             hd = _np_dtype(d)
             return lambda args, dims: np.asarray(a(args, dims)).astype(hd).astype(cd)
         return lambda args, dims: np.asarray(a(args, dims)).astype(cd)
+    if tag == "np.not":
+        a = _compile(tree[2], out_shape_fn, shared)
+        return lambda args, dims: np.logical_not(a(args, dims))
     if tag in _NP_UNARY or tag == "Recip":
         fn = _NP_UNARY.get(tag, _recip)
         a = _compile(tree[2], out_shape_fn, shared)
@@ -149,7 +149,8 @@ def _compile_node(tree, out_shape_fn, shared):
         return lambda args, dims: fn(np.asarray(a(args, dims), dtype=cd), np.asarray(b(args, dims), dtype=cd))
     if tag == "Select":
         c, x, y = (_compile(t, out_shape_fn, shared) for t in tree[2:5])
-        return lambda args, dims: np.where(c(args, dims), x(args, dims), y(args, dims)).astype(cd, copy=False)
+        return lambda args, dims: select(c(args, dims), np.asarray(x(args, dims), dtype=cd),
+                                         np.asarray(y(args, dims), dtype=cd))
     if tag == "Gather":
         k = tree[2]
         idx = _compile(tree[3], out_shape_fn, shared)
@@ -179,8 +180,8 @@ def _shape_fn(shape):
 
 def _program(node, readers, tree, full_shape):
     """``(program, compact readers)`` when the tree takes the straight-line path of
-    tree_program (static shapes, unmasked views, one float dtype), else None."""
-    if not all(isinstance(d, int) for d in full_shape) or node.dtype.name not in ("float32", "float64"):
+    tree_program (static shapes, unpadded views, float32/64, int32 and bool), else None."""
+    if not all(isinstance(d, int) for d in full_shape) or node.dtype.name not in PROGRAM_DTYPES:
         return None
     reads, shapes, dtypes = [], [], []
     for r in readers:
@@ -221,8 +222,8 @@ def _program_requests(node, program) -> list:
     rest scratch (the caller names the root's buffer when the root is the node's value)."""
     kept = {b: vid for b, (_, vid) in zip(program.kept_buffers, node.attrs.get("_stash", ()))
             if b is not None}
-    dtype = np.dtype(node.dtype.name)
-    return [Request(tuple(shape), dtype, kept.get(j)) for j, shape in enumerate(program.buffer_shapes)]
+    return [Request(tuple(shape), dtype, kept.get(j))
+            for j, (shape, dtype) in enumerate(zip(program.buffer_shapes, program.buffer_dtypes))]
 
 
 def _no_stash(node):

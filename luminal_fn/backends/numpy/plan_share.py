@@ -21,9 +21,10 @@ import dataclasses
 
 import numpy as np
 
+from ...ir.llir import quotient
 from ...ir.view import View
 from .tree_peephole import rewrite
-from .tree_program import compact_view, compile_program
+from .tree_program import PROGRAM_DTYPES, compact_view, compile_program
 
 SHAREABLE = ("fused", "fused_reduce")
 
@@ -38,7 +39,7 @@ def program_inputs(graph, node):
     if node.op != "CustomOp" or node.attrs.get("name") not in SHAREABLE:
         return None
     full = _full_shape(node)
-    if not all(isinstance(d, int) for d in full) or node.dtype.name not in ("float32", "float64"):
+    if not all(isinstance(d, int) for d in full) or node.dtype.name not in PROGRAM_DTYPES:
         return None
     shapes, dtypes = [], []
     for src, view in node.inputs:
@@ -129,7 +130,15 @@ def share_subtrees(graph):
                     shapes.append(full)
                 done = ("in", k)
             else:
-                kids = tuple(replace(x) for x in t[2:])
+                q = quotient(t)
+                if q is not None:  # a / b: the reciprocal stays the divisor (1/b read back is
+                    # the product of two roundings, and inf for a subnormal b)
+                    a, b = replace(q[0]), replace(q[1])
+                    at = 3 if t[3][0] == "Recip" and t[3][2] is q[1] else 2  # the reciprocal's side
+                    r = t[at] if b is q[1] else (t[at][0], t[at][1], b)
+                    kids = (a, r) if at == 3 else (r, a)
+                else:
+                    kids = tuple(replace(x) for x in t[2:])
                 same = all(a is b for a, b in zip(kids, t[2:]))
                 done = t if same else (t[0], t[1]) + kids  # unchanged: the same object
             replaced[id(t)] = done
@@ -153,7 +162,7 @@ def share_subtrees(graph):
             if t[0] in ("in", "const") or id(t) in registered:
                 return
             registered.add(id(t))
-            if shape(t) == full:
+            if shape(t) == full and t[1] == node.dtype.name:  # (a stash holds the kernel's dtype)
                 registry.setdefault(canon(t), (pos, t))
             for x in t[2:]:
                 register(x)
