@@ -5,8 +5,9 @@ The front end writes transcendental functions in HLIR primitives (``exp(x)`` is
 A GPU kernel evaluates those trees in registers for free; NumPy evaluates every node as a pass over
 memory, so one ``np.tanh`` is several times cheaper than its eight-node expansion. These rewrites
 recognise the forms ``luminal_fn.numpy`` writes, whole, and leave everything else alone. The
-private tags they produce (``"np.exp"``, ``"np.log"``, ``"np.tanh"``, ``"np.expm1"``, ``"np.cos"``) exist only
-inside this backend. A select whose two branches are forms of one function of the same x (tanh's
+private tags they produce (``"np.exp"``, ``"np.log"``, ``"np.tanh"``, ``"np.expm1"``, ``"np.cos"``,
+``"np.not"``, ``"np.trunc"``, ``"np.floor"``) exist only inside this backend. The front end's logic in int32 casts becomes
+NumPy's boolean operations. A select whose two branches are forms of one function of the same x (tanh's
 series and exp form, expm1's, cos's half- and double-angle forms) is that function.
 """
 from __future__ import annotations
@@ -169,4 +170,73 @@ def _rewrite_node(tree, memo):
         hit = _select_of_one_function(t)
         if hit is not None:
             return (hit[0], d, hit[1])
-    return t
+        if kids[0][0] == "np.not":  # where(not c, p, q) is where(c, q, p)
+            t = (tag, d, kids[0][2], kids[2], kids[1])
+        x = _trunc_arg(t)
+        if x is not None:
+            return ("np.trunc", d, x)
+    if tag == "Add":
+        x = _floor_arg(t)
+        if x is not None:
+            return ("np.floor", d, x)
+    return _boolean(t) or t
+
+
+TRUNC_EXACT_SQUARE = 2.0 ** 46  # the front end's |x| < 2^23 test, read as x * x < 2^46
+
+
+def _trunc_arg(t):
+    """x when t is where(x * x < 2^46, x - fmod(x, 1), x), the front end's trunc, else None.
+    np.trunc is that, and keeps the sign of a zero result (trunc(-0.5) is -0.0), as NumPy."""
+    c, p, x = t[2], t[3], t[4]
+    if c[0] != "LessThan" or c[2] != ("Mul", t[1], x, x) or not _const(c[3], TRUNC_EXACT_SQUARE):
+        return None
+    m = _other(p, "Add", x)
+    f = _split(m, "Mul", -1.0) if m is not None else None
+    if f is None or f[0] != "Mod" or f[2] != x or not _const(f[3], 1.0):
+        return None
+    return x
+
+
+def _floor_arg(t):
+    """x when t is trunc(x) - (x < trunc(x)), the front end's floor, else None."""
+    for tr, rest in ((t[2], t[3]), (t[3], t[2])):
+        if tr[0] != "np.trunc":
+            continue
+        below = _split(rest, "Mul", -1.0)
+        if below is not None and below[0] == "Cast" and below[2] == ("LessThan", "bool", tr[2], tr):
+            return tr[2]
+    return None
+
+
+def _bool_of_int(t):
+    """b when t is Cast(int32, b) of a bool b, else None."""
+    return t[2] if t[0] == "Cast" and t[1] == "int32" and t[2][1] == "bool" else None
+
+
+def _boolean(t):
+    """The front end's logic in int32 (not b: int(b) < 1; a and b: bool(int(a) * int(b)); a or
+    b: 0 < int(a) + int(b)) as NumPy's boolean ops, else None: one pass each instead of three."""
+    tag, d = t[0], t[1]
+    if tag == "LessThan":
+        a, b = t[2], t[3]
+        x = _bool_of_int(a)
+        if x is not None and b == ("const", 1, "int32"):
+            return x[2] if x[0] == "np.not" else ("np.not", "bool", x)
+        if a == ("const", 0, "int32"):
+            x = _bool_of_int(b)
+            if x is not None:
+                return x  # 0 < int(x)
+            if b[0] == "Add" and b[1] == "int32":
+                p, q = _bool_of_int(b[2]), _bool_of_int(b[3])
+                if p is not None and q is not None:
+                    return ("Add", "bool", p, q)
+    if tag == "Cast" and d == "bool":
+        a = t[2]
+        if a[1] == "bool":
+            return a
+        if a[0] == "Mul" and a[1] == "int32":
+            p, q = _bool_of_int(a[2]), _bool_of_int(a[3])
+            if p is not None and q is not None:
+                return ("Mul", "bool", p, q)
+    return None
