@@ -6,9 +6,10 @@ A GPU kernel evaluates those trees in registers for free; NumPy evaluates every 
 memory, so one ``np.tanh`` is several times cheaper than its eight-node expansion. These rewrites
 recognise the forms ``luminal_fn.numpy`` writes, whole, and leave everything else alone. The
 private tags they produce (``"np.exp"``, ``"np.log"``, ``"np.tanh"``, ``"np.expm1"``, ``"np.cos"``,
-``"np.not"``, ``"np.trunc"``, ``"np.floor"``) exist only inside this backend. The front end's logic in int32 casts becomes
-NumPy's boolean operations. A select whose two branches are forms of one function of the same x (tanh's
-series and exp form, expm1's, cos's half- and double-angle forms) is that function.
+``"np.not"``, ``"np.trunc"``, ``"np.floor"``) exist only inside this backend. A select whose two
+branches are forms of one function of the same x (tanh's series and exp form, expm1's, cos's half-
+and double-angle forms) is that function; the front end's logic in int32 casts is NumPy's
+boolean operations.
 """
 from __future__ import annotations
 
