@@ -80,10 +80,13 @@ def test_cos_and_tan_over_the_whole_range(backend, lo, hi):
     ("arctanh", [1e-7, -2e-5, 1e-30, 0.9999999, -0.5]), ("log1p", [1e-8, -1e-8, 3e38, np.inf]),
 ])
 def test_hyperbolics_near_zero_and_near_overflow(name, xs):
+    """Cancellation near 0 and overflow near 89 give wrong values, not small errors. (exp is
+    exp2(x * log2 e): the product's rounding costs up to |x| * 6e-8 relative, 3.6e-6 at 89.4 on
+    CUDA and MLX, run DO; the NumPy backend reads it as np.exp. Hence 1e-5.)"""
     x = np.array(xs, np.float32)
     got = np.asarray(lf.jit(getattr(lnp, name))(x), np.float64)
     want = getattr(np, name)(x.astype(np.float64))
-    np.testing.assert_allclose(got, want, rtol=3e-6, err_msg=name)
+    np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=name)
 
 
 PAIR_VALUES = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-45, 1e-38, 3.4e38, -3.4e38, 1.0, -1.0, 0.5, -2.5, 2.0,
