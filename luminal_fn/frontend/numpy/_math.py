@@ -151,7 +151,9 @@ def rint(x):
     tie = equal(diff, 0.5)
     f_is_odd = not_equal(fmod(f, 2.0), 0.0)
     bump = logical_or(up, logical_and(tie, f_is_odd))
-    return add(f, cast(bump, x.dtype))
+    r = add(f, cast(bump, x.dtype))
+    # a zero result has x's sign (rint(-0.3) is -0.0; -1 + 1 is +0.0)
+    return where(equal(r, 0.0), multiply(x, 0.0), r)
 
 
 round_ = rint
