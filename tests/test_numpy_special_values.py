@@ -160,3 +160,16 @@ def test_abs_and_copysign_give_the_sign_of_zero(backend):
     np.testing.assert_array_equal(np.signbit(got), np.signbit(np.abs(x)))
     got = np.asarray(lf.jit(lambda a: lnp.copysign(a, 1.0), backend=backend)(x))
     np.testing.assert_array_equal(np.signbit(got[:3]), [False, False, False])
+
+
+@pytest.mark.parametrize("backend", _backends())
+def test_expm1_in_bfloat16_is_computed_in_float32_and_rounded_once(backend):
+    """Half-precision inputs go through float32 and are rounded once (computed_in_float32):
+    within half a bfloat16 unit of the exact value (a bfloat16 intermediate gave a whole unit)."""
+    import ml_dtypes
+
+    x = np.linspace(-3, 3, 257).astype(ml_dtypes.bfloat16)
+    got = np.asarray(lf.jit(lnp.expm1, backend=backend)(x)).astype(np.float64)
+    want = np.expm1(x.astype(np.float64))
+    unit = 2.0 ** (np.floor(np.log2(np.abs(want) + 1e-30)) - 7)
+    assert np.max(np.abs(got - want) / unit) <= 0.5 + 1e-9

@@ -114,6 +114,14 @@ def _iota(node, readers):
     return step
 
 
+def float_to_int32(x):
+    """C's float -> int32 conversion made total, as every backend does it: NaN to 0, saturated
+    in float64 (float32 cannot hold 2**31 - 1: it rounds up and wraps)."""
+    with np.errstate(invalid="ignore"):
+        x = np.clip(np.nan_to_num(np.asarray(x, np.float64), nan=0), -(2**31), 2**31 - 1)
+    return x.astype(np.int32)
+
+
 @kernel("Cast")
 def _cast(node, readers):
     (r,) = readers
@@ -123,12 +131,7 @@ def _cast(node, readers):
     if node.dtype is dt.int32:
         def to_int(vals, dims):
             x = r(vals, dims)
-            if x.dtype.kind == "f":
-                with np.errstate(invalid="ignore"):
-                    # saturate in float64 (float32 cannot hold 2**31 - 1: it rounds up and wraps)
-                    return np.clip(np.nan_to_num(x.astype(np.float64), nan=0), -(2**31),
-                                   2**31 - 1).astype(np.int32)
-            return x.astype(np.int32)
+            return float_to_int32(x) if x.dtype.kind == "f" else x.astype(np.int32)
 
         return to_int
     return lambda vals, dims: np.array(r(vals, dims), dtype=target, copy=True)

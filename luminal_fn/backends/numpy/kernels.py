@@ -7,10 +7,9 @@ from ...ir import dtypes as dt
 from ...ir.expr import compile_np, compile_py_tuple
 from ...ir.llir import quotient
 from .arena import Request
-from .executor import KERNELS, _compute_dtype, _fmod, _guarded, _np_dtype, kernel
+from .executor import KERNELS, _compute_dtype, _fmod, _guarded, _np_dtype, float_to_int32, kernel
 from .tree_peephole import rewrite
-from .tree_program import PROGRAM_DTYPES, UFUNC_NAMES, compact_reader, compact_view, compile_program, \
-    float_to_int32, select
+from .tree_program import PROGRAM_DTYPES, UFUNC_NAMES, compact_reader, compact_view, compile_program, select
 
 # the unary ufuncs of the tree programs' table (Recip keeps its integer case below)
 _NP_UNARY = {op: getattr(np, name) for op, name in UFUNC_NAMES.items()

@@ -28,7 +28,7 @@ import numpy as np
 
 from ...ir import dtypes as dt
 from ...ir.llir import quotient
-from .executor import _fmod
+from .executor import _fmod, float_to_int32
 
 UFUNC_NAMES = {"Add": "add", "Mul": "multiply", "Exp2": "exp2", "Log2": "log2", "Sin": "sin",
            "Sqrt": "sqrt", "Recip": "reciprocal",
@@ -39,8 +39,8 @@ _FLOATS = ("float32", "float64")
 PROGRAM_DTYPES = _FLOATS + ("int32", "bool")  # the dtypes a program's nodes compute in
 # ops that allocate their result (no out= in the same call): their values join no buffer pool
 _FRESH = ("cast_to_int32", "fmod_int")
-# a select reads y and c again after its first write: only x's buffer may become its output;
-# fmod by a power of two reads its dividend again
+# operand positions whose buffers an op may write its result into (default: all): a select
+# reads y and c again after its first write, fmod by a power of two its dividend
 _OVERWRITABLE = {"select": (1,), "fmod_float": (1,)}
 
 
@@ -70,14 +70,6 @@ def cast_into(x, dtype, out=None):
         return np.asarray(x).astype(dtype)
     np.copyto(out, x, casting="unsafe")
     return out
-
-
-def float_to_int32(x):
-    """C's float -> int32 conversion made total, as every backend does it: NaN to 0, saturated
-    in float64 (float32 cannot hold 2**31 - 1)."""
-    with np.errstate(invalid="ignore"):
-        x = np.clip(np.nan_to_num(np.asarray(x, np.float64), nan=0), -(2**31), 2**31 - 1)
-    return x.astype(np.int32)
 
 
 def compact_view(view, producer_shape):
@@ -237,8 +229,9 @@ def _emit(b: _Builder, root: str, n_args: int, kept=()):
         # operands whose last use is this op may be overwritten by it (elementwise: each output
         # element reads only the same element of a same-shaped operand)
         writable = _OVERWRITABLE.get(fn, range(len(kids)))
-        for s in dict.fromkeys(kids[j] for j in writable):
-            if s in buffer_of and last_use[s] == k and not (fn == "select" and s in kids[::2]):
+        kept_whole = {s for j, s in enumerate(kids) if j not in writable}  # (x may also be y)
+        for s in dict.fromkeys(kids):
+            if s in buffer_of and last_use[s] == k and s not in kept_whole:
                 free.setdefault((b.shapes[s], b.dtypes[s]), []).append(buffer_of[s])
         args = ", ".join(kids) + extra
         if not shape or fn in _FRESH:  # a 0-d result is a NumPy scalar; these allocate
