@@ -123,6 +123,50 @@ def test_abs_is_numpys_own():
         assert rewrite(near)[0] == "Select", near
 
 
+def _max_ref(x, y):  # the front end's maximum: x unless x < y or y is NaN (ties keep x)
+    return np.where((x < y) | np.isnan(y), y, x)
+
+
+def _min_ref(x, y):
+    return np.where((y < x) | np.isnan(y), y, x)
+
+
+@pytest.mark.parametrize("fn, ref, calls", [
+    (lambda x, y: lnp.maximum(x, y), _max_ref, ["np.maximum"]),
+    (lambda x, y: lnp.minimum(y, x), lambda x, y: _min_ref(y, x), ["np.minimum"]),
+    (lambda x, y: lf.nn.relu(x), lambda x, y: _max_ref(x, np.float32(0.0)), ["np.maximum"]),
+    (lambda x, y: lnp.maximum(x, -0.0), lambda x, y: _max_ref(x, np.float32(-0.0)), ["np.maximum"]),
+    (lambda x, y: lnp.clip(x, -1.0, 2.5), lambda x, y: _min_ref(_max_ref(x, np.float32(-1)), np.float32(2.5)),
+     ["np.minimum", "np.maximum"]),
+])
+def test_maximum_and_minimum_are_numpys_own_with_the_selects_ties(fn, ref, calls):
+    """maximum / minimum / clip / relu are one NumPy call each, NaN from either side, and a tie
+    (+0.0 against -0.0) keeps x as the select (and the other backends) do: on every pairing of
+    the edge values."""
+    x = np.repeat(EDGES.reshape(-1), EDGES.size).reshape(-1, 2 * EDGES.shape[1])
+    y = np.tile(EDGES.reshape(-1), EDGES.size).reshape(x.shape)
+    out, trees = _trees(fn, x, y)
+    assert not any("Select" in str(t) for t in trees), trees
+    assert all(c in str(trees) for c in calls), trees
+    want = ref(x, y)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(want))
+
+
+def test_maximum_with_another_condition_is_kept():
+    x, y = ("in", 0), ("in", 1)
+    nan_y = ("Mul", "bool", ("np.not", "bool", ("LessThan", "bool", y, ("const", np.inf, "float32"))),
+             ("np.not", "bool", ("LessThan", "bool", ("const", -np.inf, "float32"), y)))
+    take_y = ("Add", "bool", ("LessThan", "bool", x, y), nan_y)
+    assert rewrite(("Select", "float32", take_y, y, x))[0] == "np.maximum"
+    for near in (("Select", "float32", ("LessThan", "bool", x, y), y, x),  # y may be NaN
+                 ("Select", "float32", take_y, x, y),
+                 ("Select", "float32", ("Add", "bool", ("LessThan", "bool", x, y), ("LessThan", "bool", y, x)), y, x),
+                 ("Select", "float32", ("LessThan", "bool", x, ("const", np.nan, "float32")),
+                  ("const", np.nan, "float32"), x)):
+        assert rewrite(near)[0] == "Select", near
+
+
 def test_floor_in_one_kernel_is_np_floor():
     x = ("in", 0)
     t = ("np.trunc", "float32", x)

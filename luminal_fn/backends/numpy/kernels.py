@@ -9,11 +9,11 @@ from ...ir.llir import quotient
 from .arena import Request
 from .executor import KERNELS, _compute_dtype, _fmod, _guarded, _np_dtype, float_to_int32, kernel
 from .tree_peephole import rewrite
-from .tree_program import PROGRAM_DTYPES, UFUNC_NAMES, compact_reader, compact_view, compile_program, select
+from .tree_program import BINARY, PROGRAM_DTYPES, UFUNC_NAMES, compact_reader, compact_view, compile_program, select
 
 # the unary ufuncs of the tree programs' table (Recip keeps its integer case below)
 _NP_UNARY = {op: getattr(np, name) for op, name in UFUNC_NAMES.items()
-             if op not in ("Add", "Mul", "Recip")}
+             if op not in BINARY + ("Recip",)}
 
 
 def _recip(x, out=None):
@@ -122,8 +122,9 @@ def _compile_node(tree, out_shape_fn, shared):
 
             return unary_inplace
         return lambda args, dims: fn(np.asarray(a(args, dims), dtype=cd))
-    if tag in ("Add", "Mul", "Mod", "LessThan"):
-        fn = {"Add": np.add, "Mul": np.multiply, "Mod": _fmod, "LessThan": np.less}[tag]
+    if tag in BINARY or tag in ("Mod", "LessThan"):
+        fn = {"Add": np.add, "Mul": np.multiply, "Mod": _fmod, "LessThan": np.less,
+              "np.maximum": np.maximum, "np.minimum": np.minimum}[tag]
         ta, tb = tree[2], tree[3]
         q = quotient(tree)
         if q is not None:  # a * recip(b): one rounding, as NumPy's a / b

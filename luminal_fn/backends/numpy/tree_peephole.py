@@ -6,14 +6,16 @@ A GPU kernel evaluates those trees in registers for free; NumPy evaluates every 
 memory, so one ``np.tanh`` is several times cheaper than its eight-node expansion. These rewrites
 recognise the forms ``luminal_fn.numpy`` writes, whole, and leave everything else alone. The
 private tags they produce (``"np.exp"``, ``"np.log"``, ``"np.tanh"``, ``"np.expm1"``, ``"np.cos"``,
-``"np.not"``, ``"np.trunc"``, ``"np.floor"``, ``"np.abs"``) exist only inside this backend. A
-select whose two branches are forms of one function of the same x (tanh's series and exp form,
-expm1's, cos's half- and double-angle forms) is that function; the front end's logic in int32
-casts is NumPy's boolean operations.
+``"np.not"``, ``"np.trunc"``, ``"np.floor"``, ``"np.abs"``, ``"np.maximum"``, ``"np.minimum"``)
+exist only inside this backend. A select whose two branches are forms of one function of the
+same x (tanh's series and exp form, expm1's, cos's half- and double-angle forms) is that
+function; the front end's logic in int32 casts is NumPy's boolean operations.
 """
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from ...ir import series
 
@@ -179,6 +181,9 @@ def _rewrite_node(tree, memo):
         x = _abs_arg(t)
         if x is not None:
             return ("np.abs", d, x)
+        hit = _max_min(t)
+        if hit is not None:
+            return hit
     if tag == "Add":
         x = _floor_arg(t)
         if x is not None:
@@ -217,6 +222,56 @@ def _abs_arg(t):
                 and _split(inner[3], "Mul", -1.0) == x and test(c, x)):
             return x
     return None
+
+
+def _ties_give_the_second() -> bool:
+    """Whether np.maximum / np.minimum return their second operand where the two compare equal
+    (+0.0 and -0.0), as this NumPy does in its scalar and vector loops; a select keeps x there."""
+    ok = True
+    for d in (np.float32, np.float64):
+        for n in (1, 67):
+            pos, neg = np.zeros(n, d), np.full(n, -0.0, d)
+            for a, b in ((pos, neg), (neg, pos), (d(0.0), neg), (pos, d(-0.0))):
+                for f in (np.maximum, np.minimum):
+                    ok &= bool((np.signbit(f(a, b)) == np.signbit(np.broadcast_to(b, (n,)))).all())
+    return ok
+
+
+TIES_GIVE_THE_SECOND = _ties_give_the_second()
+
+
+def _max_min(t):
+    """("np.maximum" / "np.minimum", d, y, x) when t is the front end's maximum(x, y) (where(x < y
+    or isnan(y), y, x)) or minimum (y < x), the NaN test dropped only for a non-NaN literal y.
+    NumPy's call takes the NaN either side, as the select does, and ties (+-0) go to x, its
+    second operand here (checked once against this NumPy: else only a nonzero literal y, whose
+    ties are the same bits)."""
+    c, y, x = t[2], t[3], t[4]
+    if t[1] not in ("float32", "float64"):
+        return None
+    literal = y[0] == "const" and not math.isnan(y[1])
+    if not literal:
+        if c[0] != "Add" or c[1] != "bool":
+            return None
+        c, nan = (c[2], c[3]) if _is_nan_test(c[3], y) else (c[3], c[2])
+        if not _is_nan_test(nan, y):
+            return None
+    if not TIES_GIVE_THE_SECOND and not (literal and y[1] != 0.0):
+        return None
+    if c == ("LessThan", "bool", x, y):
+        return ("np.maximum", t[1], y, x)
+    if c == ("LessThan", "bool", y, x):
+        return ("np.minimum", t[1], y, x)
+    return None
+
+
+def _is_nan_test(c, y) -> bool:
+    """c is the front end's isnan(y): not (y < inf) and not (-inf < y)."""
+    if c[0] != "Mul" or c[1] != "bool":
+        return False
+    want = {("np.not", "bool", ("LessThan", "bool", y, ("const", math.inf, t))) for t in ("float32", "float64")}
+    want |= {("np.not", "bool", ("LessThan", "bool", ("const", -math.inf, t), y)) for t in ("float32", "float64")}
+    return c[2] in want and c[3] in want and c[2] != c[3]
 
 
 def _is_zero_test(c, x) -> bool:

@@ -34,7 +34,9 @@ UFUNC_NAMES = {"Add": "add", "Mul": "multiply", "Exp2": "exp2", "Log2": "log2", 
            "Sqrt": "sqrt", "Recip": "reciprocal",
            # whole functions recognised by tree_peephole.rewrite
            "np.exp": "exp", "np.log": "log", "np.tanh": "tanh", "np.expm1": "expm1", "np.cos": "cos",
-           "np.trunc": "trunc", "np.floor": "floor", "np.abs": "absolute"}
+           "np.trunc": "trunc", "np.floor": "floor", "np.abs": "absolute",
+           "np.maximum": "maximum", "np.minimum": "minimum"}
+BINARY = ("Add", "Mul", "np.maximum", "np.minimum")
 _FLOATS = ("float32", "float64")
 PROGRAM_DTYPES = _FLOATS + ("int32", "bool")  # the dtypes a program's nodes compute in
 # ops that allocate their result (no out= in the same call): their values join no buffer pool
@@ -152,7 +154,7 @@ class _Builder:
         same = all(d == dtype for d in kd)
         if q is not None and same:
             fn = "divide"
-        elif tag in ("Add", "Mul") and same and len(kids) == 2:
+        elif tag in BINARY and same and len(kids) == 2:
             fn = UFUNC_NAMES[tag]  # (on bool NumPy's add is or, multiply is and)
         elif tag in UFUNC_NAMES and kind == "f" and same and len(kids) == 1:
             fn = UFUNC_NAMES[tag]
