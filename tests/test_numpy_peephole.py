@@ -101,28 +101,6 @@ def test_trunc_and_floor_are_numpys_own_with_the_sign_of_zero(name):
     np.testing.assert_array_equal(np.signbit(out), np.signbit(ref))
 
 
-def test_abs_is_numpys_own():
-    """lnp.abs's where(x == 0, +0.0, where(x < 0, -x, x)) is one np.abs (both selects inline into
-    one kernel), bit for bit NumPy's: +0.0 for -0.0, infinities, NaN."""
-    out, trees = _trees(lnp.abs, EDGES)
-    assert [t[0] for t in trees] == ["np.abs"], trees
-    ref = np.abs(EDGES)
-    np.testing.assert_array_equal(out, ref)
-    np.testing.assert_array_equal(np.signbit(out), np.signbit(ref))
-    x = ("in", 0)
-    zero_test = ("np.not", "bool", ("Add", "bool", ("LessThan", "bool", x, ("const", 0.0, "float32")),
-                                    ("LessThan", "bool", ("const", 0.0, "float32"), x)))
-    inner = ("Select", "float32", ("LessThan", "bool", x, ("const", 0.0, "float32")),
-             ("Mul", "float32", x, ("const", -1.0, "float32")), x)
-    assert rewrite(("Select", "float32", zero_test, ("const", 0.0, "float32"), inner)) == ("np.abs", "float32", x)
-    for near in (("Select", "float32", zero_test, ("const", -0.0, "float32"), inner),  # abs(-0.0) is +0.0
-                 ("Select", "float32", zero_test, ("const", 1.0, "float32"), inner),
-                 ("Select", "float32", zero_test, ("const", 0.0, "float32"), inner[:4] + (("in", 1),)),
-                 ("Select", "float32", zero_test[:2] + (("Add", "bool", zero_test[2][2], zero_test[2][2]),),
-                  ("const", 0.0, "float32"), inner)):
-        assert rewrite(near)[0] == "Select", near
-
-
 def _max_ref(x, y):  # the front end's maximum: x unless x < y or y is NaN (ties keep x)
     return np.where((x < y) | np.isnan(y), y, x)
 

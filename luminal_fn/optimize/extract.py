@@ -343,7 +343,6 @@ class _Extraction(FusedTreeBuilder):
         self.memo: dict = {}
         self.recomputing = 0  # shared values being inlined around the current tree node
         self.slack = 0  # extra reads the current kernel may still take to avoid storing a value
-        self.refused: set = set()  # (FT class, transform) whose recomputation read more, this kernel
         # ViewThroughs from the current tree node's coordinates out to its kernel's (innermost
         # last): non-empty while computing a producer inlined through a view
         self.transform: tuple = ()

@@ -16,10 +16,6 @@ MAX_TREE = 96  # fused trees beyond this many nodes stop inlining (code size, re
 # a subtree met again in one kernel is the same object, but every backend walks the tree as a
 # tree: past this many nodes so counted, a subtree read again reads its buffer
 MAX_EXPANDED = 1024
-# shared values recomputed inside one another's recomputation at most this deep: each level
-# is built whole before it can be refused, so a chain of them (gcd's 48 select steps) would
-# otherwise be explored at every depth
-MAX_RECOMPUTE = 3
 
 _Cycle = DecodeCycle  # one exception for "this option refers back to itself": repaired alike
 
@@ -30,8 +26,7 @@ class ExtractionError(RuntimeError):
 
 class FusedTreeBuilder:
     """The fused-tree half of one genome's extraction (extract._Extraction): needs ``ex``,
-    ``memo``, ``recomputing``, ``slack``, ``refused``, ``transform``, ``ordered`` and
-    ``materialize``."""
+    ``memo``, ``recomputing``, ``slack``, ``transform``, ``ordered`` and ``materialize``."""
 
     def kernel_tree(self, ft, root, edges):
         """The whole tree of one fused kernel (leaves may materialise other kernels, each with
@@ -40,12 +35,11 @@ class FusedTreeBuilder:
         saved_depth, self.recomputing = self.recomputing, 0
         saved_transform, self.transform = self.transform, ()
         saved_slack, self.slack = self.slack, 1
-        saved_refused, self.refused = self.refused, set()
         try:
             return self.tree(ft, root, edges, [0])
         finally:
             self.memo, self.recomputing, self.transform = saved, saved_depth, saved_transform
-            self.slack, self.refused = saved_slack, saved_refused
+            self.slack = saved_slack
 
     def tree(self, ft, root, edges: list, size: list):
         """The LLIR tree for FT class ``ft`` inside the kernel computing ``root``; appends the
@@ -85,10 +79,6 @@ class FusedTreeBuilder:
         allowed = (0 if producer in self.buf else 1) if nested else 0  # the leaf's own read
         if size[0] > MAX_TREE:
             opts = sorted(opts, key=lambda n: n.op != "FLeaf")
-        if nested and ((ft, self.transform) in self.refused or self.recomputing >= MAX_RECOMPUTE):
-            # its recomputation read more once in this kernel: not rebuilt to learn it again
-            # (each level of a chain of shared values, gcd's 48 steps, would double the work)
-            opts = [n for n in opts if n.op == "FLeaf"] or opts
         mark = self._mark(edges, size)
         for n in opts:
             inlined = shared and n.op != "FLeaf"
@@ -99,7 +89,6 @@ class FusedTreeBuilder:
                 if nested and inlined and extra > 0:
                     if not (allowed and extra <= self.slack):
                         self._rollback(mark, edges, size)  # it reads more: read the value instead
-                        self.refused.add((ft, self.transform))
                         continue
                     self.slack -= extra
                 return out

@@ -6,7 +6,7 @@ A GPU kernel evaluates those trees in registers for free; NumPy evaluates every 
 memory, so one ``np.tanh`` is several times cheaper than its eight-node expansion. These rewrites
 recognise the forms ``luminal_fn.numpy`` writes, whole, and leave everything else alone. The
 private tags they produce (``"np.exp"``, ``"np.log"``, ``"np.tanh"``, ``"np.expm1"``, ``"np.cos"``,
-``"np.not"``, ``"np.trunc"``, ``"np.floor"``, ``"np.abs"``, ``"np.maximum"``, ``"np.minimum"``)
+``"np.not"``, ``"np.trunc"``, ``"np.floor"``, ``"np.maximum"``, ``"np.minimum"``)
 exist only inside this backend. A select whose two branches are forms of one function of the
 same x (tanh's series and exp form, expm1's, cos's half- and double-angle forms) is that
 function; the front end's logic in int32 casts is NumPy's boolean operations.
@@ -178,9 +178,6 @@ def _rewrite_node(tree, memo):
         x = _trunc_arg(t)
         if x is not None:
             return ("np.trunc", d, x)
-        x = _abs_arg(t)
-        if x is not None:
-            return ("np.abs", d, x)
         hit = _max_min(t)
         if hit is not None:
             return hit
@@ -205,23 +202,6 @@ def _trunc_arg(t):
     if f is None or f[0] != "Mod" or f[2] != x or not _const(f[3], 1.0):
         return None
     return x
-
-
-def _abs_arg(t):
-    """x when t is where(x == 0, +0.0, where(x < 0, -x, x)), the front end's float abs (or that
-    select flipped on x != 0), else None. np.abs is that (and clears a NaN's sign bit, as the
-    NumPy reference does)."""
-    c, p, q = t[2], t[3], t[4]
-    for zero, inner, test in ((p, q, _is_zero_test), (q, p, _is_nonzero_test)):
-        if not (zero[0] == "const" and zero[1] == 0.0 and math.copysign(1.0, zero[1]) > 0):
-            continue
-        if inner[0] != "Select" or inner[1] not in ("float32", "float64"):
-            continue
-        x = inner[4]
-        if (inner[2][:3] == ("LessThan", "bool", x) and _const(inner[2][3], 0.0)
-                and _split(inner[3], "Mul", -1.0) == x and test(c, x)):
-            return x
-    return None
 
 
 def _ties_give_the_second() -> bool:
@@ -272,28 +252,6 @@ def _is_nan_test(c, y) -> bool:
     want = {("np.not", "bool", ("LessThan", "bool", y, ("const", math.inf, t))) for t in ("float32", "float64")}
     want |= {("np.not", "bool", ("LessThan", "bool", ("const", -math.inf, t), y)) for t in ("float32", "float64")}
     return c[2] in want and c[3] in want and c[2] != c[3]
-
-
-def _is_zero_test(c, x) -> bool:
-    """c is the front end's x == 0.0: not (x < 0 or 0 < x), alone or and-ed with x < inf (its
-    NaN test against a finite literal, implied here), after the boolean rewrites."""
-    if c[0] == "Mul" and c[1] == "bool":
-        for p, q in ((c[2], c[3]), (c[3], c[2])):
-            if q[:3] == ("LessThan", "bool", x) and q[3][0] == "const" and q[3][1] == math.inf:
-                c = p
-                break
-    return c[0] == "np.not" and _is_nonzero_test(c[2], x)
-
-
-def _is_nonzero_test(c, x) -> bool:
-    """c is x < 0 or 0 < x (a boolean Add)."""
-    if c[0] != "Add" or c[1] != "bool":
-        return False
-    below, above = c[2], c[3]
-    if below[:3] != ("LessThan", "bool", x):
-        below, above = above, below
-    return (below[:3] == ("LessThan", "bool", x) and _const(below[3], 0.0)
-            and above[0] == "LessThan" and above[3] == x and _const(above[2], 0.0))
 
 
 def _floor_arg(t):

@@ -34,7 +34,7 @@ UFUNC_NAMES = {"Add": "add", "Mul": "multiply", "Exp2": "exp2", "Log2": "log2", 
            "Sqrt": "sqrt", "Recip": "reciprocal",
            # whole functions recognised by tree_peephole.rewrite
            "np.exp": "exp", "np.log": "log", "np.tanh": "tanh", "np.expm1": "expm1", "np.cos": "cos",
-           "np.trunc": "trunc", "np.floor": "floor", "np.abs": "absolute",
+           "np.trunc": "trunc", "np.floor": "floor",
            "np.maximum": "maximum", "np.minimum": "minimum"}
 BINARY = ("Add", "Mul", "np.maximum", "np.minimum")
 _FLOATS = ("float32", "float64")
