@@ -69,7 +69,7 @@ class Extractor(IntegerDecoder):
             vs = [n for n in nodes if n.op == "V"]
             if vs and egraph.sorts.get(cls) == "IR":
                 self.views[cls] = next((n for n in vs if not n.subsumed), vs[0])
-        self.through: dict = {}  # FT class read through a view -> (producer's FT class, ViewThrough; None: identity)
+        self.through: dict = {}  # FT class read through a view -> (producer's FT class, ViewThrough)
         self._add_view_inlines()
         self._ft_dtype: dict = {}
         self._readers: dict = {}
@@ -117,9 +117,7 @@ class Extractor(IntegerDecoder):
             how = through(self.view_of(vnode), self.tensor(producer)[0])
             if how is None:
                 continue
-            # an identity adds no transform: the producer's subtrees stay the memo's same keys
-            # (a chain of selects would otherwise nest one transform a level, sharing nothing)
-            self.through[ft] = (inner, None if how.is_identity(self.tensor(producer)[0]) else how)
+            self.through[ft] = (inner, how)
             self.options[ft] = [ENode(VIEW_INLINE, (inner,), 0.0, False)] + self.options[ft]
 
     def _inline_half_products(self):

@@ -210,7 +210,7 @@ class FusedTreeBuilder:
         alternative) with every input read composed through the view."""
         inner, how = self.ex.through[ft]
         saved = self.transform
-        self.transform = saved if how is None else saved + (how,)
+        self.transform = saved + (how,)
         try:
             mark = self._mark(edges, size)
             for n in self.ordered(inner):
@@ -218,7 +218,7 @@ class FusedTreeBuilder:
                     continue
                 try:
                     out = self._tree_node(n, inner, root, edges, size)
-                    if how is not None and how.pads and not maps_zero_to_zero(out):
+                    if how.pads and not maps_zero_to_zero(out):
                         raise _Cycle()  # the padded read's zeros would not come out as zeros
                     return out
                 except _Cycle:

@@ -30,14 +30,6 @@ class ViewThrough:
     shape: tuple  # W's shape: the consumer's coordinates
     pads: tuple = ()  # (axis, before, after): W reads zeros there (a padded read)
 
-    def is_identity(self, producer_shape) -> bool:
-        """Whether every view comes out as it went in (W reads P's buffer as it is: lnp.where's
-        branches through their full masks)."""
-        n = len(self.shape)
-        return (not self.pads and len(producer_shape) == len(self.q) == n
-                and all(same(s, 0) for s in self.starts)
-                and all(same(a, b) and same(a, c) for a, b, c in zip(self.q, self.shape, producer_shape)))
-
     def apply(self, view: View) -> Optional[View]:
         """``view`` (shape = the producer's) as read at the consumer's element, or None when
         strides cannot express it."""

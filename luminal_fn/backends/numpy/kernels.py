@@ -123,8 +123,7 @@ def _compile_node(tree, out_shape_fn, shared):
             return unary_inplace
         return lambda args, dims: fn(np.asarray(a(args, dims), dtype=cd))
     if tag in BINARY or tag in ("Mod", "LessThan"):
-        fn = {"Add": np.add, "Mul": np.multiply, "Mod": _fmod, "LessThan": np.less,
-              "np.maximum": np.maximum, "np.minimum": np.minimum}[tag]
+        fn = _fmod if tag == "Mod" else getattr(np, UFUNC_NAMES.get(tag, "less"))
         ta, tb = tree[2], tree[3]
         q = quotient(tree)
         if q is not None:  # a * recip(b): one rounding, as NumPy's a / b

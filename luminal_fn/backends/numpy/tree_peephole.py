@@ -247,11 +247,16 @@ def _max_min(t):
 
 def _is_nan_test(c, y) -> bool:
     """c is the front end's isnan(y): not (y < inf) and not (-inf < y)."""
+    def not_less(t, a, b):  # not (a < b), a or b the constant given, the other y
+        if t[0] != "np.not" or t[2][0] != "LessThan":
+            return False
+        lhs, rhs = t[2][2], t[2][3]
+        return (lhs == y and _const(rhs, b)) if a is None else (rhs == y and _const(lhs, a))
+
     if c[0] != "Mul" or c[1] != "bool":
         return False
-    want = {("np.not", "bool", ("LessThan", "bool", y, ("const", math.inf, t))) for t in ("float32", "float64")}
-    want |= {("np.not", "bool", ("LessThan", "bool", ("const", -math.inf, t), y)) for t in ("float32", "float64")}
-    return c[2] in want and c[3] in want and c[2] != c[3]
+    return any(not_less(p, None, math.inf) and not_less(q, -math.inf, None)
+               for p, q in ((c[2], c[3]), (c[3], c[2])))
 
 
 def _floor_arg(t):
