@@ -119,7 +119,7 @@ def _prelude() -> str:
 
 def _node_values(graph, inputs, dims) -> list:
     """Every node's NumPy value (the reference plan's steps, without freeing intermediates)."""
-    plan = Plan(graph)
+    plan = Plan(graph, merge=False)  # (merged kernels' values would not be kept)
     vals = [None] * plan.n  # (the plan's slots: nodes, then values one kernel keeps for others)
     for nid, x in zip(graph.inputs, inputs):
         vals[nid] = np.asarray(x)

@@ -1,5 +1,6 @@
-"""The NumPy backend's tree rewrites: exp / log / tanh as luminal_fn.numpy writes them become one
-NumPy call; anything else is left alone; values still match NumPy."""
+"""The NumPy backend's tree rewrites: exp / log / tanh / abs / rint ... as luminal_fn.numpy writes
+them become one NumPy call; anything else is left alone; values still match NumPy. Trees are
+read from the plan the backend runs (after tree_merge and plan_share)."""
 import numpy as np
 import pytest
 
@@ -13,7 +14,7 @@ def _trees(fn, *args):
     out = np.asarray(jf(*args))
     (compiled,) = jf.compiled()
     (plan,) = compiled.runner.plans.values()
-    return out, [rewrite(n.attrs["expr"]) for n in plan.llir.live_nodes()
+    return out, [rewrite(n.attrs["expr"]) for n in plan.executable.plan.nodes
                  if n.op == "CustomOp" and n.attrs.get("name") in ("fused", "fused_reduce")]
 
 
@@ -192,3 +193,68 @@ def test_logic_selects_and_fmod_match_numpy_at_the_edges(fn, ref):
     if want.dtype.kind == "f":
         zero = want == 0
         np.testing.assert_array_equal(np.signbit(out[zero]), np.signbit(want[zero]))
+
+
+@pytest.mark.parametrize("fn, ref, call", [
+    (lnp.abs, np.abs, "np.abs"),
+    (lnp.round, np.round, "np.rint"),
+    (lnp.rint, np.rint, "np.rint"),
+    (lambda a: lnp.around(a, 1), lambda a: np.around(a, 1), "np.rint"),
+])
+def test_abs_and_rint_are_numpys_own_across_their_kernels(fn, ref, call):
+    """abs is where(x == 0, 0.0, where(x < 0, -x, x)) and rint three selects: each select is a
+    kernel of its own, and tree_merge writes them into one tree, which is one NumPy call, bit
+    for bit NumPy's (-0.0 from rint(-0.3), +0.0 from abs(-0.0), ties to even)."""
+    x = np.concatenate([EDGES, np.float32([[-0.3, 0.3, 0.49999997, 4.5, -4.5, 123456.5, 2.0 ** 23 + 1,
+                                            -0.7, 0.25, -1e-45, 7.0, 5.5, -5.5, 1e-40, 0.5, 3.5, -3.5],
+                                           [-0.05, 0.05, 0.15, 0.25, 0.35, -0.25, 1e30, -1e30, 6.5,
+                                            2.5, -6.5, 0.45, 0.55, 1.05, -1.05, 2.675, -2.675]])])
+    out, trees = _trees(fn, x)
+    assert any(call in str(t) for t in trees) and not any("Select" in str(t) for t in trees), trees
+    want = ref(x)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(want))
+
+
+def test_int_abs_is_np_abs():
+    x = np.array([[0, -3, 5, -(2 ** 31), 2 ** 31 - 1, -1]], np.int32)
+    out, trees = _trees(lnp.abs, x)
+    assert any(t[0] == "np.abs" for t in trees), trees
+    np.testing.assert_array_equal(out, np.abs(x))  # abs(INT_MIN) wraps to INT_MIN in both
+
+
+def test_abs_and_rint_near_misses_are_left_alone():
+    x = ("in", 0)
+    neg = ("Mul", "float32", x, ("const", -1.0, "float32"))
+    below = ("LessThan", "bool", x, ("const", 0.0, "float32"))
+    zero_test = ("Mul", "bool", ("np.not", "bool", ("Add", "bool", below,
+                                                    ("LessThan", "bool", ("const", 0.0, "float32"), x))),
+                 ("LessThan", "bool", x, ("const", np.inf, "float32")))
+    inner = ("Select", "float32", below, neg, x)
+    assert rewrite(("Select", "float32", zero_test, ("const", 0.0, "float32"), inner))[0] == "np.abs"
+    for near in (inner,  # where(x < 0, -x, x) alone keeps -0.0: not abs for floats
+                 ("Select", "float32", zero_test, ("const", -0.0, "float32"), inner),
+                 ("Select", "float32", zero_test, ("const", 1.0, "float32"), inner),
+                 ("Select", "float32", zero_test[2], ("const", 0.0, "float32"), inner),  # NaN test dropped
+                 ("Select", "float32", zero_test, ("const", 0.0, "float32"), ("Select", "float32", below, x, neg)),
+                 ("Select", "float32", zero_test, ("const", 0.0, "float32"),
+                  ("Select", "float32", below, ("Mul", "float32", x, ("const", -2.0, "float32")), x))):
+        assert rewrite(near)[0] == "Select", near
+    assert rewrite(("Select", "int32", ("LessThan", "bool", ("in", 0), ("const", 0, "int32")),
+                    ("Mul", "int32", ("in", 0), ("const", -1, "int32")), ("in", 0)))[0] == "np.abs"
+    assert rewrite(("Select", "int32", ("LessThan", "bool", ("in", 0), ("const", 1, "int32")),
+                    ("Mul", "int32", ("in", 0), ("const", -1, "int32")), ("in", 0)))[0] == "Select"
+
+
+def test_a_rint_of_another_bump_is_kept():
+    """floor(x) + (x - floor(x) > 0.5), rounding ties down, is not rint: only the whole form is."""
+    def round_half_down(a):
+        f = lnp.floor(a)
+        r = f + (a - f > 0.5).astype(lnp.float32)
+        return lnp.where(r == 0, a * 0.0, r)
+
+    x = np.float32([[0.5, 1.5, 2.5, -0.5, -1.5, 0.7, -0.7, 3.2]])
+    out, trees = _trees(round_half_down, x)
+    assert not any("np.rint" in str(t) for t in trees), trees
+    f = np.floor(x)
+    np.testing.assert_array_equal(out, f + (x - f > 0.5))

@@ -314,17 +314,20 @@ def _output(node, readers):
 class Plan:
     """A graph compiled to a list of (node id, step) closures. Fused kernels first share the
     subtrees they have in common (plan_share: a value computed once, read by later kernels);
-    steps that can write into given memory get buffers kept from call to call (arena)."""
+    steps that can write into given memory get buffers kept from call to call (arena). Kernels
+    read whole by one later kernel only are written into it first (tree_merge), unless
+    ``merge`` is false (a caller that reads every node's value, as the kernel emulations do)."""
 
-    def __init__(self, graph, kernels: dict | None = None):
+    def __init__(self, graph, kernels: dict | None = None, merge: bool = True):
         from .arena import ArenaPool, Layout, lifetimes
         from .plan_share import share_subtrees  # imports the kernels' modules
+        from .tree_merge import inline_single_readers
 
         table = KERNELS if kernels is None else {**KERNELS, **kernels}
         self.graph = graph
         self.inputs = list(graph.inputs)
         self.outputs = list(graph.outputs)
-        nodes, self.n, extra = share_subtrees(graph)
+        nodes, self.n, extra = share_subtrees(inline_single_readers(graph) if merge else graph)
         self.nodes = nodes
 
         def producer(i):

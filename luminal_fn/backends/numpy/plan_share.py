@@ -29,7 +29,7 @@ from .tree_program import PROGRAM_DTYPES, compact_view, compile_program
 SHAREABLE = ("fused", "fused_reduce")
 
 
-def _full_shape(node):
+def full_shape(node):
     return tuple(node.attrs["in_shape"]) if node.attrs.get("name") == "fused_reduce" else tuple(node.shape)
 
 
@@ -38,7 +38,7 @@ def program_inputs(graph, node):
     on tree_program's straight-line path, else None."""
     if node.op != "CustomOp" or node.attrs.get("name") not in SHAREABLE:
         return None
-    full = _full_shape(node)
+    full = full_shape(node)
     if not all(isinstance(d, int) for d in full) or node.dtype.name not in PROGRAM_DTYPES:
         return None
     shapes, dtypes = [], []
@@ -177,7 +177,7 @@ def share_subtrees(graph):
     for pos, wanted in stashes.items():
         n = out[pos]
         out[pos] = dataclasses.replace(n, attrs={**n.attrs, "_stash": tuple(wanted.values())})
-        extra.update({vid: (_full_shape(n), n.dtype) for _, vid in wanted.values()})
+        extra.update({vid: (full_shape(n), n.dtype) for _, vid in wanted.values()})
     return _drop_unread(out, set(graph.outputs)), n_ids, extra
 
 
@@ -216,4 +216,4 @@ def _drop_unread(nodes, outputs):
         nodes = keep
 
 
-__all__ = ["share_subtrees", "program_inputs", "SHAREABLE"]
+__all__ = ["share_subtrees", "program_inputs", "full_shape", "SHAREABLE"]

@@ -6,8 +6,9 @@ A GPU kernel evaluates those trees in registers for free; NumPy evaluates every 
 memory, so one ``np.tanh`` is several times cheaper than its eight-node expansion. These rewrites
 recognise the forms ``luminal_fn.numpy`` writes, whole, and leave everything else alone. The
 private tags they produce (``"np.exp"``, ``"np.log"``, ``"np.tanh"``, ``"np.expm1"``, ``"np.cos"``,
-``"np.not"``, ``"np.trunc"``, ``"np.floor"``, ``"np.maximum"``, ``"np.minimum"``)
-exist only inside this backend. A select whose two branches are forms of one function of the
+``"np.not"``, ``"np.trunc"``, ``"np.floor"``, ``"np.maximum"``, ``"np.minimum"``, ``"np.abs"``,
+``"np.rint"``) exist only inside this backend; a function written across several kernels is one
+tree here after tree_merge. A select whose two branches are forms of one function of the
 same x (tanh's series and exp form, expm1's, cos's half- and double-angle forms) is that
 function; the front end's logic in int32 casts is NumPy's boolean operations.
 """
@@ -181,6 +182,12 @@ def _rewrite_node(tree, memo):
         hit = _max_min(t)
         if hit is not None:
             return hit
+        x = _abs_arg(t)
+        if x is not None:
+            return ("np.abs", d, x)
+        x = _rint_arg(t)
+        if x is not None:
+            return ("np.rint", d, x)
     if tag == "Add":
         x = _floor_arg(t)
         if x is not None:
@@ -243,6 +250,102 @@ def _max_min(t):
     if c == ("LessThan", "bool", y, x):
         return ("np.minimum", t[1], y, x)
     return None
+
+
+def _abs_arg(t):
+    """x when the select t is the front end's absolute(x): where(x < 0, -x, x) for int32, and
+    for floats where(x == 0, +0.0, that) (abs(-0.0) is +0.0), else None. np.abs is that, and
+    clears a NaN's sign bit as NumPy's own abs does (the select keeps it)."""
+    if t[1] == "int32":
+        return _negated_below_zero(t)
+    if t[1] not in ("float32", "float64") or not _const(t[3], 0.0) or math.copysign(1.0, t[3][1]) < 0:
+        return None
+    x = _negated_below_zero(t[4])
+    return x if x is not None and _is_zero_test(t[2], x) else None
+
+
+def _is_number(t, value) -> bool:
+    """t is the constant ``value`` (a float constant close to it, an int32 one equal to it)."""
+    return _const(t, float(value)) or (t[0] == "const" and t[2] == "int32" and t[1] == value)
+
+
+def _less(t, a, b) -> bool:
+    """t is a < b, where a number stands for a constant of that value and a tuple for itself."""
+    if t[0] != "LessThan":
+        return False
+    return all(_is_number(u, w) if isinstance(w, (int, float)) else u == w
+               for u, w in ((t[2], a), (t[3], b)))
+
+
+def _negated_below_zero(t):
+    """x when t is where(x < 0, x * -1, x), else None."""
+    if t[0] != "Select" or t[2][0] != "LessThan":
+        return None
+    x = t[2][2]
+    if not _less(t[2], x, 0) or t[4] != x or t[3][0] != "Mul" or t[3][2] != x or not _is_number(t[3][3], -1):
+        return None
+    return x
+
+
+def _is_zero_test(c, x) -> bool:
+    """c is the front end's equal(x, 0) for a float x."""
+    return _is_equal_test(c, x, 0.0)
+
+
+def _is_equal_test(c, x, value: float) -> bool:
+    """c is the front end's equal(x, value) for a float x and a finite literal value: not
+    (x < value or value < x), and x < inf (NaN compares false both ways)."""
+    for p, q in _operands(c, "Mul", "bool"):
+        if _less(q, x, math.inf) and p[0] == "np.not":
+            if any(_less(lo, x, value) and _less(hi, value, x) for lo, hi in _operands(p[2], "Add", "bool")):
+                return True
+    return False
+
+
+def _operands(t, tag, d):
+    """Both orders of a commutative (tag, d, a, b)'s operands; none when t is not one."""
+    if t[0] != tag or t[1] != d:
+        return ()
+    return ((t[2], t[3]), (t[3], t[2]))
+
+
+def _rint_arg(t):
+    """x when the select t is the front end's rint(x), else None: with f = floor(x) and
+    diff = x - f, r = f + (diff > 0.5 or (diff == 0.5 and fmod(f, 2) != 0)), then
+    where(r == 0, x * 0, r) (a zero keeps x's sign). np.rint is that: half to even."""
+    d = t[1]
+    if d not in ("float32", "float64") or not _is_equal_test(t[2], t[4], 0.0):
+        return None
+    for f, bump in _operands(t[4], "Add", d):
+        if f[0] != "np.floor" or bump[0] != "Cast" or bump[1] != d:
+            continue
+        x = f[2]
+        if any(a == x and _const(b, 0.0) for a, b in _operands(t[3], "Mul", d)) and _is_rint_bump(bump[2], x, f):
+            return x
+    return None
+
+
+def _is_rint_bump(b, x, f) -> bool:
+    """b is diff > 0.5 or (diff == 0.5 and not fmod(f, 2) == 0), diff = x - f."""
+    d = f[1]
+    for up, tie_odd in _operands(b, "Add", "bool"):
+        diff = up[3] if up[0] == "LessThan" and _const(up[2], 0.5) else None
+        if diff is None or not any(a == x and any(p == f and _const(q, -1.0) for p, q in _operands(m, "Mul", d))
+                                   for a, m in _operands(diff, "Add", d)):
+            continue
+        for tie, odd in _operands(tie_odd, "Mul", "bool"):
+            if _is_equal_test(tie, diff, 0.5) and odd[0] == "np.not" and _is_even_test(odd[2], f):
+                return True
+    return False
+
+
+def _is_even_test(c, f) -> bool:
+    """c is equal(fmod(f, 2), 0)."""
+    for _, q in _operands(c, "Mul", "bool"):
+        mod = q[2] if q[0] == "LessThan" else None
+        if mod is not None and mod[0] == "Mod" and mod[2] == f and _const(mod[3], 2.0):
+            return _is_equal_test(c, mod, 0.0)
+    return False
 
 
 def _is_nan_test(c, y) -> bool:

@@ -35,7 +35,8 @@ UFUNC_NAMES = {"Add": "add", "Mul": "multiply", "Exp2": "exp2", "Log2": "log2", 
            # whole functions recognised by tree_peephole.rewrite
            "np.exp": "exp", "np.log": "log", "np.tanh": "tanh", "np.expm1": "expm1", "np.cos": "cos",
            "np.trunc": "trunc", "np.floor": "floor",
-           "np.maximum": "maximum", "np.minimum": "minimum"}
+           "np.maximum": "maximum", "np.minimum": "minimum", "np.abs": "absolute",
+           "np.rint": "rint"}
 BINARY = ("Add", "Mul", "np.maximum", "np.minimum")
 _FLOATS = ("float32", "float64")
 PROGRAM_DTYPES = _FLOATS + ("int32", "bool")  # the dtypes a program's nodes compute in
@@ -156,7 +157,7 @@ class _Builder:
             fn = "divide"
         elif tag in BINARY and same and len(kids) == 2:
             fn = UFUNC_NAMES[tag]  # (on bool NumPy's add is or, multiply is and)
-        elif tag in UFUNC_NAMES and kind == "f" and same and len(kids) == 1:
+        elif tag in UFUNC_NAMES and (kind == "f" or tag == "np.abs") and same and len(kids) == 1:
             fn = UFUNC_NAMES[tag]
         elif tag == "np.not" and same:
             fn = "logical_not"
