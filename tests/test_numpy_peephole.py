@@ -258,3 +258,53 @@ def test_a_rint_of_another_bump_is_kept():
     assert not any("np.rint" in str(t) for t in trees), trees
     f = np.floor(x)
     np.testing.assert_array_equal(out, f + (x - f > 0.5))
+
+
+@pytest.mark.parametrize("name", ["cosh", "sinh"])
+def test_cosh_and_sinh_are_numpys_own(name):
+    """cosh is where(|x| > 88, exp(|x|/2) / 2 * exp(|x|/2), (e + 1/e) / 2), sinh its expm1 form
+    with copysign's select for the sign: once merged, one NumPy call each, NumPy's bits
+    (sinh(-0.0) is -0.0)."""
+    x = np.concatenate([EDGES, np.float32([[-0.0, 1e-7, -1e-7, 0.3, -0.3, 20.0, -20.0, 88.5, -88.5, 89.0,
+                                            89.5, -89.5, 1.0, -1.0, 5.0, 1e-30, -1e-30]])])
+    out, trees = _trees(getattr(lnp, name), x)
+    assert any(t[0] == "np." + name for t in trees) and not any("Select" in str(t) for t in trees), trees
+    with np.errstate(over="ignore"):
+        want = getattr(np, name)(x)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(want))
+
+
+def test_near_forms_of_cosh_and_sinh_are_kept():
+    """Another threshold, another small branch, swapped branches, or sinh's magnitude signed by
+    x < 0 alone (sinh(-0.0) would be +0.0) are not NumPy's cosh / sinh."""
+    a = ("np.abs", "float32", ("in", 0))
+    h = ("np.exp", "float32", ("Mul", "float32", a, ("const", 0.5, "float32")))
+    big = ("Mul", "float32", ("Mul", "float32", h, ("const", 0.5, "float32")), h)
+    e = ("np.exp", "float32", a)
+    small = ("Mul", "float32", ("Add", "float32", e, ("Recip", "float32", e)), ("const", 0.5, "float32"))
+    cosh = ("Select", "float32", ("LessThan", "bool", ("const", 88.0, "float32"), a), big, small)
+    assert rewrite(cosh)[0] == "np.cosh"
+    sinh_like = ("Mul", "float32",
+                 ("Add", "float32", e, ("Mul", "float32", ("Recip", "float32", e), ("const", -1.0, "float32"))),
+                 ("const", 0.5, "float32"))
+    for near in (("Select", "float32", ("LessThan", "bool", ("const", 80.0, "float32"), a), big, small),
+                 ("Select", "float32", ("LessThan", "bool", ("const", 88.0, "float32"), a), big, sinh_like),
+                 ("Select", "float32", ("LessThan", "bool", ("const", 88.0, "float32"), a), small, big)):
+        assert rewrite(near)[0] == "Select", near
+    em1 = ("np.expm1", "float32", a)
+    r = ("Select", "float32", ("LessThan", "bool", ("const", 88.0, "float32"), a), big,
+         ("Mul", "float32", ("Add", "float32", em1,
+                             ("Mul", "float32", em1, ("Recip", "float32", ("Add", "float32", em1, ("const", 1.0, "float32"))))),
+          ("const", 0.5, "float32")))
+    mag = ("np.abs", "float32", r)
+    neg = ("Mul", "float32", mag, ("const", -1.0, "float32"))
+    x = ("in", 0)
+    below = ("LessThan", "bool", x, ("const", 0.0, "float32"))
+    zero = ("Mul", "bool", ("np.not", "bool", ("Add", "bool", below, ("LessThan", "bool", ("const", 0.0, "float32"), x))),
+            ("LessThan", "bool", x, ("const", np.inf, "float32")))
+    recip_below = ("LessThan", "bool", ("Recip", "float32", x), ("const", 0.0, "float32"))
+    signbit = ("Add", "bool", below, ("Mul", "bool", zero, recip_below))
+    assert rewrite(("Select", "float32", signbit, neg, mag))[0] == "np.sinh"
+    assert rewrite(("Select", "float32", below, neg, mag))[0] == "Select"
+    assert rewrite(("Select", "float32", signbit, mag, neg))[0] == "Select"

@@ -24,12 +24,13 @@ import dataclasses
 from .plan_share import SHAREABLE, full_shape, program_inputs
 from .tree_peephole import rewrite
 
-# the most nodes a merged tree may have, walked as a tree (a subtree read twice counted twice),
-# after tree_peephole's rewrites and before them: hashing and comparing a tree walks it so, and
-# a value reused at every level of a chain (x = x * x) doubles it a level (the extractor bounds
-# its kernels alike). rint's three kernels walk ~1,600 nodes merged, three once rewritten.
+# the most nodes a merged tree may have walked as a tree (a subtree read twice counted twice)
+# once tree_peephole has rewritten it: hashing a tree walks it so, and a value reused at every
+# level of a chain (x = x * x) doubles it a level (the extractor bounds its kernels alike).
+# sinh's two kernels walk ~20,000 nodes merged, under 100 rewritten. Equal subtrees are made one
+# object first, so rewriting and comparing cost the distinct nodes, which are bounded too.
 MAX_WALKED = 1024
-MAX_WALKED_UNREWRITTEN = 8 * MAX_WALKED
+MAX_DISTINCT = 4 * MAX_WALKED
 
 
 def inline_single_readers(graph):
@@ -102,13 +103,29 @@ def _inline(graph, nodes, node, prod):
         moved.append(j)
     inner = _relabel(ptree, lambda j: ("in", moved[j]), {})
     tree = _relabel(node.attrs["expr"], lambda k: inner if k in slots else ("in", renumber[k]), {})
-    if _walked(tree, {}) > MAX_WALKED_UNREWRITTEN or _walked(rewrite(tree), {}) > MAX_WALKED:
+    interned: dict = {}
+    tree = _interned(tree, interned, {})
+    if len(interned) > MAX_DISTINCT or _walked(rewrite(tree), {}) > MAX_WALKED:
         return None
     new = dataclasses.replace(node, inputs=tuple(inputs), attrs={**node.attrs, "expr": tree})
     view = copy.copy(graph)
     view.nodes = list(nodes)
     view.nodes[node.id] = new
     return new if program_inputs(view, new) is not None else None
+
+
+def _interned(t, table: dict, memo: dict):
+    """t with structurally equal subtrees one object (``table``: their canonical forms)."""
+    if t[0] in ("in", "const", "iota"):
+        return table.setdefault(t, t)
+    if t[0] == "Gather":
+        return t  # (off the straight-line path: the merge is refused after)
+    done = memo.get(id(t))
+    if done is None:
+        kids = tuple(_interned(c, table, memo) for c in t[2:])
+        key = (t[0], t[1]) + tuple(map(id, kids))  # kids are canonical: their ids say equality
+        done = memo[id(t)] = table.setdefault(key, (t[0], t[1]) + kids)
+    return done
 
 
 def _walked(t, memo: dict) -> int:

@@ -7,10 +7,10 @@ memory, so one ``np.tanh`` is several times cheaper than its eight-node expansio
 recognise the forms ``luminal_fn.numpy`` writes, whole, and leave everything else alone. The
 private tags they produce (``"np.exp"``, ``"np.log"``, ``"np.tanh"``, ``"np.expm1"``, ``"np.cos"``,
 ``"np.not"``, ``"np.trunc"``, ``"np.floor"``, ``"np.maximum"``, ``"np.minimum"``, ``"np.abs"``,
-``"np.rint"``) exist only inside this backend; a function written across several kernels is one
-tree here after tree_merge. A select whose two branches are forms of one function of the
-same x (tanh's series and exp form, expm1's, cos's half- and double-angle forms) is that
-function; the front end's logic in int32 casts is NumPy's boolean operations.
+``"np.rint"``, ``"np.cosh"``, ``"np.sinh"``) exist only inside this backend; a function written
+across several kernels is one tree here after tree_merge. A select whose two branches are forms
+of one function of the same x (tanh's series and exp form, expm1's, cos's half- and double-angle
+forms) is that function; the front end's logic in int32 casts is NumPy's boolean operations.
 """
 from __future__ import annotations
 
@@ -188,6 +188,9 @@ def _rewrite_node(tree, memo):
         x = _rint_arg(t)
         if x is not None:
             return ("np.rint", d, x)
+        hit = _cosh_or_sinh(t)
+        if hit is not None:
+            return hit
     if tag == "Add":
         x = _floor_arg(t)
         if x is not None:
@@ -320,7 +323,8 @@ def _rint_arg(t):
         if f[0] != "np.floor" or bump[0] != "Cast" or bump[1] != d:
             continue
         x = f[2]
-        if any(a == x and _const(b, 0.0) for a, b in _operands(t[3], "Mul", d)) and _is_rint_bump(bump[2], x, f):
+        zero_of_x = any(a == x and _const(b, 0.0) for a, b in _operands(t[3], "Mul", d))
+        if zero_of_x and _is_rint_bump(bump[2], x, f):
             return x
     return None
 
@@ -330,8 +334,10 @@ def _is_rint_bump(b, x, f) -> bool:
     d = f[1]
     for up, tie_odd in _operands(b, "Add", "bool"):
         diff = up[3] if up[0] == "LessThan" and _const(up[2], 0.5) else None
-        if diff is None or not any(a == x and any(p == f and _const(q, -1.0) for p, q in _operands(m, "Mul", d))
-                                   for a, m in _operands(diff, "Add", d)):
+        x_minus_f = diff is not None and any(
+            a == x and any(p == f and _const(q, -1.0) for p, q in _operands(m, "Mul", d))
+            for a, m in _operands(diff, "Add", d))
+        if not x_minus_f:
             continue
         for tie, odd in _operands(tie_odd, "Mul", "bool"):
             if _is_equal_test(tie, diff, 0.5) and odd[0] == "np.not" and _is_even_test(odd[2], f):
@@ -346,6 +352,71 @@ def _is_even_test(c, f) -> bool:
         if mod is not None and mod[0] == "Mod" and mod[2] == f and _const(mod[3], 2.0):
             return _is_equal_test(c, mod, 0.0)
     return False
+
+
+def _cosh_or_sinh(t):
+    """("np.cosh" / "np.sinh", d, x) when the select t is the front end's cosh(x) or sinh(x),
+    else None. With a = |x|, both are where(88 < a, exp(a/2) / 2 * exp(a/2), small): cosh's
+    small is (e + 1/e) / 2 with e = exp(a); sinh's magnitude r has (e + e / (e + 1)) / 2 with
+    e = expm1(a), and its sign is copysign's, where(signbit(x), -|r|, |r|)."""
+    d = t[1]
+    if d not in ("float32", "float64"):
+        return None
+    x = _two_sided_arg(t, _is_cosh_small)
+    if x is not None:
+        return "np.cosh", d, x
+    r = t[4]
+    if r[0] != "np.abs" or not any(m == r and _const(c, -1.0) for m, c in _operands(t[3], "Mul", d)):
+        return None
+    x = _two_sided_arg(r[2], _is_sinh_small)
+    return ("np.sinh", d, x) if x is not None and _is_signbit_test(t[2], x) else None
+
+
+def _two_sided_arg(t, small_ok):
+    """x when t is where(88 < |x|, exp(|x|/2) / 2 * exp(|x|/2), small) and small_ok(small, |x|)."""
+    if t[0] != "Select" or t[2][0] != "LessThan" or not _const(t[2][2], 88.0) or t[2][3][0] != "np.abs":
+        return None
+    a, d = t[2][3], t[1]
+    for p, h in _operands(t[3], "Mul", d):
+        if (h[0] == "np.exp" and any(m == a and _const(c, 0.5) for m, c in _operands(h[2], "Mul", d))
+                and any(q == h and _const(c, 0.5) for q, c in _operands(p, "Mul", d)) and small_ok(t[4], a)):
+            return a[2]
+    return None
+
+
+def _half_of_sum(t, first, second_ok) -> bool:
+    """t is (first + s) * 0.5 with second_ok(s)."""
+    return any(_const(h, 0.5) and any(p == first and second_ok(q) for p, q in _operands(s, "Add", t[1]))
+               for s, h in _operands(t, "Mul", t[1]))
+
+
+def _is_cosh_small(t, a) -> bool:
+    """t is (e + 1 / e) / 2 with e = exp(a)."""
+    e = ("np.exp", t[1], a)
+    return _half_of_sum(t, e, lambda q: q == ("Recip", t[1], e))
+
+
+def _is_sinh_small(t, a) -> bool:
+    """t is (e + e / (e + 1)) / 2 with e = expm1(a)."""
+    d = t[1]
+    e = ("np.expm1", d, a)
+
+    def over_e_plus_1(q):  # e * recip(e + 1)
+        return any(p == e and r[0] == "Recip"
+                   and any(u == e and _const(c, 1.0) for u, c in _operands(r[2], "Add", d))
+                   for p, r in _operands(q, "Mul", d))
+
+    return _half_of_sum(t, e, over_e_plus_1)
+
+
+def _is_signbit_test(c, x) -> bool:
+    """c is the front end's signbit(x): x < 0, or x == 0 and 1 / x < 0."""
+    def reciprocal_below_zero(t):
+        return t[0] == "LessThan" and t[2][0] == "Recip" and t[2][2] == x and _const(t[3], 0.0)
+
+    return any(_less(below, x, 0.0) and any(_is_zero_test(eq, x) and reciprocal_below_zero(neg)
+                                            for eq, neg in _operands(zero, "Mul", "bool"))
+               for below, zero in _operands(c, "Add", "bool"))
 
 
 def _is_nan_test(c, y) -> bool:
