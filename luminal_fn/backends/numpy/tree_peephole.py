@@ -176,19 +176,7 @@ def _rewrite_node(tree, memo):
             return (hit[0], d, hit[1])
         if kids[0][0] == "np.not":  # where(not c, p, q) is where(c, q, p)
             t = (tag, d, kids[0][2], kids[2], kids[1])
-        x = _trunc_arg(t)
-        if x is not None:
-            return ("np.trunc", d, x)
-        hit = _max_min(t)
-        if hit is not None:
-            return hit
-        x = _abs_arg(t)
-        if x is not None:
-            return ("np.abs", d, x)
-        x = _rint_arg(t)
-        if x is not None:
-            return ("np.rint", d, x)
-        hit = _cosh_or_sinh(t)
+        hit = _whole_select(t)
         if hit is not None:
             return hit
     if tag == "Add":
@@ -196,6 +184,16 @@ def _rewrite_node(tree, memo):
         if x is not None:
             return ("np.floor", d, x)
     return _boolean(t) or t
+
+
+def _whole_select(t):
+    """The NumPy call the select t is (trunc, maximum / minimum, abs, rint, cosh, sinh), else
+    None. The forms are exclusive: the order tried does not matter."""
+    for tag, arg in (("np.trunc", _trunc_arg), ("np.abs", _abs_arg), ("np.rint", _rint_arg)):
+        x = arg(t)
+        if x is not None:
+            return (tag, t[1], x)
+    return _max_min(t) or _cosh_or_sinh(t)
 
 
 TRUNC_EXACT_SQUARE = 2.0 ** 46  # the front end's |x| < 2^23 test, read as x * x < 2^46
