@@ -148,7 +148,7 @@ def share_subtrees(graph):
         if new_tree is not tree:  # drop the edges no longer read, renumbering the rest
             used = sorted(_inputs_of(new_tree, {}))
             renumber = {k: j for j, k in enumerate(used)}
-            new_tree = _renumber(new_tree, renumber, {})
+            new_tree = relabel_inputs(new_tree, lambda k: ("in", renumber[k]), {})
             inputs = [inputs[k] for k in used]
             canon_in = [canon_in[k] for k in used]
             shapes = [shapes[k] for k in used]
@@ -195,14 +195,20 @@ def _inputs_of(t, memo: dict) -> set:
     return memo[id(t)]
 
 
-def _renumber(t, renumber, memo: dict):
+def relabel_inputs(t, leaf, memo: dict):
+    """t with each ("in", k) replaced by leaf(k); a subtree met twice stays one object."""
     if t[0] == "in":
-        return ("in", renumber[t[1]])
-    if t[0] == "const":
+        return leaf(t[1])
+    if t[0] in ("const", "iota"):
         return t
-    if id(t) not in memo:
-        memo[id(t)] = (t[0], t[1]) + tuple(_renumber(c, renumber, memo) for c in t[2:])
-    return memo[id(t)]
+    done = memo.get(id(t))
+    if done is None:
+        if t[0] == "Gather":
+            done = (t[0], t[1], t[2], relabel_inputs(t[3], leaf, memo))
+        else:
+            done = (t[0], t[1]) + tuple(relabel_inputs(c, leaf, memo) for c in t[2:])
+        memo[id(t)] = done
+    return done
 
 
 def _drop_unread(nodes, outputs):
@@ -216,4 +222,4 @@ def _drop_unread(nodes, outputs):
         nodes = keep
 
 
-__all__ = ["share_subtrees", "program_inputs", "full_shape", "SHAREABLE"]
+__all__ = ["share_subtrees", "program_inputs", "full_shape", "relabel_inputs", "SHAREABLE"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from .plan_share import SHAREABLE, full_shape, program_inputs
+from .plan_share import SHAREABLE, full_shape, program_inputs, relabel_inputs
 from .tree_peephole import rewrite
 
 # the most nodes a merged tree may have walked as a tree (a subtree read twice counted twice)
@@ -54,7 +54,7 @@ def inline_single_readers(graph):
                 prod = nodes[src]
                 if prod is None or src in outputs or readers.get(src) != {node.id}:
                     continue
-                new = _inline(merged or graph, nodes, node, prod)
+                new = _inline(merged or graph, node, prod)
                 if new is None:
                     failed.add(src)
                     continue
@@ -70,7 +70,7 @@ def inline_single_readers(graph):
     return graph if merged is None else merged
 
 
-def _inline(graph, nodes, node, prod):
+def _inline(graph, node, prod):
     """``node`` with ``prod``'s tree in place of its reads of ``prod``, or None where that is
     not a plain read or the merged kernel would leave the straight-line path."""
     if prod.op != "CustomOp" or prod.attrs.get("name") != "fused" or prod.attrs.get("_stash"):
@@ -86,8 +86,6 @@ def _inline(graph, nodes, node, prod):
         v = node.inputs[k][1]
         if not (v.is_static() and v.mask is None and v.is_contiguous and tuple(v.shape) == shape):
             return None
-    if program_inputs(graph, prod) is None:
-        return None
     # the reader's other inputs keep their order; the producer's follow them
     # (an edge both read, as x in abs's two selects, is one input: one leaf, computed on once)
     keep = [k for k in range(len(node.inputs)) if k not in slots]
@@ -101,17 +99,15 @@ def _inline(graph, nodes, node, prod):
             j = index[s, v.key()] = len(inputs)
             inputs.append((s, v))
         moved.append(j)
-    inner = _relabel(ptree, lambda j: ("in", moved[j]), {})
-    tree = _relabel(node.attrs["expr"], lambda k: inner if k in slots else ("in", renumber[k]), {})
+    inner = relabel_inputs(ptree, lambda j: ("in", moved[j]), {})
+    tree = relabel_inputs(node.attrs["expr"], lambda k: inner if k in slots else ("in", renumber[k]), {})
     interned: dict = {}
     tree = _interned(tree, interned, {})
     if len(interned) > MAX_DISTINCT or _walked(rewrite(tree), {}) > MAX_WALKED:
         return None
     new = dataclasses.replace(node, inputs=tuple(inputs), attrs={**node.attrs, "expr": tree})
-    view = copy.copy(graph)
-    view.nodes = list(nodes)
-    view.nodes[node.id] = new
-    return new if program_inputs(view, new) is not None else None
+    # (program_inputs reads only the producers of new's inputs: the graph's, unchanged by merges)
+    return new if program_inputs(graph, new) is not None else None
 
 
 def _interned(t, table: dict, memo: dict):
@@ -136,22 +132,6 @@ def _walked(t, memo: dict) -> int:
     if n is None:
         n = memo[id(t)] = 1 + sum(_walked(c, memo) for c in t[2:] if isinstance(c, tuple))
     return n
-
-
-def _relabel(t, leaf, memo: dict):
-    """t with each ("in", k) replaced by leaf(k); a subtree met twice stays one object."""
-    if t[0] == "in":
-        return leaf(t[1])
-    if t[0] in ("const", "iota"):
-        return t
-    done = memo.get(id(t))
-    if done is None:
-        if t[0] == "Gather":
-            done = (t[0], t[1], t[2], _relabel(t[3], leaf, memo))
-        else:
-            done = (t[0], t[1]) + tuple(_relabel(c, leaf, memo) for c in t[2:])
-        memo[id(t)] = done
-    return done
 
 
 __all__ = ["inline_single_readers"]

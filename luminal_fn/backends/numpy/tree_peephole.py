@@ -262,7 +262,7 @@ def _abs_arg(t):
     if t[1] not in ("float32", "float64") or not _const(t[3], 0.0) or math.copysign(1.0, t[3][1]) < 0:
         return None
     x = _negated_below_zero(t[4])
-    return x if x is not None and _is_zero_test(t[2], x) else None
+    return x if x is not None and _is_equal_test(t[2], x, 0.0) else None
 
 
 def _is_number(t, value) -> bool:
@@ -286,11 +286,6 @@ def _negated_below_zero(t):
     if not _less(t[2], x, 0) or t[4] != x or t[3][0] != "Mul" or t[3][2] != x or not _is_number(t[3][3], -1):
         return None
     return x
-
-
-def _is_zero_test(c, x) -> bool:
-    """c is the front end's equal(x, 0) for a float x."""
-    return _is_equal_test(c, x, 0.0)
 
 
 def _is_equal_test(c, x, value: float) -> bool:
@@ -321,21 +316,17 @@ def _rint_arg(t):
         if f[0] != "np.floor" or bump[0] != "Cast" or bump[1] != d:
             continue
         x = f[2]
-        zero_of_x = any(a == x and _const(b, 0.0) for a, b in _operands(t[3], "Mul", d))
-        if zero_of_x and _is_rint_bump(bump[2], x, f):
+        if _split(t[3], "Mul", 0.0) == x and _is_rint_bump(bump[2], x, f):
             return x
     return None
 
 
 def _is_rint_bump(b, x, f) -> bool:
     """b is diff > 0.5 or (diff == 0.5 and not fmod(f, 2) == 0), diff = x - f."""
-    d = f[1]
     for up, tie_odd in _operands(b, "Add", "bool"):
         diff = up[3] if up[0] == "LessThan" and _const(up[2], 0.5) else None
-        x_minus_f = diff is not None and any(
-            a == x and any(p == f and _const(q, -1.0) for p, q in _operands(m, "Mul", d))
-            for a, m in _operands(diff, "Add", d))
-        if not x_minus_f:
+        minus_f = _other(diff, "Add", x)  # diff is x + f * -1
+        if minus_f is None or _split(minus_f, "Mul", -1.0) != f:
             continue
         for tie, odd in _operands(tie_odd, "Mul", "bool"):
             if _is_equal_test(tie, diff, 0.5) and odd[0] == "np.not" and _is_even_test(odd[2], f):
@@ -364,7 +355,7 @@ def _cosh_or_sinh(t):
     if x is not None:
         return "np.cosh", d, x
     r = t[4]
-    if r[0] != "np.abs" or not any(m == r and _const(c, -1.0) for m, c in _operands(t[3], "Mul", d)):
+    if r[0] != "np.abs" or _split(t[3], "Mul", -1.0) != r:
         return None
     x = _two_sided_arg(r[2], _is_sinh_small)
     return ("np.sinh", d, x) if x is not None and _is_signbit_test(t[2], x) else None
@@ -376,16 +367,17 @@ def _two_sided_arg(t, small_ok):
         return None
     a, d = t[2][3], t[1]
     for p, h in _operands(t[3], "Mul", d):
-        if (h[0] == "np.exp" and any(m == a and _const(c, 0.5) for m, c in _operands(h[2], "Mul", d))
-                and any(q == h and _const(c, 0.5) for q, c in _operands(p, "Mul", d)) and small_ok(t[4], a)):
+        if (h[0] == "np.exp" and _split(h[2], "Mul", 0.5) == a and _split(p, "Mul", 0.5) == h
+                and small_ok(t[4], a)):
             return a[2]
     return None
 
 
 def _half_of_sum(t, first, second_ok) -> bool:
     """t is (first + s) * 0.5 with second_ok(s)."""
-    return any(_const(h, 0.5) and any(p == first and second_ok(q) for p, q in _operands(s, "Add", t[1]))
-               for s, h in _operands(t, "Mul", t[1]))
+    s = _split(t, "Mul", 0.5)
+    q = _other(s, "Add", first)
+    return q is not None and second_ok(q)
 
 
 def _is_cosh_small(t, a) -> bool:
@@ -400,9 +392,8 @@ def _is_sinh_small(t, a) -> bool:
     e = ("np.expm1", d, a)
 
     def over_e_plus_1(q):  # e * recip(e + 1)
-        return any(p == e and r[0] == "Recip"
-                   and any(u == e and _const(c, 1.0) for u, c in _operands(r[2], "Add", d))
-                   for p, r in _operands(q, "Mul", d))
+        r = _other(q, "Mul", e)
+        return r is not None and r[0] == "Recip" and _split(r[2], "Add", 1.0) == e
 
     return _half_of_sum(t, e, over_e_plus_1)
 
@@ -412,7 +403,7 @@ def _is_signbit_test(c, x) -> bool:
     def reciprocal_below_zero(t):
         return t[0] == "LessThan" and t[2][0] == "Recip" and t[2][2] == x and _const(t[3], 0.0)
 
-    return any(_less(below, x, 0.0) and any(_is_zero_test(eq, x) and reciprocal_below_zero(neg)
+    return any(_less(below, x, 0.0) and any(_is_equal_test(eq, x, 0.0) and reciprocal_below_zero(neg)
                                             for eq, neg in _operands(zero, "Mul", "bool"))
                for below, zero in _operands(c, "Add", "bool"))
 
