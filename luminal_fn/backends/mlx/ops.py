@@ -137,11 +137,16 @@ def _recip(x):
     return cast(mx.divide(mx.array(1.0, mx.float32), x.astype(mx.float32)), dt.int32)
 
 
+def _sin(x):
+    # MLX's sin gives +0.0 for -0.0 (C's and NumPy's keep the zero)
+    return mx.where(x == 0, x, mx.sin(x))
+
+
 def _exp2(x):
     return mx.power(mx.array(2.0, x.dtype), x)
 
 
-UNARY_FN = {"Exp2": _exp2, "Log2": mx.log2, "Sin": mx.sin, "Sqrt": mx.sqrt, "Recip": _recip}
+UNARY_FN = {"Exp2": _exp2, "Log2": mx.log2, "Sin": _sin, "Sqrt": mx.sqrt, "Recip": _recip}
 
 
 def _add(a, b):

@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from ...ir import series
+from ...ir.llir import literal_value
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -200,12 +201,17 @@ TRUNC_EXACT_SQUARE = 2.0 ** 46  # the front end's |x| < 2^23 test, read as x * x
 
 
 def _trunc_arg(t):
-    """x when t is where(x * x < 2^46, x - fmod(x, 1), x), the front end's trunc, else None.
-    np.trunc is that, and keeps the sign of a zero result (trunc(-0.5) is -0.0), as NumPy."""
+    """x when t is where(x * x < 2^46, where(x * x < 1, x * 0, x - fmod(x, 1)), x), the front
+    end's trunc, else None. np.trunc is that, signs of zeros included (trunc(-0.5) is -0.0)."""
     c, p, x = t[2], t[3], t[4]
-    if c[0] != "LessThan" or c[2] != ("Mul", t[1], x, x) or not _const(c[3], TRUNC_EXACT_SQUARE):
+    sq = ("Mul", t[1], x, x)
+    if c[0] != "LessThan" or c[2] != sq or not _const(c[3], TRUNC_EXACT_SQUARE):
         return None
-    m = _other(p, "Add", x)
+    if p[0] != "Select" or p[2] != ("LessThan", "bool", sq, p[2][3]) or not _const(p[2][3], 1.0):
+        return None
+    if _split(p[3], "Mul", 0.0) != x or math.copysign(1.0, _other(p[3], "Mul", x)[1]) < 0:
+        return None  # (x * -0.0 has the other sign)
+    m = _other(p[4], "Add", x)
     f = _split(m, "Mul", -1.0) if m is not None else None
     if f is None or f[0] != "Mod" or f[2] != x or not _const(f[3], 1.0):
         return None
@@ -237,14 +243,15 @@ def _max_min(t):
     c, y, x = t[2], t[3], t[4]
     if t[1] not in ("float32", "float64"):
         return None
-    literal = y[0] == "const" and not math.isnan(y[1])
+    value = literal_value(y)
+    literal = value is not None and not math.isnan(value)
     if not literal:
         if c[0] != "Add" or c[1] != "bool":
             return None
         c, nan = (c[2], c[3]) if _is_nan_test(c[3], y) else (c[3], c[2])
         if not _is_nan_test(nan, y):
             return None
-    if not TIES_GIVE_THE_SECOND and not (literal and y[1] != 0.0):
+    if not TIES_GIVE_THE_SECOND and not (literal and value != 0.0):
         return None
     if c == ("LessThan", "bool", x, y):
         return ("np.maximum", t[1], y, x)

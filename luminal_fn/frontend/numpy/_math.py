@@ -129,8 +129,11 @@ def trunc(x):
     if not x.dtype.is_float:
         return x
     # from 2^23 on every float32 is an integer; inf among them (fmod(inf, 1) is nan). |x| < 2^23
-    # read as x * x < 2^46 (exact for the largest non-integer, 2^23 - 1/2): no abs select
-    return where(less(multiply(x, x), 70368744177664.0), subtract(x, fmod(x, 1.0)), x)
+    # read as x * x < 2^46 (exact for the largest non-integer, 2^23 - 1/2): no abs select. Below
+    # 1 the result is a zero with x's sign, x * 0 (x - fmod(x, 1) would be +0.0 for -0.5)
+    sq = multiply(x, x)
+    return where(less(sq, 70368744177664.0),
+                 where(less(sq, 1.0), multiply(x, 0.0), subtract(x, fmod(x, 1.0))), x)
 
 
 fix = trunc
@@ -404,7 +407,12 @@ def rsqrt(x):
 @computed_in_float32
 def cbrt(x):
     x = _float(x)
-    mag = exp2(multiply(log2(absolute(x)), 1.0 / 3.0))
+    return odd_from_magnitude(x, exp2(multiply(log2(absolute(x)), 1.0 / 3.0)))
+
+
+def odd_from_magnitude(x, mag):
+    """An odd function's value at x from its value ``mag`` at |x|: -mag below zero, and a zero x
+    returned as it is (f(-0.0) is -0.0; a ``x < 0`` test alone would give +0.0 for it)."""
     return where(less(x, 0), negative(mag), where(equal(x, 0), x, mag))
 
 

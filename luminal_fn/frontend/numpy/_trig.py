@@ -7,8 +7,8 @@ import math
 from ...ir import series
 from ._math import (
     LN2, _float, _horner, absolute, add, computed_in_float32, copysign, equal, exp, expm1, greater, isinf, isnan,
-    less, log, log1p, logical_and, logical_or, maximum, minimum, multiply, negative, reciprocal,
-    signbit, sqrt, subtract, true_divide, unary, where
+    less, log, log1p, logical_and, logical_or, maximum, minimum, multiply, negative, odd_from_magnitude,
+    reciprocal, signbit, sqrt, subtract, true_divide, unary, where
 )
 
 
@@ -94,7 +94,7 @@ def arctan(x):
     p = multiply(t2, add(1.0, multiply(z, add(-1.0 / 3, multiply(z, add(0.2, multiply(z, add(-1.0 / 7, multiply(z, add(1.0 / 9, multiply(z, -1.0 / 11)))))))))))
     p = where(big, add(p, math.pi / 6), p)
     p = where(inv, subtract(math.pi / 2, p), p)
-    return where(less(x, 0), negative(p), p)
+    return odd_from_magnitude(x, p)
 
 
 @computed_in_float32
@@ -140,7 +140,7 @@ def arcsinh(x):
     # log1p(x + x^2 / (1 + sqrt(1 + x^2))): no cancellation for small x; log(2x) for big x
     small = log1p(add(ax, true_divide(multiply(ax, ax), add(1.0, sqrt(add(multiply(ax, ax), 1.0))))))
     r = where(greater(ax, _BIG), add(log(ax), LN2), small)
-    return where(less(x, 0), negative(r), r)
+    return odd_from_magnitude(x, r)
 
 
 @computed_in_float32
@@ -159,7 +159,7 @@ def arctanh(x):
     # log((1 + x) / (1 - x)) / 2 as log1p(2|x| / (1 - |x|)) / 2, the sign put back: no
     # cancellation for small x, and none near -1 (log1p of a value near -1 loses it)
     r = multiply(log1p(true_divide(multiply(ax, 2.0), subtract(1.0, ax))), 0.5)
-    return where(less(x, 0), negative(r), r)
+    return odd_from_magnitude(x, r)
 
 
 def deg2rad(x):
