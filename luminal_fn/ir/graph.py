@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
@@ -29,6 +30,8 @@ def _freeze(v: Any):
         return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
     if isinstance(v, float) and v != v:
         return ("nan",)
+    if isinstance(v, float) and v == 0.0 and math.copysign(1.0, v) < 0:
+        return ("-0.0",)  # -0.0 == 0.0 in Python: a literal -0.0 is not the node of a 0.0
     return v
 
 

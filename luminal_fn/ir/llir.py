@@ -29,6 +29,7 @@ Expression trees (nested tuples; dtypes by name)
 """
 from __future__ import annotations
 
+import math
 from typing import Iterator
 
 UNARY_TREE_OPS = ("Cast", "Exp2", "Log2", "Sin", "Sqrt", "Recip")
@@ -52,6 +53,41 @@ def quotient(tree):
         return a, b[2]
     if a[0] == "Recip" and a[1] in _FLOAT_NAMES:
         return b, a[2]
+    return None
+
+
+LOG2E = 1.4426950408889634  # the front end's exp(x) is exp2(x * LOG2E)
+
+
+def exp_argument(tree):
+    """x when ``tree`` is the float exp2(x * log2(e)) (either order), the front end's exp, else
+    None. A backend evaluates it as its own exp: the product rounds x * log2(e) to float32 first,
+    a relative error of up to |x| * 6e-8 in the result (3.6e-6 near 88); exp itself is within
+    an ulp or two."""
+    if tree[0] != "Exp2" or tree[1] not in _FLOAT_NAMES or tree[2][0] != "Mul":
+        return None
+    a, b = tree[2][2], tree[2][3]
+    for c, x in ((b, a), (a, b)):
+        if c[0] == "const" and isinstance(c[1], float) and math.isclose(c[1], LOG2E, rel_tol=1e-12):
+            return x
+    return None
+
+
+def literal_tree(value, dtype: str) -> tuple:
+    """The tree of a scalar literal. -0.0 is written 0.0 * -1.0: Python's -0.0 == 0.0 (and
+    hashes alike), so a ("const", -0.0) would be taken for a 0.0 met elsewhere in the tree by
+    every cache keyed by subtrees; the product is -0.0 on every backend."""
+    if isinstance(value, float) and value == 0.0 and math.copysign(1.0, value) < 0:
+        return ("Mul", dtype, ("const", 0.0, dtype), ("const", -1.0, dtype))
+    return ("const", value, dtype)
+
+
+def literal_value(tree):
+    """The value of a literal_tree, else None."""
+    if tree[0] == "const":
+        return tree[1]
+    if tree[0] == "Mul" and tree[2] == ("const", 0.0, tree[1]) and tree[3] == ("const", -1.0, tree[1]):
+        return -0.0
     return None
 
 

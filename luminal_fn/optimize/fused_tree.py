@@ -7,6 +7,7 @@ the class's next option (``_Cycle``)."""
 from __future__ import annotations
 
 from ..ir.expr import as_expr, substitute, var
+from ..ir.llir import literal_tree
 from ..ir.view import View
 from .decode import DecodeCycle
 from .view_inline import maps_zero_to_zero
@@ -136,8 +137,8 @@ class FusedTreeBuilder:
             return None
         divisor = node.attrs.get("divisor")
         if divisor is not None:  # a folded 1 / c: kept as recip(c), so a product divides by c
-            return ("Recip", node.dtype.name, ("const", divisor, node.dtype.name))
-        return ("const", value, node.dtype.name)
+            return ("Recip", node.dtype.name, literal_tree(divisor, node.dtype.name))
+        return literal_tree(value, node.dtype.name)
 
     def _iota_value(self, producer, vnode):
         """A fused-tree ("iota", expr) for a read of an Iota, computed in place of its buffer (no

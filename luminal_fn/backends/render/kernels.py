@@ -17,6 +17,7 @@ from typing import Sequence
 
 from ...ir import dtypes as dt
 from ...ir.expr import Expr, as_expr, same
+from ...ir.llir import literal_tree
 from ...ir.view import View
 from . import index as ix
 from .lang import Language, compute_type, convert, load_expr, store_expr
@@ -138,7 +139,7 @@ def gtid(lang: Language, itype: str) -> tuple:
 
 
 def inline_scalars(tree, inputs: Sequence[KernelInput]):
-    mapping = {k: ("const", inp.scalar, inp.dtype.name) for k, inp in enumerate(inputs) if inp.inlined}
+    mapping = {k: literal_tree(inp.scalar, inp.dtype.name) for k, inp in enumerate(inputs) if inp.inlined}
     return substitute_inputs(tree, mapping) if mapping else tree
 
 
