@@ -12,7 +12,7 @@ import math
 from typing import Callable
 
 from ...ir import dtypes as dt
-from ...ir.llir import quotient
+from ...ir.llir import exp_argument, quotient
 from .lang import Language, as_stored, compute_type, convert
 
 Leaf = Callable[[int], tuple]  # input index -> (C expression, compute type)
@@ -87,6 +87,11 @@ class TreeRenderer:
         if tag == "Cast":
             a, at = self.render(tree[2])
             return self._tmp(ct, as_stored(lang, d, a, at)), ct  # (a cast to half precision rounds, even here)
+        x = exp_argument(tree)
+        if x is not None:  # exp(x) as the device's exp, not exp2 of a rounded product
+            a, at = self.render(x)
+            e = f"{lang.math['Exp']}({convert(lang, a, at, 'float')})"
+            return self._tmp(ct, convert(lang, e, "float", ct)), ct
         if tag in ("Exp2", "Log2", "Sin", "Sqrt", "Recip"):
             a, at = self.render(tree[2])
             if ct == "float" or tag != "Recip":
