@@ -52,6 +52,52 @@ def test_unary_functions_at_the_edges(backend, name):
     assert not _wrong(got, want, rtol), f"{name} on {backend}: (x, got, NumPy) {_wrong(got, want, rtol)[:6]}"
 
 
+def _zero_signs_differ(got, want):
+    """The inputs where both results are zeros of different signs (-0.0 against +0.0)."""
+    got, want = np.asarray(got), np.asarray(want)
+    z = (got == 0) & (want == 0)
+    return EDGES[z & (np.signbit(got) != np.signbit(want))]
+
+
+@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("name", [n for n in UNARY if n not in ("isnan", "isinf", "isfinite", "signbit",
+                                                                "isposinf", "isneginf")])
+@pytest.mark.parametrize("shape", [(42,), (6, 7)], ids=["1d", "2d"])
+def test_zero_results_keep_numpy_sign(backend, name, shape):
+    """The sign of a zero result is NumPy's: odd functions keep -0.0 (tanh, arctan, cbrt, sin),
+    trunc(-0.5) and ceil(-0.5) are -0.0, abs(-0.0) is +0.0. A 1-d array is where the search kept
+    lnp.where's stacked form, whose Add made every chosen -0.0 a +0.0."""
+    x = EDGES.reshape(shape)
+    got = lf.jit(getattr(lnp, name), backend=backend)(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = getattr(np, name)(x)
+    bad = _zero_signs_differ(np.asarray(got).reshape(-1), want.reshape(-1))
+    assert bad.size == 0, f"{name} on {backend}, shape {shape}: zero of the other sign at x = {bad}"
+
+
+@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("shape", [(), (1,), (4,), (2, 2), (2, 3, 4)])
+def test_where_keeps_signed_zeros_and_nans(backend, shape):
+    """lnp.where returns the chosen element itself: -0.0 and NaN from either branch, a literal
+    -0.0 too, at every rank (0-d and 1-d select through their own rule)."""
+    n = int(np.prod(shape))
+    a = np.resize(np.array([-0.0, 0.5, 3.0, np.nan, -0.0, -2.0], np.float32), n).reshape(shape)
+    b = np.resize(np.array([1.0, -0.0, -0.0, -0.0, np.nan, 0.0], np.float32), n).reshape(shape)
+    cases = {
+        "x_or_y": (lambda a, b: lnp.where(a < 1, a, b), lambda a, b: np.where(a < 1, a, b)),
+        "y_or_x": (lambda a, b: lnp.where(a < 1, b, a), lambda a, b: np.where(a < 1, b, a)),
+        "literal": (lambda a, b: lnp.where(b == 0, -0.0, a), lambda a, b: np.where(b == 0, np.float32(-0.0), a)),
+        "scalar_y": (lambda a, b: lnp.where(a < 1, a, 2.0), lambda a, b: np.where(a < 1, a, np.float32(2.0))),
+    }
+    for what, (f, ref) in cases.items():
+        got = np.asarray(lf.jit(f, backend=backend)(a, b))
+        want = ref(a, b)
+        np.testing.assert_array_equal(got, want, err_msg=f"{what} on {backend}, shape {shape}")
+        assert (np.signbit(got) == np.signbit(want)).all(), \
+            f"{what} on {backend}, shape {shape}: signs {np.signbit(got)} against NumPy's {np.signbit(want)}"
+
+
 @pytest.mark.parametrize("backend", _backends())
 @pytest.mark.parametrize("lo,hi", [(0, 7), (7, 1e3), (1e3, 1e5), (1e5, 1e7), (1e7, 1e15), (1e15, 3.4e38)])
 def test_cos_and_tan_over_the_whole_range(backend, lo, hi):
