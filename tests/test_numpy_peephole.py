@@ -308,3 +308,17 @@ def test_near_forms_of_cosh_and_sinh_are_kept():
     assert rewrite(("Select", "float32", signbit, neg, mag))[0] == "np.sinh"
     assert rewrite(("Select", "float32", below, neg, mag))[0] == "Select"
     assert rewrite(("Select", "float32", signbit, mag, neg))[0] == "Select"
+
+
+@pytest.mark.parametrize("name", ["trunc", "floor", "ceil", "fix", "rint", "absolute", "sinh", "cosh", "tanh",
+                                  "expm1", "cos", "exp", "log"])
+def test_no_searched_candidate_raises_in_the_peephole(name):
+    """The matchers see every tree a genome can hand them (a select's branch may be a bare
+    input): the search times forty genomes, none raises, and the pick is NumPy's value."""
+    x = np.concatenate([EDGES.reshape(-1), X.reshape(-1)]).astype(np.float32)
+    jf = lf.jit(getattr(lnp, name), backend="numpy", search=lf.SearchOptions(limit=40, cache=False))
+    with np.errstate(all="ignore"):
+        got, want = np.asarray(jf(x)), getattr(np, name)(x)
+    text = jf.compiled()[0].as_text()
+    assert " 0 raised" in text, text.splitlines()[:3]
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=0)

@@ -180,17 +180,14 @@ def _rewrite_node(tree, memo):
         hit = _whole_select(t)
         if hit is not None:
             return hit
-    if tag == "Add":
-        x = _floor_arg(t)
-        if x is not None:
-            return ("np.floor", d, x)
     return _boolean(t) or t
 
 
 def _whole_select(t):
-    """The NumPy call the select t is (trunc, maximum / minimum, abs, rint, cosh, sinh), else
+    """The NumPy call the select t is (trunc, floor, maximum / minimum, abs, rint, cosh, sinh), else
     None. The forms are exclusive: the order tried does not matter."""
-    for tag, arg in (("np.trunc", _trunc_arg), ("np.abs", _abs_arg), ("np.rint", _rint_arg)):
+    for tag, arg in (("np.trunc", _trunc_arg), ("np.floor", _floor_arg), ("np.abs", _abs_arg),
+                     ("np.rint", _rint_arg)):
         x = arg(t)
         if x is not None:
             return (tag, t[1], x)
@@ -207,7 +204,7 @@ def _trunc_arg(t):
     sq = ("Mul", t[1], x, x)
     if c[0] != "LessThan" or c[2] != sq or not _const(c[3], TRUNC_EXACT_SQUARE):
         return None
-    if p[0] != "Select" or p[2] != ("LessThan", "bool", sq, p[2][3]) or not _const(p[2][3], 1.0):
+    if p[0] != "Select" or p[2][0] != "LessThan" or p[2][2] != sq or not _const(p[2][3], 1.0):
         return None
     if _split(p[3], "Mul", 0.0) != x or math.copysign(1.0, _other(p[3], "Mul", x)[1]) < 0:
         return None  # (x * -0.0 has the other sign)
@@ -430,14 +427,12 @@ def _is_nan_test(c, y) -> bool:
 
 
 def _floor_arg(t):
-    """x when t is trunc(x) - (x < trunc(x)), the front end's floor, else None."""
-    for tr, rest in ((t[2], t[3]), (t[3], t[2])):
-        if tr[0] != "np.trunc":
-            continue
-        below = _split(rest, "Mul", -1.0)
-        if below is not None and below[0] == "Cast" and below[2] == ("LessThan", "bool", tr[2], tr):
-            return tr[2]
-    return None
+    """x when the select t is where(x < trunc(x), trunc(x) - 1, trunc(x)), the front end's
+    floor, else None."""
+    c, below, tr = t[2], t[3], t[4]
+    if tr[0] != "np.trunc" or c != ("LessThan", "bool", tr[2], tr) or _split(below, "Add", -1.0) != tr:
+        return None
+    return tr[2]
 
 
 def _bool_of_int(t):

@@ -121,7 +121,8 @@ def floor(x):
     if not x.dtype.is_float:
         return x
     t = trunc(x)
-    return subtract(t, cast(less(x, t), x.dtype))
+    # a select, not t - (x < t): CUDA gave +0.0 for floor(-0.0) from -0.0 - (float)false
+    return where(less(x, t), subtract(t, 1.0), t)
 
 
 def trunc(x):
