@@ -61,9 +61,9 @@ LOG2E = 1.4426950408889634  # the front end's exp(x) is exp2(x * LOG2E)
 
 def exp_argument(tree):
     """x when ``tree`` is the float exp2(x * log2(e)) (either order), the front end's exp, else
-    None. A backend evaluates it as its own exp: the product rounds x * log2(e) to float32 first,
-    a relative error of up to |x| * 6e-8 in the result (3.6e-6 near 88); exp itself is within
-    an ulp or two."""
+    None. A backend with an accurate exp (CUDA's expf) evaluates it as that: the product rounds
+    x * log2(e) to float32 first, a relative error of up to |x| * 6e-8 in the result (3.6e-6
+    near 88). (MLX's CPU exp is less accurate than the product form and overflows below 88.7.)"""
     if tree[0] != "Exp2" or tree[1] not in _FLOAT_NAMES or tree[2][0] != "Mul":
         return None
     a, b = tree[2][2], tree[2][3]

@@ -9,7 +9,7 @@ import mlx.core as mx
 import numpy as np
 
 from ...ir import dtypes as dt
-from ...ir.llir import exp_argument, quotient
+from ...ir.llir import quotient
 from .ops import (OPS, _shape_of, binary, cast, compute_dtype, gather_flat, iota_values, mx_dtype, op,
                   reduce_array, unary)
 
@@ -73,10 +73,6 @@ def _step(tree, slot, shape_fn):
         if d.is_float:
             return lambda vals, args, dims: vals[a].astype(cd)
         return lambda vals, args, dims: cast(vals[a], d)
-    x = exp_argument(tree)
-    if x is not None:  # exp(x) as MLX's exp, not exp2 of a rounded product
-        a = slot(x)
-        return lambda vals, args, dims: mx.exp(vals[a].astype(cd))
     if tag in ("Exp2", "Log2", "Sin", "Sqrt", "Recip"):
         a = slot(tree[2])
         if d.is_float:  # stay in the compute type inside a tree (rounded only when stored)

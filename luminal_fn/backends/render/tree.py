@@ -87,7 +87,7 @@ class TreeRenderer:
         if tag == "Cast":
             a, at = self.render(tree[2])
             return self._tmp(ct, as_stored(lang, d, a, at)), ct  # (a cast to half precision rounds, even here)
-        x = exp_argument(tree)
+        x = exp_argument(tree) if "Exp" in lang.math else None
         if x is not None:  # exp(x) as the device's exp, not exp2 of a rounded product
             a, at = self.render(x)
             e = f"{lang.math['Exp']}({convert(lang, a, at, 'float')})"
