@@ -98,6 +98,18 @@ def test_where_keeps_signed_zeros_and_nans(backend, shape):
             f"{what} on {backend}, shape {shape}: signs {np.signbit(got)} against NumPy's {np.signbit(want)}"
 
 
+@pytest.mark.gpu
+def test_exp_on_cuda_is_the_devices_expf():
+    """A fused exp renders as CUDA's expf (within 2 ulp), not exp2f of x * log2(e) rounded to
+    float32 (|x| * 6e-8 relative: 5e-6 near 88). One kernel: the generic genome fuses it."""
+    x = np.linspace(-103.0, 88.72, 200001, dtype=np.float32)
+    got = np.asarray(lf.jit(lnp.exp, backend="cuda", search=lf.SearchOptions(limit=1, cache=False))(x))
+    want = np.exp(x.astype(np.float64))
+    normal = want > np.finfo(np.float32).tiny
+    rel = np.abs(got[normal] - want[normal]) / want[normal]
+    assert rel.max() <= 2.5e-7, f"exp on cuda: worst relative error {rel.max():.3g} at x = {x[normal][rel.argmax()]}"
+
+
 @pytest.mark.parametrize("backend", _backends())
 @pytest.mark.parametrize("lo,hi", [(0, 7), (7, 1e3), (1e3, 1e5), (1e5, 1e7), (1e7, 1e15), (1e15, 3.4e38)])
 def test_cos_and_tan_over_the_whole_range(backend, lo, hi):
