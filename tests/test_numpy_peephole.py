@@ -149,12 +149,14 @@ def test_maximum_with_another_condition_is_kept():
 def test_floor_in_one_kernel_is_np_floor():
     x = ("in", 0)
     t = ("np.trunc", "float32", x)
-    tree = ("Add", "float32", t, ("Mul", "float32", ("Cast", "float32", ("LessThan", "bool", x, t)),
-                                  ("const", -1.0, "float32")))
+    below = ("Add", "float32", t, ("const", -1.0, "float32"))
+    tree = ("Select", "float32", ("LessThan", "bool", x, t), below, t)
     assert rewrite(tree) == ("np.floor", "float32", x)
-    other = ("Add", "float32", t, ("Mul", "float32", ("Cast", "float32", ("LessThan", "bool", t, x)),
-                                   ("const", -1.0, "float32")))
-    assert rewrite(other) == other  # trunc(x) - (trunc(x) < x) is not floor
+    above = ("Add", "float32", t, ("const", 1.0, "float32"))
+    for other in (("Select", "float32", ("LessThan", "bool", t, x), below, t),  # these are not floor
+                  ("Select", "float32", ("LessThan", "bool", x, t), t, below),
+                  ("Select", "float32", ("LessThan", "bool", x, t), above, t)):
+        assert rewrite(other) == other
 
 
 def test_logic_in_int32_becomes_boolean_ops():
