@@ -26,6 +26,7 @@ from ..ir.recursion import deep_recursion
 from ..ir.view import View
 from .decode import IntegerDecoder
 from .egraph import ENode
+from .exact_joins import join_tree
 from .fused_tree import VIEW_INLINE, ExtractionError, FusedTreeBuilder, _Cycle
 from .repeats import neighbourhood_signatures
 from .search import ChoiceSpace, Gene
@@ -337,6 +338,7 @@ class _Extraction(FusedTreeBuilder):
         self.choice = {g.name: v for g, v in zip(ex.genes, genome)}
         self.g = Graph(ex.name)
         self.buf: dict = {}
+        self.joins: dict = {}  # LLIR node -> the exact_joins piece its kernel is (zero outside a box)
         self.active: set = set()
         self.memo: dict = {}
         self.recomputing = 0  # shared values being inlined around the current tree node
@@ -418,11 +420,18 @@ class _Extraction(FusedTreeBuilder):
             return g.add("CustomOp", ins, shape, dtype, **src.attrs)
         if op in ("Cast", "Un", "Bin", "Sum", "Max", "Gath", "Scat"):
             prim, args, attrs = _primitive(op, ch, lit, hnode)
-            return g.add(prim, tuple(self.edge(c) for c in args), shape, dtype, **attrs)
+            edges = [self.edge(c) for c in args]
+            if prim == "Add":  # two padded pieces of a join: a select, exact for -0.0
+                add = ("Add", dtype.name, ("in", 0), ("in", 1))
+                tree, piece = self.joined_tree(add, edges)
+                if tree is not add:
+                    return self.joined_node(g.add("CustomOp", tuple(edges), shape, dtype, name="fused", expr=tree),
+                                            piece)
+            return g.add(prim, tuple(edges), shape, dtype, **attrs)
         if op == "Fused":
-            edges: list = []
-            tree = self.kernel_tree(ch[0], cls, edges)
-            return g.add("CustomOp", tuple(edges), shape, dtype, name="fused", expr=tree)
+            edges = []
+            tree, piece = self.joined_tree(self.kernel_tree(ch[0], cls, edges), edges)
+            return self.joined_node(g.add("CustomOp", tuple(edges), shape, dtype, name="fused", expr=tree), piece)
         if op == "FusedReduce":
             edges = []
             tree = self.kernel_tree(ch[1], cls, edges)
@@ -443,6 +452,17 @@ class _Extraction(FusedTreeBuilder):
             return g.add("CustomOp", tuple(ins), shape, dtype, name=lit(ch[0]),
                          params=ex.elist(ch[2]))
         raise ExtractionError(f"cannot extract e-node {op} of e-class {cls}")
+
+
+    def joined_tree(self, tree, edges):
+        """exact_joins.join_tree over this kernel's input edges, with the joins other kernels
+        made (a concatenation of three pieces may be two kernels)."""
+        return join_tree(tree, [v for _, v in edges], [self.joins.get(src) for src, _ in edges])
+
+    def joined_node(self, nid: int, piece) -> int:
+        if piece is not None:
+            self.joins[nid] = piece
+        return nid
 
 
 def _primitive(op, ch, lit, hnode):

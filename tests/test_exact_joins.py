@@ -1,0 +1,88 @@
+"""Joins keep every element as it is, -0.0 included, on every backend and in every genome the
+search may pick: concatenate, stack, roll, hstack / vstack, where's stacked halves. The front end
+writes a join as an Add of zero-padded pieces, and -0.0 + 0.0 is +0.0; the extraction writes each
+such Add as a select on the position (optimize/exact_joins.py). The reference is NumPy itself,
+compared bit for bit (signs of zeros included; NaN as NaN)."""
+import importlib.util
+import random
+
+import numpy as np
+import pytest
+
+import luminal_fn as lf
+import luminal_fn.numpy as lnp
+from luminal_fn.backends import get_backend
+from luminal_fn.optimize.egraph import build_egraph
+from luminal_fn.optimize.exact_joins import join_tree
+from luminal_fn.optimize.extract import Extractor
+from luminal_fn.ir.view import View
+
+A = np.array([-0.0, 0.5, np.nan, -0.0, 3.0, -2.0], np.float32)
+B = np.array([0.0, -0.0, -1.0, np.inf, -0.0, 7.0], np.float32)
+M = np.array([[-0.0, 1.0, -0.0], [2.0, -0.0, np.nan]], np.float32)
+
+CASES = {
+    "concatenate": (lambda a, b, m: lnp.concatenate([a, b]), lambda a, b, m: np.concatenate([a, b])),
+    "concatenate_3": (lambda a, b, m: lnp.concatenate([a, b[:2], a]), lambda a, b, m: np.concatenate([a, b[:2], a])),
+    "concatenate_negated": (lambda a, b, m: lnp.concatenate([-a, b]), lambda a, b, m: np.concatenate([-a, b])),
+    "concatenate_axis0": (lambda a, b, m: lnp.concatenate([m, -m], axis=0),
+                          lambda a, b, m: np.concatenate([m, -m], axis=0)),
+    "concatenate_axis1": (lambda a, b, m: lnp.concatenate([m, m[:, :1], -m], axis=1),
+                          lambda a, b, m: np.concatenate([m, m[:, :1], -m], axis=1)),
+    "stack": (lambda a, b, m: lnp.stack([a, b], axis=1), lambda a, b, m: np.stack([a, b], axis=1)),
+    "roll": (lambda a, b, m: lnp.roll(a, 2), lambda a, b, m: np.roll(a, 2)),
+    "roll_2d": (lambda a, b, m: lnp.roll(m, 1, axis=1), lambda a, b, m: np.roll(m, 1, axis=1)),
+    "vstack": (lambda a, b, m: lnp.vstack([a, b]), lambda a, b, m: np.vstack([a, b])),
+    "padded_join": (lambda a, b, m: lnp.pad(lnp.concatenate([-a, b]), 2),
+                    lambda a, b, m: np.pad(np.concatenate([-a, b]), 2)),
+    "where_1d": (lambda a, b, m: lnp.where(a < 1, a, b), lambda a, b, m: np.where(a < 1, a, b)),
+}
+
+
+def _backends():
+    out = ["numpy"]
+    if importlib.util.find_spec("mlx") is not None:
+        out.append("mlx")
+    return out + [pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+def _same_bits(got, want, what):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"{what}: shape {got.shape}, NumPy's {want.shape}"
+    np.testing.assert_array_equal(got, want, err_msg=what)
+    num = ~np.isnan(want)  # (a NaN's sign bit is no value: x * -1 keeps it on x86, np.negative flips it)
+    assert (np.signbit(got[num]) == np.signbit(want[num])).all(), f"{what}: {got} against NumPy's {want} (signs of zeros)"
+
+
+@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("name", list(CASES))
+def test_joins_keep_every_element_in_every_genome(backend, name):
+    fn, ref = CASES[name]
+    want = ref(A, B, M)
+    _same_bits(lf.jit(fn, backend=backend)(A, B, M), want, f"{name} on {backend} (searched)")
+    be = get_backend(backend)
+    hlir = lf.jit(fn).trace(A, B, M).hlir
+    ex = Extractor(build_egraph(hlir), hlir, kernel_kinds=be.kernel_kinds)
+    rng = random.Random(5)
+    genomes = [None] + [tuple(rng.randrange(g.n_options) for g in ex.genes) for _ in range(12)]
+    for j, genome in enumerate(genomes):
+        exe = be.compile(ex.extract(genome))
+        (out,) = exe.run([be.from_numpy(x) for x in (A, B, M)], {})
+        _same_bits(be.to_numpy(out), want, f"{name} on {backend}, genome {j}")
+
+
+def test_a_join_is_a_select_on_the_position_and_other_sums_stay_sums():
+    x, y = ("in", 0), ("in", 1)
+    add = ("Add", "float32", x, y)
+    first, second = View.contiguous((4,)).pad(0, 0, 3), View.contiguous((3,)).pad(0, 4, 0)
+    tree, piece = join_tree(add, [first, second])
+    assert tree == ("Select", "float32", ("LessThan", "bool", ("iota", tree[2][2][1]), ("const", 4, "int32")), x, y)
+    assert piece.box == ((0, 7),)
+    assert join_tree(add, [second, first])[0][3:] == (y, x)  # the piece that comes first is taken first
+    # overlapping pieces, a gap between them, an unpadded operand, an integer sum: sums
+    overlap = View.contiguous((4,)).pad(0, 3, 0)
+    gap = View.contiguous((2,)).pad(0, 5, 0)
+    for views in ([first, overlap], [first, gap], [first, View.contiguous((7,))]):
+        assert join_tree(add, views)[0] is add
+    int_add = ("Add", "int32", x, y)
+    assert join_tree(int_add, [first, second])[0] is int_add
