@@ -8,6 +8,8 @@ returns each element as it is. Pieces may be padded reads, a piece times a finit
 ``-x2`` inlined under its padding) and joins themselves (three or more pieces). Outside every
 piece both forms read padding: the select is used there only when the two pieces' padding has the
 same sign (their sum is then that zero too) or when the pieces cover the whole index space.
+A user's own ``pad(a) + pad(b)`` that tiles an axis is the same graph, read as the join too: a
+-0.0 of ``a`` stays -0.0 there, where NumPy's sum of the padded arrays gives +0.0.
 """
 from __future__ import annotations
 
