@@ -86,3 +86,16 @@ def test_a_join_is_a_select_on_the_position_and_other_sums_stay_sums():
         assert join_tree(add, views)[0] is add
     int_add = ("Add", "int32", x, y)
     assert join_tree(int_add, [first, second])[0] is int_add
+
+
+@pytest.mark.parametrize("backend", _backends())
+def test_joins_along_a_dynamic_axis(backend):
+    """The position test reads the symbolic length: one compiled bucket, every length right."""
+    f = lf.jit(lambda x, y: lnp.concatenate([-x, y, x]), dynamic_axes={"x": {0: "n"}}, backend=backend)
+    g = lf.jit(lambda m: lnp.concatenate([m, -m], axis=1), dynamic_axes={"m": {0: "r", 1: "c"}}, backend=backend)
+    for n in (1, 5, 9):
+        x = np.resize(np.array([0.0, -0.0, 2.0, np.nan], np.float32), n)
+        _same_bits(f(x, B), np.concatenate([-x, B, x]), f"x of {n} on {backend}")
+    for r, c in ((2, 3), (3, 1)):
+        m = np.resize(np.array([0.0, -0.0, 2.0, -1.0], np.float32), (r, c))
+        _same_bits(g(m), np.concatenate([m, -m], axis=1), f"m of {r}x{c} on {backend}")

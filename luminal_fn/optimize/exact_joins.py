@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Optional
+
 from ..ir.expr import as_expr, floordiv, mod, prod, same, var
 
 _FLOATS = ("float32", "float64", "float16", "bfloat16")
