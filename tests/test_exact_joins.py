@@ -99,3 +99,17 @@ def test_joins_along_a_dynamic_axis(backend):
     for r, c in ((2, 3), (3, 1)):
         m = np.resize(np.array([0.0, -0.0, 2.0, -1.0], np.float32), (r, c))
         _same_bits(g(m), np.concatenate([m, -m], axis=1), f"m of {r}x{c} on {backend}")
+
+
+def test_the_numpy_backend_writes_a_join_as_two_regions(monkeypatch):
+    """On NumPy the join's select is one zero-filled copy of the first piece with the second's
+    region written in (np.concatenate's work), not a where over two padded copies."""
+    import luminal_fn.backends.numpy.kernels as kernels
+    made, real = [], kernels._join_step
+    monkeypatch.setattr(kernels, "_join_step", lambda *a: made.append(real(*a)) or made[-1])
+    m = np.arange(12, dtype=np.float32).reshape(3, 4) - 5.0
+    m[1, 1] = -0.0
+    f = lf.jit(lambda a, b: lnp.concatenate([a, b], axis=1), backend="numpy",
+               search=lf.SearchOptions(limit=1, cache=False))
+    _same_bits(f(m, -m), np.concatenate([m, -m], axis=1), "concatenate on numpy")
+    assert any(step is not None for step in made), "the join ran as a select"

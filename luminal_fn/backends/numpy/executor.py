@@ -45,13 +45,18 @@ def read_parts(buf: np.ndarray, shape: tuple, strides: tuple, offset: int, mask)
             return as_strided(flat[offset:], shape, tuple([s * item for s in strides]), writeable=False)
         out.flags.writeable = False
         return out
-    lo, hi = View.mask_bounds(shape, mask)
-    out = np.zeros(shape, buf.dtype)
+    return write_region(np.zeros(shape, buf.dtype), buf, strides, offset, mask)
+
+
+def write_region(out: np.ndarray, buf: np.ndarray, strides: tuple, offset: int, mask) -> np.ndarray:
+    """``out`` (of the view's shape) with the region a masked view keeps written from ``buf``."""
+    lo, hi = View.mask_bounds(out.shape, mask)
     region = tuple(h - l_ for l_, h in zip(lo, hi))
     if 0 in region:
         return out
+    flat = buf.reshape(-1)
     start = offset + sum(l_ * s for l_, s in zip(lo, strides))
-    src = as_strided(flat[start:], region, tuple(s * item for s in strides), writeable=False)
+    src = as_strided(flat[start:], region, tuple(s * flat.itemsize for s in strides), writeable=False)
     out[tuple(slice(l_, h) for l_, h in zip(lo, hi))] = src
     return out
 

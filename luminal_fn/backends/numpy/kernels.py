@@ -4,10 +4,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import dtypes as dt
-from ...ir.expr import compile_np, compile_py_tuple
+from ...ir.expr import as_expr, compile_np, compile_py_tuple, evaluate
 from ...ir.llir import quotient
 from .arena import Request
-from .executor import KERNELS, _compute_dtype, _fmod, _guarded, _np_dtype, float_to_int32, kernel
+from .executor import (KERNELS, _compute_dtype, _fmod, _guarded, _np_dtype, float_to_int32, kernel,
+                       write_region)
 from .tree_peephole import rewrite
 from .tree_program import BINARY, PROGRAM_DTYPES, UFUNC_NAMES, compact_reader, compact_view, compile_program, select
 
@@ -83,8 +84,13 @@ def _compile_node(tree, out_shape_fn, shared):
         return lambda args, dims: v
     if tag == "iota":
         fn = compile_np(tree[1])
+        along = _coordinate_of(tree[1])
 
         def iota(args, dims):
+            if along is not None:  # one axis's coordinate: a row that broadcasts (a join's test)
+                row = along(out_shape_fn(dims), dims)
+                if row is not None:
+                    return row
             shape = out_shape_fn(dims)
             n = int(np.prod(shape)) if shape else 1
             z = np.arange(n, dtype=np.int64)
@@ -161,6 +167,56 @@ def _compile_node(tree, out_shape_fn, shared):
 
         return gather
     raise NotImplementedError(f"fused tree op {tag!r}")
+
+
+def _join_step(tree, readers, od):
+    """The kernel of optimize/exact_joins' select of two padded reads, where(position < k, a, b):
+    a's zero-filled read with b's region written in, np.concatenate's work (the select would
+    read both padded copies and a condition), else None."""
+    if tree[0] != "Select" or tree[2][0] != "LessThan" or tree[2][2][0] != "iota":
+        return None
+    if tree[3][0] != "in" or tree[4][0] != "in":
+        return None
+    first, second = readers[tree[3][1]], readers[tree[4][1]]
+    edges = getattr(first, "edge", None), getattr(second, "edge", None)
+    if None in edges or any(e[1].mask is None or e[3] is None or np.dtype(e[3]) != od for e in edges):
+        return None
+    src, view = edges[1][0], edges[1][1]
+    parts = view.parts_function() if not view.is_static() else (
+        lambda dims, p=(tuple(view.strides), view.offset, view.mask): (None,) + p)
+
+    def join(vals, dims):
+        _, strides, offset, mask = parts(dims)
+        # (a masked read is a fresh array: b's region is written into a's copy)
+        return write_region(first(vals, dims), vals[src], strides, offset, mask)
+
+    return join
+
+
+def _coordinate_of(expr):
+    """For an iota expression (z // stride) % size (either part may be absent): a function
+    (shape, dims) -> the coordinate along the axis of ``shape`` it is, as an arange shaped to
+    broadcast, or None when no axis fits; None when the expression is not of that form."""
+    e, size, stride = as_expr(expr), None, None
+    if e.op == "mod":
+        e, size = e.args
+    if e.op == "floordiv":
+        e, stride = e.args
+    if e.op != "var" or e.args[0] != "z" or (size is None and stride is None):
+        return None
+
+    def coordinate(shape, dims):
+        s = evaluate(stride, dims) if stride is not None else 1
+        m = evaluate(size, dims) if size is not None else None
+        inner = 1
+        for axis in range(len(shape) - 1, -1, -1):
+            if inner == s and (shape[axis] == m or (m is None and axis == 0)):
+                return np.arange(shape[axis], dtype=np.int32).reshape(
+                    (1,) * axis + (shape[axis],) + (1,) * (len(shape) - axis - 1))
+            inner *= shape[axis]
+        return None
+
+    return coordinate
 
 
 def _at_shape(x, shape):
@@ -270,6 +326,9 @@ def _fused(node, readers):
             step.into, step.requests = into, tuple(requests)
         return step
     _no_stash(node)
+    join = _join_step(tree, readers, od)
+    if join is not None:
+        return _guarded(join)
     fn = compile_tree(tree, shape_fn)
 
     def raw(vals, dims):
