@@ -518,6 +518,32 @@ def compile_np(e: Expr) -> Callable:
     return eval(f"lambda _d: {src}", {"np": np})
 
 
+def coordinate_axis(e: Expr):
+    """For an iota expression (z // stride) % size (either part may be absent): a function
+    (shape, dims) -> the axis of the row-major ``shape`` whose coordinate it is at the flat
+    index z (None when no axis fits); None when the expression is not of that form. Backends
+    then build one row along that axis instead of the expression over every element."""
+    e, size, stride = as_expr(e), None, None
+    if e.op == "mod":
+        e, size = e.args
+    if e.op == "floordiv":
+        e, stride = e.args
+    if e.op != "var" or e.args[0] != "z" or (size is None and stride is None):
+        return None
+
+    def axis_of(shape, dims):
+        s = evaluate(stride, dims) if stride is not None else 1
+        m = evaluate(size, dims) if size is not None else None
+        inner = 1
+        for axis in range(len(shape) - 1, -1, -1):
+            if inner == s and (shape[axis] == m or (m is None and axis == 0)):
+                return axis
+            inner *= shape[axis]
+        return None
+
+    return axis_of
+
+
 def evaluate(x: IntLike, dims: Mapping[str, int]) -> int:
     if isinstance(x, int):
         return x

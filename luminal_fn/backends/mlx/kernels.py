@@ -9,6 +9,7 @@ import mlx.core as mx
 import numpy as np
 
 from ...ir import dtypes as dt
+from ...ir.expr import coordinate_axis
 from ...ir.llir import quotient
 from .ops import (OPS, _shape_of, binary, cast, compute_dtype, gather_flat, iota_values, mx_dtype, op,
                   reduce_array, unary)
@@ -56,9 +57,14 @@ def _step(tree, slot, shape_fn):
         return lambda vals, args, dims: v
     if tag == "iota":
         expr = tree[1]
+        axis_of = coordinate_axis(expr)
 
         def iota(vals, args, dims):
             shape = shape_fn(dims)
+            axis = axis_of(shape, dims) if axis_of is not None else None
+            if axis is not None:  # one axis's coordinate: a row that broadcasts (a join's test)
+                return mx.arange(shape[axis], dtype=mx.int32).reshape(
+                    tuple(n if k == axis else 1 for k, n in enumerate(shape)))
             n = int(np.prod(shape)) if shape else 1
             return iota_values(expr, n, dims).reshape(shape)
 

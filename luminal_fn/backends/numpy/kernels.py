@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import dtypes as dt
-from ...ir.expr import as_expr, compile_np, compile_py_tuple, evaluate
+from ...ir.expr import compile_np, compile_py_tuple, coordinate_axis
 from ...ir.llir import quotient
 from .arena import Request
 from .executor import (KERNELS, _compute_dtype, _fmod, _guarded, _np_dtype, float_to_int32, kernel,
@@ -84,14 +84,13 @@ def _compile_node(tree, out_shape_fn, shared):
         return lambda args, dims: v
     if tag == "iota":
         fn = compile_np(tree[1])
-        along = _coordinate_of(tree[1])
+        axis_of = coordinate_axis(tree[1])
 
         def iota(args, dims):
-            if along is not None:  # one axis's coordinate: a row that broadcasts (a join's test)
-                row = along(out_shape_fn(dims), dims)
-                if row is not None:
-                    return row
             shape = out_shape_fn(dims)
+            axis = axis_of(shape, dims) if axis_of is not None else None
+            if axis is not None:  # one axis's coordinate: a row that broadcasts (a join's test)
+                return coordinate_row(shape, axis)
             n = int(np.prod(shape)) if shape else 1
             z = np.arange(n, dtype=np.int64)
             return np.broadcast_to(np.asarray(fn({**dims, "z": z})), (n,)).astype(np.int32).reshape(shape)
@@ -193,30 +192,9 @@ def _join_step(tree, readers, od):
     return join
 
 
-def _coordinate_of(expr):
-    """For an iota expression (z // stride) % size (either part may be absent): a function
-    (shape, dims) -> the coordinate along the axis of ``shape`` it is, as an arange shaped to
-    broadcast, or None when no axis fits; None when the expression is not of that form."""
-    e, size, stride = as_expr(expr), None, None
-    if e.op == "mod":
-        e, size = e.args
-    if e.op == "floordiv":
-        e, stride = e.args
-    if e.op != "var" or e.args[0] != "z" or (size is None and stride is None):
-        return None
-
-    def coordinate(shape, dims):
-        s = evaluate(stride, dims) if stride is not None else 1
-        m = evaluate(size, dims) if size is not None else None
-        inner = 1
-        for axis in range(len(shape) - 1, -1, -1):
-            if inner == s and (shape[axis] == m or (m is None and axis == 0)):
-                return np.arange(shape[axis], dtype=np.int32).reshape(
-                    (1,) * axis + (shape[axis],) + (1,) * (len(shape) - axis - 1))
-            inner *= shape[axis]
-        return None
-
-    return coordinate
+def coordinate_row(shape, axis: int) -> np.ndarray:
+    """0..shape[axis]-1 along ``axis``, shaped to broadcast against ``shape``."""
+    return np.arange(shape[axis], dtype=np.int32).reshape(tuple(n if k == axis else 1 for k, n in enumerate(shape)))
 
 
 def _at_shape(x, shape):
