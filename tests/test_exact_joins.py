@@ -51,7 +51,7 @@ def _same_bits(got, want, what):
     assert got.shape == want.shape, f"{what}: shape {got.shape}, NumPy's {want.shape}"
     np.testing.assert_array_equal(got, want, err_msg=what)
     num = ~np.isnan(want)  # (a NaN's sign bit is no value: x * -1 keeps it on x86, np.negative flips it)
-    assert (np.signbit(got[num]) == np.signbit(want[num])).all(), f"{what}: {got} against NumPy's {want} (signs of zeros)"
+    assert (np.signbit(got[num]) == np.signbit(want[num])).all(), f"{what}: {got} against NumPy's {want}"
 
 
 @pytest.mark.parametrize("backend", _backends())
@@ -113,3 +113,28 @@ def test_the_numpy_backend_writes_a_join_as_two_regions(monkeypatch):
                search=lf.SearchOptions(limit=1, cache=False))
     _same_bits(f(m, -m), np.concatenate([m, -m], axis=1), "concatenate on numpy")
     assert any(step is not None for step in made), "the join ran as a select"
+
+
+def test_a_select_on_the_position_that_is_no_join_runs_as_a_select():
+    """The NumPy join kernel checks that the pieces lie either side of the position test: a
+    select whose first piece reaches past it is computed as the select."""
+    from luminal_fn.ir import dtypes as dt
+    from luminal_fn.ir.expr import mod, var
+    from luminal_fn.ir.graph import Graph
+
+    a = np.array([[1.0, -0.0, 3.0, 4.0], [-0.0, 2.0, 2.0, 2.0]], np.float32)
+    b = np.array([[5.0, 6.0, -0.0], [7.0, -0.0, 8.0]], np.float32)
+    padded_a, padded_b = np.pad(a, ((0, 0), (0, 3))), np.pad(b, ((0, 0), (4, 0)))
+    for k in (4, 2, 5):
+        g = Graph("select")
+        ia = g.add("Input", (), (2, 4), dt.float32, index=0, name="a")
+        ib = g.add("Input", (), (2, 3), dt.float32, index=1, name="b")
+        position = ("iota", mod(var("z"), 7))  # the column of a (2, 7) result
+        tree = ("Select", "float32", ("LessThan", "bool", position, ("const", k, "int32")), ("in", 0), ("in", 1))
+        s = g.add("CustomOp", ((ia, View.contiguous((2, 4)).pad(1, 0, 3)), (ib, View.contiguous((2, 3)).pad(1, 4, 0))),
+                  (2, 7), dt.float32, name="fused", expr=tree)
+        g.add("Output", ((s, View.contiguous((2, 7))),), (2, 7), dt.float32, index=0)
+        be = get_backend("numpy")
+        (out,) = be.compile(g).run([be.from_numpy(a), be.from_numpy(b)], {})
+        want = np.where(np.arange(7) < k, padded_a, padded_b)
+        _same_bits(be.to_numpy(out), want, f"select at column {k}")

@@ -453,7 +453,6 @@ class _Extraction(FusedTreeBuilder):
                          params=ex.elist(ch[2]))
         raise ExtractionError(f"cannot extract e-node {op} of e-class {cls}")
 
-
     def joined_tree(self, tree, edges):
         """exact_joins.join_tree over this kernel's input edges, with the joins other kernels
         made (a concatenation of three pieces may be two kernels)."""

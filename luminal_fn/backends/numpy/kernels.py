@@ -6,6 +6,7 @@ import numpy as np
 from ...ir import dtypes as dt
 from ...ir.expr import compile_np, compile_py_tuple, coordinate_axis
 from ...ir.llir import quotient
+from ...ir.view import View
 from .arena import Request
 from .executor import (KERNELS, _compute_dtype, _fmod, _guarded, _np_dtype, float_to_int32, kernel,
                        write_region)
@@ -168,26 +169,31 @@ def _compile_node(tree, out_shape_fn, shared):
     raise NotImplementedError(f"fused tree op {tag!r}")
 
 
-def _join_step(tree, readers, od):
+def _join_step(tree, readers, od, general):
     """The kernel of optimize/exact_joins' select of two padded reads, where(position < k, a, b):
     a's zero-filled read with b's region written in, np.concatenate's work (the select would
-    read both padded copies and a condition), else None."""
-    if tree[0] != "Select" or tree[2][0] != "LessThan" or tree[2][2][0] != "iota":
+    read both padded copies and a condition), else None. Each call checks that a's region lies
+    below k and b's from k on along the position's axis (else ``general`` runs the select)."""
+    c = tree[2] if tree[0] == "Select" else None
+    if c is None or c[0] != "LessThan" or c[2][0] != "iota" or tree[3][0] != "in" or tree[4][0] != "in":
         return None
-    if tree[3][0] != "in" or tree[4][0] != "in":
-        return None
+    axis_of = coordinate_axis(c[2][1])
+    limit = compile_np(c[3][1]) if c[3][0] == "iota" else (lambda dims, k=c[3][1]: k)
     first, second = readers[tree[3][1]], readers[tree[4][1]]
     edges = getattr(first, "edge", None), getattr(second, "edge", None)
-    if None in edges or any(e[1].mask is None or e[3] is None or np.dtype(e[3]) != od for e in edges):
+    if axis_of is None or None in edges or any(
+            e[1].mask is None or e[3] is None or np.dtype(e[3]) != od for e in edges):
         return None
-    src, view = edges[1][0], edges[1][1]
-    parts = view.parts_function() if not view.is_static() else (
-        lambda dims, p=(tuple(view.strides), view.offset, view.mask): (None,) + p)
+    src = edges[1][0]
+    parts = [e[1].parts_function() for e in edges]
 
     def join(vals, dims):
-        _, strides, offset, mask = parts(dims)
+        (shape, _, _, amask), (_, strides, offset, bmask) = parts[0](dims), parts[1](dims)
+        axis, k = axis_of(shape, dims), int(limit(dims))
+        if axis is None or View.mask_bounds(shape, amask)[1][axis] > k or View.mask_bounds(shape, bmask)[0][axis] < k:
+            return general(vals, dims)
         # (a masked read is a fresh array: b's region is written into a's copy)
-        return write_region(first(vals, dims), vals[src], strides, offset, mask)
+        return write_region(first(vals, dims), vals[src], strides, offset, bmask)
 
     return join
 
@@ -304,16 +310,13 @@ def _fused(node, readers):
             step.into, step.requests = into, tuple(requests)
         return step
     _no_stash(node)
-    join = _join_step(tree, readers, od)
-    if join is not None:
-        return _guarded(join)
     fn = compile_tree(tree, shape_fn)
 
     def raw(vals, dims):
         out = _at_shape(fn([r(vals, dims) for r in readers], dims), shape_fn(dims))
         return np.asarray(out, dtype=od, order="C")  # keeps 0-d
 
-    return _guarded(raw)  # Plan runs the raw form inside its one errstate
+    return _guarded(_join_step(tree, readers, od, raw) or raw)  # Plan runs the raw form inside its one errstate
 
 
 @kernel("fused_reduce")
