@@ -185,14 +185,26 @@ def _join_step(tree, readers, od, general):
             e[1].mask is None or e[3] is None or np.dtype(e[3]) != od for e in edges):
         return None
     src = edges[1][0]
+
+    def tiles(shape, amask, bmask, dims) -> bool:
+        axis, k = axis_of(shape, dims), int(limit(dims))
+        if axis is None:
+            return False
+        return View.mask_bounds(shape, amask)[1][axis] <= k <= View.mask_bounds(shape, bmask)[0][axis]
+
+    # (a masked read is a fresh array: b's region is written into a's copy)
+    if all(e[1].is_static() for e in edges) and c[3][0] == "const":  # checked once, here
+        a, b = edges[0][1], edges[1][1]
+        if not tiles(tuple(a.shape), a.mask, b.mask, {}):
+            return None
+        strides, offset, bmask = tuple(b.strides), b.offset, b.mask
+        return lambda vals, dims: write_region(first(vals, dims), vals[src], strides, offset, bmask)
     parts = [e[1].parts_function() for e in edges]
 
     def join(vals, dims):
         (shape, _, _, amask), (_, strides, offset, bmask) = parts[0](dims), parts[1](dims)
-        axis, k = axis_of(shape, dims), int(limit(dims))
-        if axis is None or View.mask_bounds(shape, amask)[1][axis] > k or View.mask_bounds(shape, bmask)[0][axis] < k:
+        if not tiles(shape, amask, bmask, dims):
             return general(vals, dims)
-        # (a masked read is a fresh array: b's region is written into a's copy)
         return write_region(first(vals, dims), vals[src], strides, offset, bmask)
 
     return join
