@@ -6,7 +6,8 @@ import pytest
 
 import luminal_fn as lf
 import luminal_fn.numpy as lnp
-from luminal_fn.backends.numpy.tree_peephole import LOG2E, rewrite
+from luminal_fn.backends.numpy.tree_peephole import rewrite
+from luminal_fn.ir.llir import LOG2E
 
 
 def _trees(fn, *args):

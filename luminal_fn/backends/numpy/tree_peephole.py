@@ -19,9 +19,8 @@ import math
 import numpy as np
 
 from ...ir import series
-from ...ir.llir import literal_value
+from ...ir.llir import exp_argument, literal_value
 
-LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 _TOL = 1e-12
 
@@ -160,7 +159,7 @@ def _rewrite_node(tree, memo):
     t = (tag, tree[1]) + kids
     d = t[1]
     if tag == "Exp2":
-        x = _split(kids[0], "Mul", LOG2E) if kids[0][0] == "Mul" else None
+        x = exp_argument(t)
         if x is not None:
             return ("np.exp", d, x)
     if tag == "Mul":
