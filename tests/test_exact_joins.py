@@ -101,40 +101,68 @@ def test_joins_along_a_dynamic_axis(backend):
         _same_bits(g(m), np.concatenate([m, -m], axis=1), f"m of {r}x{c} on {backend}")
 
 
-def test_the_numpy_backend_writes_a_join_as_two_regions(monkeypatch):
-    """On NumPy the join's select is one zero-filled copy of the first piece with the second's
-    region written in (np.concatenate's work), not a where over two padded copies."""
-    import luminal_fn.backends.numpy.kernels as kernels
+def _cpu_backends():
+    return [b for b in _backends() if isinstance(b, str)]
+
+
+@pytest.mark.parametrize("backend", _cpu_backends())
+@pytest.mark.parametrize("pieces", [2, 3])
+def test_cpu_backends_write_a_join_as_its_parts(monkeypatch, backend, pieces):
+    """On NumPy and MLX's ops a join runs as np.concatenate's work (each input's part written
+    once), not as a where over copies padded to the whole shape; three pieces are one join."""
+    import luminal_fn.backends.mlx.kernels as mlx_kernels
+    import luminal_fn.backends.numpy.kernels as np_kernels
+    kernels = np_kernels if backend == "numpy" else mlx_kernels
     made, real = [], kernels._join_step
     monkeypatch.setattr(kernels, "_join_step", lambda *a: made.append(real(*a)) or made[-1])
     m = np.arange(12, dtype=np.float32).reshape(3, 4) - 5.0
     m[1, 1] = -0.0
-    f = lf.jit(lambda a, b: lnp.concatenate([a, b], axis=1), backend="numpy",
-               search=lf.SearchOptions(limit=1, cache=False))
-    _same_bits(f(m, -m), np.concatenate([m, -m], axis=1), "concatenate on numpy")
+    if pieces == 2:
+        fn, ref = (lambda a, b: lnp.concatenate([a, b], axis=1)), (lambda a, b: np.concatenate([a, b], axis=1))
+    else:
+        fn, ref = (lambda a, b: lnp.concatenate([a, b[:1], a])), (lambda a, b: np.concatenate([a, b[:1], a]))
+    f = lf.jit(fn, backend=backend, search=lf.SearchOptions(limit=1, cache=False))
+    _same_bits(f(m, -m), ref(m, -m), f"concatenate of {pieces} on {backend}")
     assert any(step is not None for step in made), "the join ran as a select"
 
 
-def test_a_select_on_the_position_that_is_no_join_runs_as_a_select():
-    """The NumPy join kernel checks that the pieces lie either side of the position test: a
-    select whose first piece reaches past it is computed as the select."""
+def _select_graph(tree, views, shapes, out_shape):
     from luminal_fn.ir import dtypes as dt
-    from luminal_fn.ir.expr import mod, var
     from luminal_fn.ir.graph import Graph
+
+    g = Graph("select")
+    ids = [g.add("Input", (), shape, dt.float32, index=k, name=f"x{k}") for k, shape in enumerate(shapes)]
+    s = g.add("CustomOp", tuple(zip(ids, views)), out_shape, dt.float32, name="fused", expr=tree)
+    g.add("Output", ((s, View.contiguous(out_shape)),), out_shape, dt.float32, index=0)
+    return g
+
+
+@pytest.mark.parametrize("backend", _cpu_backends())
+def test_a_select_on_the_position_is_exact_whatever_the_pieces(backend):
+    """The join kernels read each input between its limits, so a select whose first piece
+    reaches past its limit, or leaves a gap before it, is still the select's value; limits out
+    of order (a nested select that never takes a piece) run as the select itself."""
+    from luminal_fn.ir.expr import mod, var
 
     a = np.array([[1.0, -0.0, 3.0, 4.0], [-0.0, 2.0, 2.0, 2.0]], np.float32)
     b = np.array([[5.0, 6.0, -0.0], [7.0, -0.0, 8.0]], np.float32)
     padded_a, padded_b = np.pad(a, ((0, 0), (0, 3))), np.pad(b, ((0, 0), (4, 0)))
-    for k in (4, 2, 5):
-        g = Graph("select")
-        ia = g.add("Input", (), (2, 4), dt.float32, index=0, name="a")
-        ib = g.add("Input", (), (2, 3), dt.float32, index=1, name="b")
-        position = ("iota", mod(var("z"), 7))  # the column of a (2, 7) result
-        tree = ("Select", "float32", ("LessThan", "bool", position, ("const", k, "int32")), ("in", 0), ("in", 1))
-        s = g.add("CustomOp", ((ia, View.contiguous((2, 4)).pad(1, 0, 3)), (ib, View.contiguous((2, 3)).pad(1, 4, 0))),
-                  (2, 7), dt.float32, name="fused", expr=tree)
-        g.add("Output", ((s, View.contiguous((2, 7))),), (2, 7), dt.float32, index=0)
-        be = get_backend("numpy")
-        (out,) = be.compile(g).run([be.from_numpy(a), be.from_numpy(b)], {})
-        want = np.where(np.arange(7) < k, padded_a, padded_b)
-        _same_bits(be.to_numpy(out), want, f"select at column {k}")
+    views = [View.contiguous((2, 4)).pad(1, 0, 3), View.contiguous((2, 3)).pad(1, 4, 0)]
+    position = ("iota", mod(var("z"), 7))  # the column of a (2, 7) result
+    be = get_backend(backend)
+
+    def less(k):
+        return ("LessThan", "bool", position, ("const", k, "int32"))
+
+    for k in (4, 2, 5, 0, 7):
+        tree = ("Select", "float32", less(k), ("in", 0), ("in", 1))
+        (out,) = be.compile(_select_graph(tree, views, [(2, 4), (2, 3)], (2, 7))).run(
+            [be.from_numpy(a), be.from_numpy(b)], {})
+        _same_bits(be.to_numpy(out), np.where(np.arange(7) < k, padded_a, padded_b), f"select at column {k}")
+    for k1, k2 in ((2, 5), (5, 2)):  # where(p < k2, where(p < k1, a, b), a)
+        tree = ("Select", "float32", less(k2), ("Select", "float32", less(k1), ("in", 0), ("in", 1)), ("in", 0))
+        (out,) = be.compile(_select_graph(tree, views, [(2, 4), (2, 3)], (2, 7))).run(
+            [be.from_numpy(a), be.from_numpy(b)], {})
+        col = np.arange(7)
+        want = np.where(col < k2, np.where(col < k1, padded_a, padded_b), padded_a)
+        _same_bits(be.to_numpy(out), want, f"nested select at columns {k1}, {k2}")

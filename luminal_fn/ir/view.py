@@ -344,6 +344,16 @@ class View:
         hi = [max(lo_, min(b, d)) for lo_, (_, b), d in zip(lo, mask, shape)]
         return lo, hi
 
+    @staticmethod
+    def axis_part(shape: tuple, strides: tuple, offset: int, mask, axis: int, start: int, stop: int) -> tuple:
+        """The parts (shape, strides, offset, mask) of a concrete view restricted to
+        [start, stop) along ``axis``: the same reads, zeros where the view pads."""
+        part = tuple(stop - start if i == axis else n for i, n in enumerate(shape))
+        if mask is not None:
+            mask = tuple((lo - start, hi - start) if i == axis else (lo, hi)
+                         for i, (lo, hi) in enumerate(zip(*View.mask_bounds(shape, mask))))
+        return part, strides, offset + start * strides[axis], mask
+
     def parts_function(self):
         """A function dims -> (shape, strides, offset, mask) of this view with every symbolic
         integer evaluated: one generated expression, built once (backends read a symbolic view

@@ -5,6 +5,7 @@ import numpy as np
 
 from ...ir import dtypes as dt
 from ...ir.expr import compile_np, compile_py_tuple, coordinate_axis
+from ...ir.join_plan import is_static_join, join_planner
 from ...ir.llir import quotient
 from ...ir.view import View
 from .arena import Request
@@ -169,43 +170,55 @@ def _compile_node(tree, out_shape_fn, shared):
     raise NotImplementedError(f"fused tree op {tag!r}")
 
 
-def _join_step(tree, readers, od, general):
-    """The kernel of optimize/exact_joins' select of two padded reads, where(position < k, a, b):
-    a's zero-filled read with b's region written in, np.concatenate's work (the select would
-    read both padded copies and a condition), else None. Each call checks that a's region lies
-    below k and b's from k on along the position's axis (else ``general`` runs the select)."""
-    c = tree[2] if tree[0] == "Select" else None
-    if c is None or c[0] != "LessThan" or c[2][0] != "iota" or tree[3][0] != "in" or tree[4][0] != "in":
+def _join_step(tree, readers, od, shape_fn, static_shape, general):
+    """The kernel of an exact join (ir/join_plan.py), np.concatenate's work: each input's part
+    between its limits written once into its slice of the result (zeros first only where the
+    part pads), instead of the select over inputs padded to the whole shape; else None. At dims
+    where the limits come out of order, ``general`` (the select) runs."""
+    edges = [getattr(r, "edge", None) for r in readers]
+    if None in edges or any(e[3] is None or np.dtype(e[3]) != od for e in edges):
         return None
-    axis_of = coordinate_axis(c[2][1])
-    limit = compile_np(c[3][1]) if c[3][0] == "iota" else (lambda dims, k=c[3][1]: k)
-    first, second = readers[tree[3][1]], readers[tree[4][1]]
-    edges = getattr(first, "edge", None), getattr(second, "edge", None)
-    if axis_of is None or None in edges or any(
-            e[1].mask is None or e[3] is None or np.dtype(e[3]) != od for e in edges):
+    views = [e[1] for e in edges]
+    plan = join_planner(tree, views, shape_fn)
+    if plan is None:
         return None
-    src = edges[1][0]
+    srcs = [e[0] for e in edges]
 
-    def tiles(shape, amask, bmask, dims) -> bool:
-        axis, k = axis_of(shape, dims), int(limit(dims))
-        if axis is None:
-            return False
-        return View.mask_bounds(shape, amask)[1][axis] <= k <= View.mask_bounds(shape, bmask)[0][axis]
+    def writes(at):
+        """[(src, slice of the result, strides, offset, mask, zeros first)] of a plan."""
+        axis, pieces = at
+        out, pos = [], 0
+        for i, (shape, strides, offset, mask) in pieces:
+            where = tuple(slice(pos, pos + n) if k == axis else slice(None) for k, n in enumerate(shape))
+            pos += shape[axis]
+            if mask is None:
+                mask = tuple((0, n) for n in shape)
+            lo, hi = View.mask_bounds(shape, mask)
+            pads = any(a > 0 or b < n for a, b, n in zip(lo, hi, shape))
+            out.append((srcs[i], where, strides, offset, mask, pads))
+        return out
 
-    # (a masked read is a fresh array: b's region is written into a's copy)
-    if all(e[1].is_static() for e in edges) and c[3][0] == "const":  # checked once, here
-        a, b = edges[0][1], edges[1][1]
-        if not tiles(tuple(a.shape), a.mask, b.mask, {}):
+    def run(vals, shape, steps):
+        out = np.empty(shape, od)
+        for src, where, strides, offset, mask, pads in steps:
+            part = out[where]
+            if pads:
+                part.fill(0)
+            write_region(part, vals[src], strides, offset, mask)
+        return out
+
+    if is_static_join(tree, views, static_shape):  # every decode-step join: planned once, here
+        at = plan({})
+        if at is None:
             return None
-        strides, offset, bmask = tuple(b.strides), b.offset, b.mask
-        return lambda vals, dims: write_region(first(vals, dims), vals[src], strides, offset, bmask)
-    parts = [e[1].parts_function() for e in edges]
+        steps, shape = writes(at), tuple(static_shape)
+        return lambda vals, dims: run(vals, shape, steps)
 
     def join(vals, dims):
-        (shape, _, _, amask), (_, strides, offset, bmask) = parts[0](dims), parts[1](dims)
-        if not tiles(shape, amask, bmask, dims):
+        at = plan(dims)
+        if at is None:
             return general(vals, dims)
-        return write_region(first(vals, dims), vals[src], strides, offset, bmask)
+        return run(vals, tuple(shape_fn(dims)), writes(at))
 
     return join
 
@@ -328,7 +341,7 @@ def _fused(node, readers):
         out = _at_shape(fn([r(vals, dims) for r in readers], dims), shape_fn(dims))
         return np.asarray(out, dtype=od, order="C")  # keeps 0-d
 
-    return _guarded(_join_step(tree, readers, od, raw) or raw)  # Plan runs the raw form inside its one errstate
+    return _guarded(_join_step(tree, readers, od, shape_fn, node.shape, raw) or raw)  # Plan runs the raw form inside its one errstate
 
 
 @kernel("fused_reduce")
