@@ -331,3 +331,35 @@ def test_scatter_converts_its_source_emulated(src_dtype, mode, tmp_path):
         for ll in llirs:
             out = be.compile(ll).run([be.from_numpy(x) for x in (dest, idx, src)], {})[0]
             np.testing.assert_array_equal(np.asarray(be.to_numpy(out)), want, err_msg=name)
+
+
+# ---- joins: the position test on the vector path ----------------------------------------------------
+JOINS = {  # name: (function, NumPy's, vector path expected in the join's kernel)
+    "rows": (lambda a, b: lnp.concatenate([a, -b]), lambda a, b: np.concatenate([a, -b]), True),
+    "columns at a multiple of 4": (lambda a, b: lnp.concatenate([a, b[:, :4]], axis=1),
+                                   lambda a, b: np.concatenate([a, b[:, :4]], axis=1), True),
+    "three pieces": (lambda a, b: lnp.concatenate([a, b[:2], a]), lambda a, b: np.concatenate([a, b[:2], a]), True),
+    "stack": (lambda a, b: lnp.stack([a, b]), lambda a, b: np.stack([a, b]), True),
+    "roll by 3": (lambda a, b: lnp.roll(a, 3, axis=1), lambda a, b: np.roll(a, 3, axis=1), False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(JOINS))
+def test_joins_emulated_bit_for_bit(name, tmp_path):
+    """A join's kernel (a select on the position, optimize/exact_joins.py) keeps every element,
+    -0.0 included, on the vector path where its pieces' bounds fall on whole vectors: the
+    position is read at each element of the vector (and the scalar path where they do not)."""
+    a, b = _r(6, 8), _r(6, 8)
+    a[0, :3], b[1, 2], b[3, :] = -0.0, -0.0, -0.0
+    fn, ref, vector = JOINS[name]
+    traced = lf.jit(fn).trace(a, b)
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir)
+    cases = [(f"{name} genome {g}", ex.extract(g), {}, [([a, b], {})], ()) for g in _genomes(ex, 3, 2)]
+    plans = _emulate_all(cases, tmp_path)
+    want = ref(a, b)
+    (got,) = emu.run(emu.build(plans[:1], str(tmp_path)), plans[0], [a, b], {})
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    texts = [s.source for s in _steps(plans[:1]) if "?" in s.source.text or "(i + j)" in s.source.text]
+    assert texts, plans[0].describe()
+    assert any(k.meta.get("vector") for k in texts) == vector, [k.text for k in texts]

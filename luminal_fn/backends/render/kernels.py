@@ -256,7 +256,7 @@ def _multiple(e, v: int) -> bool:
 
 def _vector_width(lang, shape, vmap, inputs, out_dtype, tree) -> int:
     """V elements per thread when every access can be a V-wide aligned vector, else 0."""
-    if not lang.vec_ok or not shape or tree_has(tree, ("Gather", "iota")):
+    if not lang.vec_ok or not shape or tree_has(tree, ("Gather",)):
         return 0  # (no dims left: a 0-d or all-size-1 output is one scalar)
     sizes = [out_dtype.itemsize] + [inputs[k].dtype.itemsize for k in vmap]
     v = 8 if max(sizes) <= 2 else 4
@@ -268,8 +268,8 @@ def _vector_width(lang, shape, vmap, inputs, out_dtype, tree) -> int:
         s = view.strides[last]
         if not (same(s, 1) or same(s, 0)):
             return 0
-        if not ix.mask_trivial(view, last):
-            return 0
+        if not (ix.mask_trivial(view, last) or all(_multiple(b, v) for b in view.mask[last])):
+            return 0  # (bounds at multiples of V: a vector is wholly inside or outside, a join's pieces)
         if not _multiple(view.offset, v):
             return 0
         if not all(_multiple(st, v) for st in view.strides[:last]):
@@ -313,7 +313,8 @@ def _vector_body(lang, shape, vmap, inputs, out_dtype, tree, names, itype, V, n)
     def leaf(k):
         return (f"x{k}[j]" if kinds[k] == "vec" else f"x{k}"), compute_type(inputs[k].dtype)
 
-    tr = TreeRenderer(lang, leaf)
+    # a position (a join's test) is read at each element of the vector
+    tr = TreeRenderer(lang, leaf, iota=lambda e: f"(int)({ix.r(e, {**names, 'z': '(i + j)'})})")
     val, vt = tr.render(tree)
     inner += ["  " + ln for ln in tr.lines]
     inner.append(f"  res[j] = {convert(lang, val, vt, ct_out)};")
