@@ -1,9 +1,11 @@
-"""Taylor coefficients the front end writes functions with near 0, where their exp forms cancel.
+"""Taylor coefficients the front end writes functions with near 0 (where their exp forms cancel, or
+once their argument is reduced there).
 
 A contract between ``luminal_fn.numpy`` (which writes ``tanh`` and ``expm1`` as a select between
-one of these series and an exp form) and backends that recognise the select as the function
-itself (``backends/numpy/tree_peephole.py`` calls ``np.tanh`` / ``np.expm1``): both read the
-coefficients here, so the two cannot drift apart.
+one of these series and an exp form, and ``arctan`` as a series after reducing its argument) and
+backends that recognise those forms as the function itself (``backends/numpy/tree_peephole.py``
+calls ``np.tanh`` / ``np.expm1``, ``peephole_odd.py`` ``np.arctan``): both read the coefficients
+here, so the two cannot drift apart.
 """
 from __future__ import annotations
 
@@ -18,3 +20,9 @@ TANH_BELOW = 0.3
 # of the value.
 EXPM1 = tuple(1.0 / math.factorial(k) for k in range(1, 11))
 EXPM1_BELOW = 0.5
+
+# arctan(t) = t * (1 + z * (c1 + z * (c2 + ...))), z = t^2, once |x| is reduced to t <= tan(pi/12)
+# (1/|x| above 1, then (t sqrt(3) - 1) / (t + sqrt(3)) above tan(pi/12)): the coefficients of
+# t^3 .. t^11.
+ARCTAN = (-1 / 3, 1 / 5, -1 / 7, 1 / 9, -1 / 11)
+ARCTAN_REDUCED_BELOW = 0.2679491924311227  # tan(pi/12)

@@ -7,8 +7,9 @@ memory, so one ``np.tanh`` is several times cheaper than its eight-node expansio
 recognise the forms ``luminal_fn.numpy`` writes, whole, and leave everything else alone. The
 private tags they produce (``"np.exp"``, ``"np.log"``, ``"np.tanh"``, ``"np.expm1"``, ``"np.cos"``,
 ``"np.not"``, ``"np.trunc"``, ``"np.floor"``, ``"np.maximum"``, ``"np.minimum"``, ``"np.abs"``,
-``"np.rint"``, ``"np.cosh"``, ``"np.sinh"``) exist only inside this backend; a function written
-across several kernels is one tree here after tree_merge. A select whose two branches are forms
+``"np.rint"``, ``"np.cosh"``, ``"np.sinh"``, and from peephole_odd.py ``"np.arctan"``,
+``"np.arcsinh"``, ``"np.sign"``) exist only inside this backend; a function written across
+several kernels is one tree here after tree_merge. A select whose two branches are forms
 of one function of the same x (tanh's series and exp form, expm1's, cos's half- and double-angle
 forms) is that function; the front end's logic in int32 casts is NumPy's boolean operations.
 """
@@ -170,6 +171,9 @@ def _rewrite_node(tree, memo):
         x = _tanh_arg(t)
         if x is not None:
             return ("np.tanh", d, x)
+        hit = _odd_function(t)  # (int sign)
+        if hit is not None:
+            return hit
     if tag == "Select":  # (tanh's series and exp forms, expm1's, cos's two angle forms)
         hit = _select_of_one_function(t)
         if hit is not None:
@@ -183,14 +187,20 @@ def _rewrite_node(tree, memo):
 
 
 def _whole_select(t):
-    """The NumPy call the select t is (trunc, floor, maximum / minimum, abs, rint, cosh, sinh), else
-    None. The forms are exclusive: the order tried does not matter."""
+    """The NumPy call the select t is (trunc, floor, maximum / minimum, abs, rint, cosh, sinh,
+    sign, arctan, arcsinh), else None. The forms are exclusive: the order tried does not matter."""
     for tag, arg in (("np.trunc", _trunc_arg), ("np.floor", _floor_arg), ("np.abs", _abs_arg),
                      ("np.rint", _rint_arg)):
         x = arg(t)
         if x is not None:
             return (tag, t[1], x)
-    return _max_min(t) or _cosh_or_sinh(t)
+    return _max_min(t) or _cosh_or_sinh(t) or _odd_function(t)
+
+
+def _odd_function(t):
+    """peephole_odd's NumPy call for the Add or Select t (sign, arctan, arcsinh), else None."""
+    from .peephole_odd import odd_function  # (here, not above: it matches with this module's helpers)
+    return odd_function(t)
 
 
 TRUNC_EXACT_SQUARE = 2.0 ** 46  # the front end's |x| < 2^23 test, read as x * x < 2^46
