@@ -1,5 +1,6 @@
-"""The NumPy backend's odd functions (backends/numpy/peephole_odd.py): lnp.arctan, lnp.arcsinh and
-lnp.sign, whole, become one np.arctan / np.arcsinh / np.sign with NumPy's bits; near forms are
+"""The NumPy backend's odd functions (backends/numpy/peephole_odd.py): lnp.arctan, lnp.arcsinh,
+lnp.cbrt and lnp.sign, whole, become one np.arctan / np.arcsinh / np.cbrt / np.sign with NumPy's bits
+(and tree_peephole's lnp.tan and lnp.ceil one np.tan / np.ceil); near forms are
 kept. Near forms are edits of the trees the front end writes, read from the plan (merged, not yet
 rewritten)."""
 import math
@@ -59,7 +60,7 @@ def _swapped(t):
     return ("Select", t[1], t[2], t[4], t[3])
 
 
-@pytest.mark.parametrize("name", ["arctan", "arcsinh", "sign"])
+@pytest.mark.parametrize("name", ["arctan", "arcsinh", "cbrt", "sign", "tan", "ceil"])
 def test_arctan_arcsinh_and_sign_are_numpys_own(name):
     """Each is one NumPy call once its kernels are merged (no select left), bit for bit NumPy's:
     signs of zeros (sign(-0.0) is +0.0, arctan(-0.0) is -0.0), NaN payloads, infinities,
@@ -67,7 +68,8 @@ def test_arctan_arcsinh_and_sign_are_numpys_own(name):
     out, trees = _trees(getattr(lnp, name), X)
     assert [t[0] for t in trees] == ["np." + name], trees
     assert not any("Select" in str(t) for t in trees), trees
-    want = getattr(np, name)(X)
+    with np.errstate(invalid="ignore"):
+        want = getattr(np, name)(X)
     np.testing.assert_array_equal(out.view(np.int32), want.view(np.int32))
 
 
@@ -79,7 +81,7 @@ def test_int_sign_is_np_sign():
     assert out.dtype == np.int32
 
 
-@pytest.mark.parametrize("name", ["arctan", "arcsinh", "sign"])
+@pytest.mark.parametrize("name", ["arctan", "arcsinh", "cbrt", "sign", "tan", "ceil"])
 def test_float64_forms_are_recognised(name):
     """The same forms in float64 (a tree the backend may be handed) are the float64 call."""
     tree = _front_end_tree(getattr(lnp, name), X)
@@ -119,8 +121,29 @@ def _near_signs(tree):
     yield ("Select", "float32", below, tree[4], tree[3]), False  # x where x < 0, not where NaN
 
 
+def _near_cbrts(tree):
+    yield _const_replaced(tree, 1.0 / 3.0, 0.33), False  # another power
+    yield _swapped(tree), True
+    zero_select = tree[3]  # (the merged tree's first select is not(x < 0): its branches come swapped)
+    yield _edit(tree, lambda t: t[4] if t is zero_select else t), True  # cbrt(-0.0) would be +0.0
+
+
+def _near_tans(tree):
+    sin_x, recip_cos = tree[2], tree[3]
+    doubled = ("Mul", "float32", ("in", 0), ("const", 2.0, "float32"))
+    yield ("Mul", "float32", ("Sin", "float32", doubled), recip_cos), False  # sin(2x) / cos(x)
+    yield ("Mul", "float32", sin_x, recip_cos[2]), False  # sin(x) * cos(x)
+
+
+def _near_ceils(tree):
+    yield ("Mul", "float32", tree[2], ("const", -2.0, "float32")), False
+    yield tree[2], False  # floor(-x) alone
+    yield _const_replaced(tree, 1.0, 2.0), False  # the floor form changed
+
+
 @pytest.mark.parametrize("name, nears", [("arctan", _near_arctans), ("arcsinh", _near_arcsinhs),
-                                         ("sign", _near_signs)])
+                                         ("cbrt", _near_cbrts), ("sign", _near_signs), ("tan", _near_tans),
+                                         ("ceil", _near_ceils)])
 def test_near_forms_are_kept(name, nears):
     """Another constant, another threshold, swapped branches or a missing piece are not NumPy's
     function: no call of it comes out (each edit really is made: the tree changed)."""

@@ -1,7 +1,7 @@
 """Odd functions the front end writes through |x| and the sign of x, as one NumPy call each:
-``np.arctan``, ``np.arcsinh`` and ``np.sign`` (float32 / float64; sign in int32 too).
+``np.arctan``, ``np.arcsinh``, ``np.cbrt`` and ``np.sign`` (float32 / float64; sign in int32 too).
 
-lnp.arctan and lnp.arcsinh compute their value m at a = |x| and give it x's sign with
+lnp.arctan, lnp.arcsinh and lnp.cbrt compute their value m at a = |x| and give it x's sign with
 odd_from_magnitude, ``where(x < 0, m * -1, where(x == 0, x, m))`` (a zero x is returned as it is:
 f(-0.0) is -0.0). lnp.sign is ``(0 < x) - (x < 0)`` in x's dtype, and x itself where x is NaN.
 NumPy evaluates every node as a pass over memory (arctan is about 40 of them, arcsinh 50, sign
@@ -31,8 +31,8 @@ ARCSINH_LOG_ABOVE = 2.0 ** 28  # lnp.arcsinh's switch to log(a) + ln 2 (frontend
 
 
 def odd_function(t):
-    """The NumPy call the Add or Select t is (sign, arctan, arcsinh, or arctan / arcsinh of a
-    magnitude), else None."""
+    """The NumPy call the Add or Select t is (sign, arctan, arcsinh, cbrt, or arctan / arcsinh of
+    a magnitude), else None."""
     d = t[1]
     if t[0] == "Add":  # int sign has no NaN select: the difference is the whole function
         x = _sign_difference_arg(t) if d == "int32" else None
@@ -47,6 +47,8 @@ def odd_function(t):
         for f in ("np.arctan", "np.arcsinh"):
             if m == (f, d, ("np.abs", d, x)):
                 return (f, d, x)
+        if _cube_root_arg(m) == ("np.abs", d, x):
+            return ("np.cbrt", d, x)
     a = _arcsinh_magnitude_arg(t)
     if a is not None and a[0] == "np.abs":  # (the front end's form is exact only at a >= 0)
         return ("np.arcsinh", d, a)
@@ -57,6 +59,14 @@ def odd_function(t):
         return ("np.arctan", d, a)
     below = ("LessThan", "bool", a, ("const", 0.0, d))
     return ("Select", d, below, _arctan_series(a, d), ("np.arctan", d, a))
+
+
+def _cube_root_arg(m):
+    """a when m is the front end's cube root of a magnitude, exp2(log2(a) * (1/3)), else None."""
+    if m[0] != "Exp2":
+        return None
+    lg = _split(m[2], "Mul", 1.0 / 3.0)
+    return lg[2] if lg is not None and lg[0] == "Log2" else None
 
 
 def _is_literal(t, value, d) -> bool:

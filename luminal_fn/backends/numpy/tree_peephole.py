@@ -7,8 +7,8 @@ memory, so one ``np.tanh`` is several times cheaper than its eight-node expansio
 recognise the forms ``luminal_fn.numpy`` writes, whole, and leave everything else alone. The
 private tags they produce (``"np.exp"``, ``"np.log"``, ``"np.tanh"``, ``"np.expm1"``, ``"np.cos"``,
 ``"np.not"``, ``"np.trunc"``, ``"np.floor"``, ``"np.maximum"``, ``"np.minimum"``, ``"np.abs"``,
-``"np.rint"``, ``"np.cosh"``, ``"np.sinh"``, and from peephole_odd.py ``"np.arctan"``,
-``"np.arcsinh"``, ``"np.sign"``) exist only inside this backend; a function written across
+``"np.rint"``, ``"np.cosh"``, ``"np.sinh"``, ``"np.ceil"``, ``"np.tan"``, and from peephole_odd.py
+``"np.arctan"``, ``"np.arcsinh"``, ``"np.cbrt"``, ``"np.sign"``) exist only inside this backend; a function written across
 several kernels is one tree here after tree_merge. A select whose two branches are forms
 of one function of the same x (tanh's series and exp form, expm1's, cos's half- and double-angle
 forms) is that function; the front end's logic in int32 casts is NumPy's boolean operations.
@@ -167,6 +167,9 @@ def _rewrite_node(tree, memo):
         lg = _split(t, "Mul", LN2)
         if lg is not None and lg[0] == "Log2":
             return ("np.log", d, lg[2])
+        hit = _ceil_or_tan(t)
+        if hit is not None:
+            return hit
     if tag == "Add":
         x = _tanh_arg(t)
         if x is not None:
@@ -184,6 +187,23 @@ def _rewrite_node(tree, memo):
         if hit is not None:
             return hit
     return _boolean(t) or t
+
+
+def _ceil_or_tan(t):
+    """("np.ceil", d, x) when the product t is the front end's ceil, floor(x * -1) * -1;
+    ("np.tan", d, x) when it is its tan, sin(x) * recip(cos(x)); else None."""
+    d = t[1]
+    if d not in ("float32", "float64"):
+        return None
+    f = _split(t, "Mul", -1.0)
+    if f is not None and f[0] == "np.floor":
+        x = _split(f[2], "Mul", -1.0)
+        if x is not None:
+            return ("np.ceil", d, x)
+    for s, r in _operands(t, "Mul", d):
+        if s[0] == "Sin" and r == ("Recip", d, ("np.cos", d, s[2])):
+            return ("np.tan", d, s[2])
+    return None
 
 
 def _whole_select(t):
