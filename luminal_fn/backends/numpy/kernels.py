@@ -11,6 +11,7 @@ from ...ir.view import View
 from .arena import Request
 from .executor import (KERNELS, _compute_dtype, _fmod, _guarded, _np_dtype, float_to_int32, kernel,
                        write_region)
+from .peephole_predicates import PREDICATE_NAMES
 from .tree_peephole import rewrite
 from .tree_program import BINARY, PROGRAM_DTYPES, UFUNC_NAMES, compact_reader, compact_view, compile_program, select
 
@@ -116,6 +117,10 @@ def _compile_node(tree, out_shape_fn, shared):
     if tag == "np.not":
         a = _compile(tree[2], out_shape_fn, shared)
         return lambda args, dims: np.logical_not(a(args, dims))
+    if tag in PREDICATE_NAMES:  # a float test: the operand as it is, a bool result
+        fn = getattr(np, PREDICATE_NAMES[tag])
+        a = _compile(tree[2], out_shape_fn, shared)
+        return lambda args, dims: fn(a(args, dims))
     if tag in _NP_UNARY or tag == "Recip":
         fn = _NP_UNARY.get(tag, _recip)
         a = _compile(tree[2], out_shape_fn, shared)

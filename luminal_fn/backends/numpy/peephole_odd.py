@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 from ...ir import series
+from .peephole_predicates import is_inf_test
 from .tree_peephole import (LN2, _const, _is_equal_test, _is_horner, _is_nan_test, _less, _operands, _other,
                             _split)
 
@@ -193,16 +194,5 @@ def _log1p_arg(t):
 
 
 def _is_posinf_test(c, u) -> bool:
-    """c is the front end's isposinf(u): isinf(u) and 0 < u, with isinf(u) written
-    (not u < inf and -inf < u) or (not -inf < u and u < inf)."""
-    def both(t, first, second):  # t is first and second, in either order
-        return any(first(p) and second(q) for p, q in _operands(t, "Mul", "bool"))
-
-    def negated(test):
-        return lambda t: t[0] == "np.not" and test(t[2])
-
-    below_inf, above_minus_inf = (lambda t: _less(t, u, math.inf)), (lambda t: _less(t, -math.inf, u))
-    return any(_less(pos, 0, u) and any(both(hi, negated(below_inf), above_minus_inf)
-                                        and both(lo, negated(above_minus_inf), below_inf)
-                                        for hi, lo in _operands(inf, "Add", "bool"))
-               for inf, pos in _operands(c, "Mul", "bool"))
+    """c is the front end's isposinf(u): isinf(u) and 0 < u."""
+    return any(_less(pos, 0, u) and is_inf_test(inf, u) for inf, pos in _operands(c, "Mul", "bool"))

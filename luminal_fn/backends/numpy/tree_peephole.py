@@ -139,13 +139,18 @@ def _select_of_one_function(t):
     return None
 
 
-def rewrite(tree, memo: dict | None = None):
-    """The tree with recognised exp / log / tanh subtrees replaced (bottom-up). A subtree met
-    twice is one object (x * x), rewritten once (``memo``, by id) into one object again."""
+def rewrite(tree):
+    """The tree with recognised whole functions replaced (bottom-up), then the float tests no
+    function took (peephole_predicates). A subtree met twice is one object (x * x), rewritten
+    once into one object again."""
+    from .peephole_predicates import with_predicates  # (here: it matches with this module's helpers)
+    return with_predicates(_rewrite(tree, {}))
+
+
+def _rewrite(tree, memo: dict):
     tag = tree[0]
     if tag in ("in", "const", "iota"):
         return tree
-    memo = {} if memo is None else memo
     done = memo.get(id(tree))
     if done is None:
         done = memo[id(tree)] = _rewrite_node(tree, memo)
@@ -155,8 +160,8 @@ def rewrite(tree, memo: dict | None = None):
 def _rewrite_node(tree, memo):
     tag = tree[0]
     if tag == "Gather":
-        return (tag, tree[1], tree[2], rewrite(tree[3], memo))
-    kids = tuple(rewrite(c, memo) for c in tree[2:])
+        return (tag, tree[1], tree[2], _rewrite(tree[3], memo))
+    kids = tuple(_rewrite(c, memo) for c in tree[2:])
     t = (tag, tree[1]) + kids
     d = t[1]
     if tag == "Exp2":
@@ -432,7 +437,10 @@ def _is_sinh_small(t, a) -> bool:
 
 
 def _is_signbit_test(c, x) -> bool:
-    """c is the front end's signbit(x): x < 0, or x == 0 and 1 / x < 0."""
+    """c is the front end's signbit(x): x < 0, or x == 0 and 1 / x < 0 (or np.signbit(x), its
+    form after a first rewrite)."""
+    if c == ("np.signbit", "bool", x):
+        return True
     def reciprocal_below_zero(t):
         return t[0] == "LessThan" and t[2][0] == "Recip" and t[2][2] == x and _const(t[3], 0.0)
 
@@ -442,7 +450,9 @@ def _is_signbit_test(c, x) -> bool:
 
 
 def _is_nan_test(c, y) -> bool:
-    """c is the front end's isnan(y): not (y < inf) and not (-inf < y)."""
+    """c is the front end's isnan(y): not (y < inf) and not (-inf < y) (or np.isnan(y))."""
+    if c == ("np.isnan", "bool", y):
+        return True
     def not_less(t, a, b):  # not (a < b), a or b the constant given, the other y
         if t[0] != "np.not" or t[2][0] != "LessThan":
             return False

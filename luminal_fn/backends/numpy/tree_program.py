@@ -29,6 +29,7 @@ import numpy as np
 from ...ir import dtypes as dt
 from ...ir.llir import quotient
 from .executor import _fmod, float_to_int32
+from .peephole_predicates import PREDICATE_NAMES
 
 UFUNC_NAMES = {"Add": "add", "Mul": "multiply", "Exp2": "exp2", "Log2": "log2", "Sin": "sin",
            "Sqrt": "sqrt", "Recip": "reciprocal",
@@ -163,6 +164,8 @@ class _Builder:
             fn = UFUNC_NAMES[tag]
         elif tag == "np.not" and same:
             fn = "logical_not"
+        elif tag in PREDICATE_NAMES and len(kids) == 1 and kd[0].kind == "f":
+            fn = PREDICATE_NAMES[tag]  # (a float operand, a bool result)
         elif tag == "Mod" and same and kind in "fi":
             fn = "fmod_float" if kind == "f" else "fmod_int"
         elif tag == "LessThan":
