@@ -16,8 +16,8 @@ import time
 import numpy as np
 
 DEFAULT = ["abs", "floor", "ceil", "trunc", "round", "fmod2", "modf", "sign", "maximum0",
-           "where", "isfinite", "sinh", "cosh", "tanh", "cos", "arctan", "arcsinh", "log1p",
-           "exp", "expm1"]
+           "where", "isfinite", "isnan", "signbit", "sinh", "cosh", "tanh", "cos", "tan", "arctan",
+           "arcsinh", "cbrt", "log1p", "exp", "expm1"]
 # functions that are not one-argument NumPy calls: (luminal_fn form, NumPy form)
 SPECIAL = {
     "fmod2": (lambda m, x: m.fmod(x, 2.0), lambda x: np.fmod(x, np.float32(2.0))),
