@@ -314,7 +314,7 @@ def test_near_forms_of_cosh_and_sinh_are_kept():
 
 
 @pytest.mark.parametrize("name", ["trunc", "floor", "ceil", "fix", "rint", "absolute", "sinh", "cosh", "tanh",
-                                  "expm1", "cos", "exp", "log", "arctan", "arcsinh", "sign", "cbrt", "tan"])
+                                  "expm1", "cos", "exp", "log", "arctan", "arcsinh", "sign", "cbrt", "tan", "log1p"])
 def test_no_searched_candidate_raises_in_the_peephole(name):
     """The matchers see every tree a genome can hand them (a select's branch may be a bare
     input): the search times forty genomes, none raises, and the pick is NumPy's value."""

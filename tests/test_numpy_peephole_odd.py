@@ -60,7 +60,7 @@ def _swapped(t):
     return ("Select", t[1], t[2], t[4], t[3])
 
 
-@pytest.mark.parametrize("name", ["arctan", "arcsinh", "cbrt", "sign", "tan", "ceil"])
+@pytest.mark.parametrize("name", ["arctan", "arcsinh", "cbrt", "sign", "tan", "ceil", "log1p"])
 def test_arctan_arcsinh_and_sign_are_numpys_own(name):
     """Each is one NumPy call once its kernels are merged (no select left), bit for bit NumPy's:
     signs of zeros (sign(-0.0) is +0.0, arctan(-0.0) is -0.0), NaN payloads, infinities,
@@ -68,7 +68,7 @@ def test_arctan_arcsinh_and_sign_are_numpys_own(name):
     out, trees = _trees(getattr(lnp, name), X)
     assert [t[0] for t in trees] == ["np." + name], trees
     assert not any("Select" in str(t) for t in trees), trees
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"):
         want = getattr(np, name)(X)
     np.testing.assert_array_equal(out.view(np.int32), want.view(np.int32))
 
@@ -81,7 +81,7 @@ def test_int_sign_is_np_sign():
     assert out.dtype == np.int32
 
 
-@pytest.mark.parametrize("name", ["arctan", "arcsinh", "cbrt", "sign", "tan", "ceil"])
+@pytest.mark.parametrize("name", ["arctan", "arcsinh", "cbrt", "sign", "tan", "ceil", "log1p"])
 def test_float64_forms_are_recognised(name):
     """The same forms in float64 (a tree the backend may be handed) are the float64 call."""
     tree = _front_end_tree(getattr(lnp, name), X)
@@ -224,8 +224,31 @@ def test_near_forms_of_log1p_inside_arcsinh_are_kept():
     magnitude = found[0]  # (the abs of x it reads)
     m = rewrite(_edit(tree, lambda t: ("in", 1) if t is magnitude else t))[4][4]  # (not at a bare input)
     abs_x = ("np.abs", "float32", ("in", 0))
-    at_abs = _edit(m, lambda t: abs_x if t == ("in", 1) else t)
+    # the log1p inside is np.log1p once rewritten: written back as the front end's form of it
+    log1p_form = _log1p_root()
+    at_abs = _edit(m, lambda t: _edit(log1p_form, lambda u: t[2] if u == ("in", 0) else u)
+                   if t[0] == "np.log1p" else t)
+    at_abs = _edit(at_abs, lambda t: abs_x if t == ("in", 1) else t)
+    assert "np.log1p" not in str(at_abs)
     assert rewrite(at_abs) == ("np.arcsinh", "float32", abs_x)
     for near in _arcsinh_magnitude_near_forms(at_abs):
         assert near != at_abs
         assert "np.arcsinh" not in str(rewrite(near)), near
+
+
+def _log1p_root():
+    """lnp.log1p's select of x (input 0) as the matcher is handed it: its operands rewritten."""
+    from luminal_fn.backends.numpy.tree_peephole import _rewrite
+
+    tree = _front_end_tree(lnp.log1p, X)
+    assert rewrite(tree) == ("np.log1p", "float32", ("in", 0))
+    return tree[:2] + tuple(_rewrite(c, {}) for c in tree[2:])
+
+
+def test_near_forms_of_log1p_are_kept():
+    """lnp.log1p is np.log1p only with its whole rounding correction and its guards: the edits
+    that make arcsinh's branch no arcsinh make log1p no log1p."""
+    root = _log1p_root()
+    for near in _arcsinh_magnitude_near_forms(root):
+        assert near != root
+        assert "np.log1p" not in str(rewrite(near)), near

@@ -1,5 +1,6 @@
 """Odd functions the front end writes through |x| and the sign of x, as one NumPy call each:
-``np.arctan``, ``np.arcsinh``, ``np.cbrt`` and ``np.sign`` (float32 / float64; sign in int32 too).
+``np.arctan``, ``np.arcsinh``, ``np.cbrt`` and ``np.sign`` (float32 / float64; sign in int32 too),
+and ``np.log1p``.
 
 lnp.arctan, lnp.arcsinh and lnp.cbrt compute their value m at a = |x| and give it x's sign with
 odd_from_magnitude, ``where(x < 0, m * -1, where(x == 0, x, m))`` (a zero x is returned as it is:
@@ -8,7 +9,8 @@ NumPy evaluates every node as a pass over memory (arctan is about 40 of them, ar
 12), where NumPy's own call is one and gives NumPy's values, signs of zeros and NaNs included.
 Only these whole forms are replaced; tree_peephole hands ``odd_function`` the Adds and Selects it
 does not recognise itself, bottom-up, so m is already ``np.arctan(np.abs(x))`` when its select
-is met.
+is met. lnp.log1p, which arcsinh's small branch contains, is ``np.log1p`` too (its select of
+``log(1 + y) * y / ((1 + y) - 1)``, the rounding of 1 + y corrected, and its edge cases).
 
 arctan's pieces are four kernels, and tree_merge writes one into another only while the merged
 tree stays small once rewritten. |x| has two readers until the reduction's kernel is merged into
@@ -32,8 +34,8 @@ ARCSINH_LOG_ABOVE = 2.0 ** 28  # lnp.arcsinh's switch to log(a) + ln 2 (frontend
 
 
 def odd_function(t):
-    """The NumPy call the Add or Select t is (sign, arctan, arcsinh, cbrt, or arctan / arcsinh of
-    a magnitude), else None."""
+    """The NumPy call the Add or Select t is (sign, arctan, arcsinh, cbrt, log1p, or arctan /
+    arcsinh of a magnitude), else None."""
     d = t[1]
     if t[0] == "Add":  # int sign has no NaN select: the difference is the whole function
         x = _sign_difference_arg(t) if d == "int32" else None
@@ -42,6 +44,9 @@ def odd_function(t):
         return None
     if _is_nan_test(t[2], t[3]) and _sign_difference_arg(t[4]) == t[3]:
         return ("np.sign", d, t[3])
+    y = _log1p_arg(t)
+    if y is not None:
+        return ("np.log1p", d, y)
     parts = _odd_parts(t)
     if parts is not None:
         x, m = parts
@@ -174,7 +179,10 @@ def _arcsinh_magnitude_arg(t):
 def _log1p_arg(t):
     """y when t is the front end's log1p(y), else None: with u = y + 1 and e = u - 1 (1 + y
     rounded, and its rounding corrected by y / e),
-    where(u == 1, y, where(isposinf(u), u, where(e == 0, y, log(u) * (y / where(e == 0, 1, e)))))."""
+    where(u == 1, y, where(isposinf(u), u, where(e == 0, y, log(u) * (y / where(e == 0, 1, e))))),
+    or np.log1p(y), its form once rewritten (arcsinh's small branch reads either)."""
+    if t[0] == "np.log1p":
+        return t[2]
     if t[0] != "Select" or t[4][0] != "Select":
         return None
     y, inner = t[3], t[4]

@@ -8,7 +8,7 @@ recognise the forms ``luminal_fn.numpy`` writes, whole, and leave everything els
 private tags they produce (``"np.exp"``, ``"np.log"``, ``"np.tanh"``, ``"np.expm1"``, ``"np.cos"``,
 ``"np.not"``, ``"np.trunc"``, ``"np.floor"``, ``"np.maximum"``, ``"np.minimum"``, ``"np.abs"``,
 ``"np.rint"``, ``"np.cosh"``, ``"np.sinh"``, ``"np.ceil"``, ``"np.tan"``, and from peephole_odd.py
-``"np.arctan"``, ``"np.arcsinh"``, ``"np.cbrt"``, ``"np.sign"``) exist only inside this backend; a function written across
+``"np.arctan"``, ``"np.arcsinh"``, ``"np.cbrt"``, ``"np.sign"``, ``"np.log1p"``) exist only inside this backend; a function written across
 several kernels is one tree here after tree_merge. A select whose two branches are forms
 of one function of the same x (tanh's series and exp form, expm1's, cos's half- and double-angle
 forms) is that function; the front end's logic in int32 casts is NumPy's boolean operations.

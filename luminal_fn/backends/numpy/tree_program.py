@@ -39,7 +39,8 @@ UFUNC_NAMES = {"Add": "add", "Mul": "multiply", "Exp2": "exp2", "Log2": "log2", 
            "np.maximum": "maximum", "np.minimum": "minimum", "np.abs": "absolute",
            "np.rint": "rint", "np.cosh": "cosh", "np.sinh": "sinh", "np.ceil": "ceil", "np.tan": "tan",
            # and by peephole_odd.odd_function
-           "np.arctan": "arctan", "np.arcsinh": "arcsinh", "np.cbrt": "cbrt", "np.sign": "sign"}
+           "np.arctan": "arctan", "np.arcsinh": "arcsinh", "np.cbrt": "cbrt", "np.sign": "sign",
+           "np.log1p": "log1p"}
 BINARY = ("Add", "Mul", "np.maximum", "np.minimum")
 _FLOATS = ("float32", "float64")
 PROGRAM_DTYPES = _FLOATS + ("int32", "bool")  # the dtypes a program's nodes compute in
