@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .expr import as_expr, compile_np, coordinate_axis
+from .expr import as_expr, compile_np, compile_py_tuple, coordinate_axis
 from .view import View
 
 
@@ -40,11 +40,14 @@ def _links(tree):
     return position[1], below[1] + above[1], below[2] + [limit] + above[2]
 
 
-def join_planner(tree, views: list, shape_fn: Callable) -> Callable | None:
-    """For a join tree over inputs read through ``views`` (one per kernel input): a function
-    dims -> ``(axis, [(input index, (shape, strides, offset, mask)), ...])`` of the non-empty
-    parts in order, or None at dims where the limits are out of order or the position is no
-    axis of the output; None when the tree is no join."""
+def join_planner(tree, views: list, shape: tuple) -> Callable | None:
+    """For a join tree over inputs read through ``views`` (one per kernel input) with output
+    ``shape`` (ints and symbolic dims): a function dims -> ``(axis, [(input index, (shape,
+    strides, offset, mask)), ...])`` of the non-empty parts in order, or None at dims where the
+    limits are out of order or the position is no axis of the output; None when the tree is no
+    join. Its ``static`` attribute says the parts are the same at every dims (static views, int
+    limits and shape): a backend then plans them once, when the kernel is built; ``shape_of``
+    gives the output's shape at dims."""
     chain = join_chain(tree)
     if chain is None:
         return None
@@ -54,33 +57,29 @@ def join_planner(tree, views: list, shape_fn: Callable) -> Callable | None:
         return None
     limit_fns = [compile_np(t[1]) if t[0] == "iota" else (lambda dims, k=t[1]: k) for t in limits]
     parts_fns = [_parts_function(views[i]) for i in inputs]
+    static_shape = all(isinstance(n, int) for n in shape)
+    shape_of = (lambda dims, s=tuple(shape): s) if static_shape else compile_py_tuple(shape)
 
     def plan(dims):
-        shape = tuple(shape_fn(dims))
-        axis = axis_of(shape, dims)
+        out_shape = shape_of(dims)
+        axis = axis_of(out_shape, dims)
         if axis is None:
             return None
-        bounds = [0] + [int(f(dims)) for f in limit_fns] + [shape[axis]]
+        bounds = [0] + [int(f(dims)) for f in limit_fns] + [out_shape[axis]]
         if any(b > c for b, c in zip(bounds, bounds[1:])):
             return None
         pieces = []
         for i, parts, start, stop in zip(inputs, parts_fns, bounds, bounds[1:]):
             view_parts = parts(dims)
-            if tuple(view_parts[0]) != shape:
+            if tuple(view_parts[0]) != out_shape:
                 return None
             if stop > start:
                 pieces.append((i, View.axis_part(*view_parts, axis, start, stop)))
         return axis, pieces
 
+    plan.static = static_shape and all(views[i].is_static() for i in inputs) and all(t[0] == "const" for t in limits)
+    plan.shape_of = shape_of  # dims -> the output's shape
     return plan
-
-
-def is_static_join(tree, views: list, shape) -> bool:
-    """The join's parts are the same at every dims (static views, int limits and shape): a
-    backend plans it once, when the kernel is built."""
-    chain = join_chain(tree)
-    return (chain is not None and all(views[i].is_static() for i in chain[1])
-            and all(t[0] == "const" for t in chain[2]) and all(isinstance(n, int) for n in shape))
 
 
 def _parts_function(view: View) -> Callable:

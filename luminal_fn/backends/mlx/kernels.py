@@ -10,7 +10,7 @@ import numpy as np
 
 from ...ir import dtypes as dt
 from ...ir.expr import coordinate_axis
-from ...ir.join_plan import is_static_join, join_planner
+from ...ir.join_plan import join_planner
 from ...ir.llir import quotient
 from .ops import (OPS, _shape_of, binary, cast, compute_dtype, gather_flat, iota_values, mx_dtype, op,
                   read_parts, reduce_array, unary)
@@ -128,16 +128,14 @@ def _fused(node, readers):
         out = fn([r(vals, dims) for r in readers], dims)
         return cast(mx.broadcast_to(out, shape_fn(dims)), node.dtype)
 
-    return _join_step(node, shape_fn, step) or step
+    return _join_step(node, step) or step
 
 
-def _join_step(node, shape_fn, general):
+def _join_step(node, general):
     """The step of an exact join (ir/join_plan.py): each input's part between its limits, read
     once and concatenated, instead of the select over inputs padded to the whole shape; else
     None. At dims where the limits come out of order, ``general`` (the select) runs."""
-    tree = node.attrs["expr"]
-    views = [v for _, v in node.inputs]
-    plan = join_planner(tree, views, shape_fn)
+    plan = join_planner(node.attrs["expr"], [v for _, v in node.inputs], node.shape)
     if plan is None:
         return None
     srcs = [src for src, _ in node.inputs]
@@ -147,7 +145,7 @@ def _join_step(node, shape_fn, general):
         parts = [read_parts(vals[srcs[i]], *p) for i, p in pieces]
         return cast(parts[0] if len(parts) == 1 else mx.concatenate(parts, axis), node.dtype)
 
-    if is_static_join(tree, views, node.shape):  # every decode-step join: planned once, here
+    if plan.static:  # every decode-step join: planned once, here
         at = plan({})
         return None if at is None else (lambda vals, dims: run(vals, at))
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from ...ir import dtypes as dt
 from ...ir.expr import compile_np, compile_py_tuple, coordinate_axis
-from ...ir.join_plan import is_static_join, join_planner
+from ...ir.join_plan import join_planner
 from ...ir.llir import quotient
 from ...ir.view import View
 from .arena import Request
@@ -175,7 +175,7 @@ def _compile_node(tree, out_shape_fn, shared):
     raise NotImplementedError(f"fused tree op {tag!r}")
 
 
-def _join_step(tree, readers, od, shape_fn, static_shape, general):
+def _join_step(tree, readers, od, shape, general):
     """The kernel of an exact join (ir/join_plan.py), np.concatenate's work: each input's part
     between its limits written once into its slice of the result (zeros first only where the
     part pads), instead of the select over inputs padded to the whole shape; else None. At dims
@@ -183,8 +183,7 @@ def _join_step(tree, readers, od, shape_fn, static_shape, general):
     edges = [getattr(r, "edge", None) for r in readers]
     if None in edges or any(e[3] is None or np.dtype(e[3]) != od for e in edges):
         return None
-    views = [e[1] for e in edges]
-    plan = join_planner(tree, views, shape_fn)
+    plan = join_planner(tree, [e[1] for e in edges], shape)
     if plan is None:
         return None
     srcs = [e[0] for e in edges]
@@ -212,18 +211,18 @@ def _join_step(tree, readers, od, shape_fn, static_shape, general):
             write_region(part, vals[src], strides, offset, mask)
         return out
 
-    if is_static_join(tree, views, static_shape):  # every decode-step join: planned once, here
+    if plan.static:  # every decode-step join: planned once, here
         at = plan({})
         if at is None:
             return None
-        steps, shape = writes(at), tuple(static_shape)
+        steps = writes(at)
         return lambda vals, dims: run(vals, shape, steps)
 
     def join(vals, dims):
         at = plan(dims)
         if at is None:
             return general(vals, dims)
-        return run(vals, tuple(shape_fn(dims)), writes(at))
+        return run(vals, plan.shape_of(dims), writes(at))
 
     return join
 
@@ -346,7 +345,7 @@ def _fused(node, readers):
         out = _at_shape(fn([r(vals, dims) for r in readers], dims), shape_fn(dims))
         return np.asarray(out, dtype=od, order="C")  # keeps 0-d
 
-    return _guarded(_join_step(tree, readers, od, shape_fn, node.shape, raw) or raw)  # Plan runs the raw form inside its one errstate
+    return _guarded(_join_step(tree, readers, od, tuple(node.shape), raw) or raw)  # Plan runs the raw form inside its one errstate
 
 
 @kernel("fused_reduce")
