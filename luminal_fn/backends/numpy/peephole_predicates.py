@@ -69,6 +69,7 @@ def is_inf_test(c, u) -> bool:
     (or np.isinf(u))."""
     if c == ("np.isinf", "bool", u):
         return True
+
     def both(t, first, second):  # t is first and second, in either order
         return any(first(p) and second(q) for p, q in _operands(t, "Mul", "bool"))
 

@@ -7,8 +7,9 @@ memory, so one ``np.tanh`` is several times cheaper than its eight-node expansio
 recognise the forms ``luminal_fn.numpy`` writes, whole, and leave everything else alone. The
 private tags they produce (``"np.exp"``, ``"np.log"``, ``"np.tanh"``, ``"np.expm1"``, ``"np.cos"``,
 ``"np.not"``, ``"np.trunc"``, ``"np.floor"``, ``"np.maximum"``, ``"np.minimum"``, ``"np.abs"``,
-``"np.rint"``, ``"np.cosh"``, ``"np.sinh"``, ``"np.ceil"``, ``"np.tan"``, and from peephole_odd.py
-``"np.arctan"``, ``"np.arcsinh"``, ``"np.cbrt"``, ``"np.sign"``, ``"np.log1p"``) exist only inside this backend; a function written across
+``"np.rint"``, ``"np.cosh"``, ``"np.sinh"``, ``"np.ceil"``, ``"np.tan"``, from peephole_odd.py
+``"np.arctan"``, ``"np.arcsinh"``, ``"np.cbrt"``, ``"np.sign"``, ``"np.log1p"``, and from
+peephole_predicates.py the float tests) exist only inside this backend; a function written across
 several kernels is one tree here after tree_merge. A select whose two branches are forms
 of one function of the same x (tanh's series and exp form, expm1's, cos's half- and double-angle
 forms) is that function; the front end's logic in int32 casts is NumPy's boolean operations.
@@ -212,8 +213,8 @@ def _ceil_or_tan(t):
 
 
 def _whole_select(t):
-    """The NumPy call the select t is (trunc, floor, maximum / minimum, abs, rint, cosh, sinh,
-    sign, arctan, arcsinh), else None. The forms are exclusive: the order tried does not matter."""
+    """The NumPy call the select t is (trunc, floor, maximum / minimum, abs, rint, cosh, sinh, and
+    peephole_odd's sign, arctan, arcsinh, cbrt, log1p), else None. The forms are exclusive: the order tried does not matter."""
     for tag, arg in (("np.trunc", _trunc_arg), ("np.floor", _floor_arg), ("np.abs", _abs_arg),
                      ("np.rint", _rint_arg)):
         x = arg(t)
@@ -223,7 +224,8 @@ def _whole_select(t):
 
 
 def _odd_function(t):
-    """peephole_odd's NumPy call for the Add or Select t (sign, arctan, arcsinh), else None."""
+    """peephole_odd's NumPy call for the Add or Select t (sign, arctan, arcsinh, cbrt, log1p),
+    else None."""
     from .peephole_odd import odd_function  # (here, not above: it matches with this module's helpers)
     return odd_function(t)
 
@@ -441,6 +443,7 @@ def _is_signbit_test(c, x) -> bool:
     form after a first rewrite)."""
     if c == ("np.signbit", "bool", x):
         return True
+
     def reciprocal_below_zero(t):
         return t[0] == "LessThan" and t[2][0] == "Recip" and t[2][2] == x and _const(t[3], 0.0)
 
@@ -453,6 +456,7 @@ def _is_nan_test(c, y) -> bool:
     """c is the front end's isnan(y): not (y < inf) and not (-inf < y) (or np.isnan(y))."""
     if c == ("np.isnan", "bool", y):
         return True
+
     def not_less(t, a, b):  # not (a < b), a or b the constant given, the other y
         if t[0] != "np.not" or t[2][0] != "LessThan":
             return False
