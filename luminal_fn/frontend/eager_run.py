@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..backends import get_backend
 from ..backends.numpy.executor import evaluate_node
-from ..ir.passes import simplify
+from ..ir.passes import simplify, use_composites
 from . import pytree
 from .array import Array
 from .errors import LuminalError, user_location
@@ -33,7 +33,7 @@ def run_eagerly(fn, name: str, args, kwargs):
     if k == 0:
         return result
     be = get_backend(_EAGER_BACKEND)
-    graph = simplify(ctx.graph, evaluate=evaluate_node)
+    graph = simplify(use_composites(ctx.graph, be.kernel_kinds), evaluate=evaluate_node)
     outs = be.compile(graph).run([], {})
     from ..ir import dtypes as dt
 

@@ -49,14 +49,42 @@ class Node:
                 _freeze(self.attrs))
 
 
+@dataclass(frozen=True)
+class Composite:
+    """What the front end knows a node computes: ``node``'s value is also the backend kernel
+    ``name`` (ir/composites.py) of ``inputs`` ((producer id, View) pairs) with integer
+    ``params``. The node's own primitive subgraph stays the definition; a backend with the kernel
+    runs it instead (jax.lax.composite's idea)."""
+    node: int
+    name: str
+    inputs: tuple
+    params: tuple
+
+    def key(self) -> tuple:
+        return (self.node, self.name, tuple((i, v.key()) for i, v in self.inputs), self.params)
+
+    def remapped(self, remap) -> "Composite | None":
+        """The composite over renumbered nodes (``remap(id)`` -> new id or None), or None where
+        the node or an input is gone."""
+        ids = [remap(self.node)] + [remap(i) for i, _ in self.inputs]
+        if any(i is None for i in ids):
+            return None
+        return Composite(ids[0], self.name, tuple((j, v) for j, (_, v) in zip(ids[1:], self.inputs)),
+                         self.params)
+
+
 class Graph:
-    """A DAG of primitive ops. ``inputs`` and ``outputs`` list node ids in argument/result order."""
+    """A DAG of primitive ops. ``inputs`` and ``outputs`` list node ids in argument/result order;
+    ``composites`` the front end's named kernels of some nodes (:class:`Composite`)."""
+
+    composites: tuple = ()  # (graphs pickled before composites existed read as none)
 
     def __init__(self, name: str = "fn"):
         self.name = name
         self.nodes: list[Optional[Node]] = []
         self.inputs: list[int] = []
         self.outputs: list[int] = []
+        self.composites = ()
         self._cse: dict = {}
 
     def __len__(self):
@@ -84,6 +112,17 @@ class Graph:
     def node(self, i: int) -> Node:
         return self.nodes[i]
 
+    def add_composite(self, node: int, name: str, inputs, params) -> None:
+        c = Composite(node, name, tuple(inputs), tuple(params))
+        if all(c.key() != o.key() for o in self.composites):  # (Graph.add hash-conses the node)
+            self.composites = self.composites + (c,)
+
+    def carry_composites(self, source: "Graph", remap) -> None:
+        """Keep ``source``'s composites over this rebuilt graph (``remap(old id)`` -> new id or
+        None where the node was dropped or folded away)."""
+        kept = (c.remapped(remap) for c in source.composites)
+        self.composites = tuple(c for c in kept if c is not None)
+
     def live_nodes(self):
         return [n for n in self.nodes if n is not None]
 
@@ -109,6 +148,8 @@ class Graph:
         for n in self.live_nodes():
             h.update(repr(n.key()).encode())
         h.update(repr((self.inputs, self.outputs)).encode())
+        if self.composites:
+            h.update(repr([c.key() for c in self.composites]).encode())
         return h.hexdigest()[:32]
 
     # ---- printing ---------------------------------------------------------------------------
@@ -119,6 +160,9 @@ class Graph:
                                        else f"<{v}>") for i, v in n.inputs)
             attrs = _fmt_attrs(n)
             lines.append(f"  %{n.id} = {n.op}{attrs}({ins}) : {type_str(n.dtype, n.shape)}")
+        for c in self.composites:
+            ins = ", ".join(f"%{i}" for i, _ in c.inputs)
+            lines.append(f"  %{c.node} is {c.name}({ins}) params {list(c.params)}")
         return "\n".join(lines)
 
     __str__ = as_text

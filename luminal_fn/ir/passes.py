@@ -63,6 +63,8 @@ def simplify(g: Graph, fold: bool = True, evaluate=None) -> Graph:
                 continue
         nid = out.add(new.op, new.inputs, new.shape, new.dtype, **new.attrs)
         remap[node.id] = (nid, None)
+    # (a node folded to a constant, or read through a view override, is no kernel's result)
+    out.carry_composites(g, lambda i: remap[i][0] if i in remap and remap[i][1] is None else None)
     return dce(out)
 
 
@@ -142,7 +144,29 @@ def dce(g: Graph) -> Graph:
             continue
         ins = tuple((remap[i], v) for i, v in node.inputs)
         remap[node.id] = out.add(node.op, ins, node.shape, node.dtype, **node.attrs)
+    out.carry_composites(g, remap.get)
     return out
+
+
+def use_composites(g: Graph, kinds) -> Graph:
+    """The graph with each composite whose kernel ``kinds`` names computed by that kernel (a
+    CustomOp of its inputs) and its primitive form dropped: for runs without the optimizer (an
+    eager call), which would otherwise evaluate a sort's n^2 ranks."""
+    chosen = {c.node: c for c in g.composites if c.name in kinds}
+    if not chosen:
+        return g
+    out = Graph(g.name)
+    remap = {}
+    for node in g.live_nodes():
+        c = chosen.get(node.id)
+        if c is not None:
+            ins = tuple((remap[i], v) for i, v in c.inputs)
+            remap[node.id] = out.add("CustomOp", ins, node.shape, node.dtype, name=c.name, params=c.params)
+            continue
+        ins = tuple((remap[i], v) for i, v in node.inputs)
+        remap[node.id] = out.add(node.op, ins, node.shape, node.dtype, **node.attrs)
+    out.carry_composites(g, lambda i: None if i in chosen else remap.get(i))
+    return dce(out)
 
 
 def cse(g: Graph) -> Graph:

@@ -160,5 +160,10 @@ def encode(g: Graph) -> Encoded:
         names[node.id] = name
         enc.commands.append(f"(let {name} {term})")
         enc.commands.append(f"(set (NodeOf {node.id}) {name})")
+    for c in g.composites:  # the front end's named kernels, in their node's e-class
+        ins = "(INil)"
+        for i, v in reversed(c.inputs):
+            ins = f"(ICons {names[i] if is_plain(v, g.nodes[i].shape) else view_term(names[i], v)} {ins})"
+        enc.commands.append(f'(union {names[c.node]} (Kernel "{c.name}" {ins} {list_term(c.params)}))')
     return enc
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ..ir import dtypes as dt
 from ..ir.expr import as_expr
+from ..ir.composites import COMPOSITES
 from ..ir.graph import Graph
 from ..ir.passes import dce
 from ..ir.recursion import deep_recursion
@@ -81,6 +82,7 @@ class Extractor(IntegerDecoder):
         self._inline_half_products()
         # options past choosable[cls] are the extraction's fallbacks only: no genome picks them
         self.choosable: dict = {}
+        self._composites_only()
         self._divide_where_used()
         # Repeated structure (a transformer's layers) shares genes: e-classes whose HLIR
         # neighbourhood and options look alike take one choice, so 16 layers do not multiply
@@ -138,6 +140,17 @@ class Extractor(IntegerDecoder):
                 node = self.node_in.get(leaf.children[0])
                 if node is not None and node.op == "Mul" and node.dtype.is_float and node.dtype.itemsize < 4:
                     self.options[body] = [o for o in opts if o is not leaf]
+
+    def _composites_only(self):
+        """A tensor the front end named a kernel for (ir/composites.py) that this backend has is
+        that kernel, and nothing else: its primitive form is what the kernel exists to avoid (a
+        sort's rank matrix, n^2 memory on NumPy), so no genome, the generic one included, may
+        take it. Other backends keep the primitive form."""
+        for cls, opts in self.options.items():
+            kernel = next((n for n in opts if n.op == "Kernel" and self._tag(n) in COMPOSITES), None)
+            if kernel is not None:
+                self.options[cls] = [kernel] + [n for n in opts if n is not kernel]
+                self.choosable[cls] = 1
 
     def n_choices(self, cls) -> int:
         return self.choosable.get(cls, len(self.options[cls]))

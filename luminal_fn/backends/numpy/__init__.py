@@ -10,6 +10,7 @@ from .model_kernels import MODEL_KERNELS, MULTI_TABLE_KERNELS  # registers the m
 from .row_kernels import ROW_KERNELS  # registers rms_norm_rows, softmax_rows, argmax_rows
 from .rope_kernels import ROPE_KERNELS  # registers rope_half
 from .attention_kernels import ATTENTION_KERNELS  # registers attention_rows
+from .sort_kernels import SORT_KERNELS  # registers sort_rows, argsort_rows (ir/composites.py)
 
 
 class NumpyExecutable(Executable):
@@ -25,7 +26,8 @@ class NumpyExecutable(Executable):
 
 class NumpyBackend(Backend):
     name = "numpy"
-    kernel_kinds = frozenset(MODEL_KERNELS + MULTI_TABLE_KERNELS + ROW_KERNELS + ROPE_KERNELS + ATTENTION_KERNELS)
+    kernel_kinds = frozenset(MODEL_KERNELS + MULTI_TABLE_KERNELS + ROW_KERNELS + ROPE_KERNELS + ATTENTION_KERNELS
+                            + SORT_KERNELS)
 
     def device_name(self) -> str:
         return "cpu"

@@ -58,15 +58,19 @@ def _sort_last(x: Tracer, descending: bool, values: bool, indices: bool):
     ctx = x._ctx
     flat = _scatter_by_rank(x, descending)
     shape = x.shape
+    # the ranks are the definition; a backend with a sort kernel runs that instead (ir/composites.py)
+    params = (prod(shape[:-1]), shape[-1], int(descending))
     out = []
     if values:
         dest = broadcast_to(cast(lift(0, ctx), x.dtype), shape)
         out.append(_new(ctx, "Scatter", [dest, flat, x], shape, x.dtype, mode="set"))
+        ctx.graph.add_composite(out[-1]._node, "sort_rows", [(x._node, x._view)], params)
     if indices:
         n = shape[-1]
         src = broadcast_to(reshape_any(iota(None, n, ctx), (1,) * (len(shape) - 1) + (n,)), shape)
         dest = broadcast_to(lift(0, ctx, dt.int32), shape)
         out.append(_new(ctx, "Scatter", [dest, flat, src], shape, dt.int32, mode="set"))
+        ctx.graph.add_composite(out[-1]._node, "argsort_rows", [(x._node, x._view)], params)
     return out
 
 

@@ -1,0 +1,20 @@
+"""Kernels the front end names for a subgraph it traced (Graph.composites): the subgraph stays
+the definition, and a backend that lists the kernel among its kernel kinds runs the kernel in its
+place (the optimizer offers nothing else for that tensor there, optimize/extract.py). Used where
+the primitive form is far from what a direct kernel costs: sorting by ranks compares every pair
+of a row (n^2 work and, on a backend that materialises the comparisons, n^2 memory).
+
+name            inputs          params          value
+sort_rows       x (R, N)        R N DESC        x sorted along its last axis: ascending, stable,
+                                                NaN after +inf (NumPy's order); DESC 1: JAX's
+                                                descending order (the ascending one reversed, so
+                                                NaN first), ties still in index order
+argsort_rows    x (R, N)        R N DESC        the int32 positions of that order
+Bool rows sort as int32 0 / 1; +0.0 and -0.0 are equal keys (ties).
+"""
+from __future__ import annotations
+
+COMPOSITES = {
+    "sort_rows": "x sorted along its last axis (stable; NaN last; DESC: JAX's descending order)",
+    "argsort_rows": "the int32 positions that sort x along its last axis (as sort_rows)",
+}

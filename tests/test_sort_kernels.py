@@ -1,0 +1,205 @@
+"""Sorting through the front end's named kernels (ir/composites.py): lnp.sort / argsort (and top_k,
+median, quantile, partition, which sort) trace ranks that compare every pair of a row, and record
+that the result is also sort_rows / argsort_rows of the row. The NumPy and MLX backends run the
+kernel and nothing else for it; a backend without the kernel keeps the ranks, the definition.
+
+References: np.sort / np.argsort(kind="stable") for the ascending order, and for JAX's descending
+order (the ascending one reversed, NaN first, ties in index order) a Python sort on
+(NaN first, larger first, lower index first).
+"""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import luminal_fn as lf
+import luminal_fn.numpy as lnp
+from luminal_fn.backends import available_backends, get_backend
+from luminal_fn.ir.passes import simplify
+from luminal_fn.optimize.egraph import build_egraph
+from luminal_fn.optimize.extract import Extractor
+
+NUMPY = get_backend("numpy")
+SORTS = {"sort_rows", "argsort_rows"}
+
+
+def _kinds(llir) -> list:
+    return [n.attrs.get("name", n.op) for n in llir.live_nodes()
+            if n.op not in ("Input", "Output", "Constant")]
+
+
+def _edge_rows(dtype, shape=(6, 9)) -> np.ndarray:
+    """Rows with NaN, both zeros, ties, infinities and subnormals (as dtype allows)."""
+    rng = np.random.default_rng(7)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if dtype == np.int32:
+        return rng.integers(-3, 4, shape).astype(np.int32)  # many ties
+    x = rng.standard_normal(shape).astype(np.float32)
+    rows = x.reshape(-1, 9)  # (a view: the last axis is 9 long)
+    rows[0, :] = [0.0, -0.0, 0.0, -0.0, 1.0, -1.0, 0.0, -0.0, 1.0]
+    rows[1, [1, 4, 7]] = np.nan
+    rows[2, :] = 2.5  # all tied
+    rows[3, [0, 8]] = [np.inf, -np.inf]
+    rows[4, [2, 3]] = [1e-40, -1e-40]
+    rows[5, :] = np.nan
+    return x.astype(dtype)
+
+
+def _descending_order(row) -> list:
+    """JAX's descending positions of one row: NaN first, then larger first, ties by index."""
+    v = row.astype(np.float64) if row.dtype != np.bool_ else row.astype(np.int64)
+    return sorted(range(len(v)), key=lambda i: (0 if v[i] != v[i] else 1, 0 if v[i] != v[i] else -v[i], i))
+
+
+def _reference(x, descending):
+    """(sorted values, positions) along the last axis."""
+    if not descending:
+        keys = x.astype(np.float32) if x.dtype == ml_dtypes.bfloat16 else x
+        idx = np.argsort(keys, axis=-1, kind="stable")
+    else:
+        idx = np.array([_descending_order(r) for r in x.reshape(-1, x.shape[-1])]).reshape(x.shape)
+    return np.take_along_axis(x, idx, -1), idx.astype(np.int32)
+
+
+def _same(a, b) -> bool:
+    """Equal bit for bit (NaN payloads and -0.0 included)."""
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _both(descending):
+    return lambda a: (lnp.sort(a, descending=descending), lnp.argsort(a, descending=descending))
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.int32, np.bool_])
+def test_sort_kernels_give_the_reference_order(dtype, descending):
+    x = _edge_rows(dtype)
+    f = lf.jit(_both(descending), backend="numpy")
+    llir = f.lower(x).compile().as_text()
+    assert "sort_rows" in llir and "argsort_rows" in llir and "Scatter" not in llir, llir
+    vals, idx = f(x)
+    ref_vals, ref_idx = _reference(x, descending)
+    assert _same(idx, ref_idx), (np.asarray(idx), ref_idx)
+    assert _same(vals, ref_vals)
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_the_kernels_agree_with_the_ranks_they_replace(descending):
+    """The primitive form (what a backend without the kernel runs) and the kernel, on one input."""
+    x = _edge_rows(np.float32)
+    traced = lf.jit(_both(descending)).trace(x)
+    eg = build_egraph(traced.hlir)
+    ranks = Extractor(eg, traced.hlir, kernel_kinds=frozenset()).extract()
+    kernel = Extractor(eg, traced.hlir, kernel_kinds=NUMPY.kernel_kinds).extract()
+    assert not SORTS & set(_kinds(ranks)) and "Scatter" in _kinds(ranks)
+    assert sorted(SORTS) == sorted(set(_kinds(kernel)) & SORTS)
+    by_ranks = NUMPY.compile(ranks).run([x], {})
+    by_kernel = NUMPY.compile(kernel).run([x], {})
+    for a, b in zip(by_ranks, by_kernel):
+        assert _same(a, b)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1, None])
+def test_axes_and_a_dynamic_dim(axis):
+    x = _edge_rows(np.float32, (5, 4, 9))
+    f = lf.jit(lambda a: (lnp.sort(a, axis=axis), lnp.argsort(a, axis=axis)), dynamic_axes={"a": {0: "b"}})
+    for rows in (5, 3):
+        vals, idx = f(x[:rows])
+        assert _same(vals, np.sort(x[:rows], axis=axis, kind="stable"))  # (which zero comes first)
+        assert _same(idx, np.argsort(x[:rows], axis=axis, kind="stable").astype(np.int32))
+
+
+def test_functions_that_sort_use_the_kernel():
+    x = np.random.default_rng(3).standard_normal((4, 50)).astype(np.float32)
+    cases = {
+        "top_k": (lambda a: lnp.top_k(a, 5), None),
+        "median": (lambda a: lnp.median(a, axis=-1), np.median(x, axis=-1)),
+        "quantile": (lambda a: lnp.quantile(a, 0.3, axis=-1), np.quantile(x, 0.3, axis=-1)),
+        "partition": (lambda a: lnp.partition(a, 7, axis=-1)[..., 7], np.partition(x, 7, axis=-1)[..., 7]),
+    }
+    for name, (fn, ref) in cases.items():
+        f = lf.jit(fn, backend="numpy")
+        text = f.lower(x).compile().as_text()
+        assert "sort_rows" in text and "Scatter" not in text, (name, text)
+        got = f(x)
+        if name == "top_k":
+            order = np.array([_descending_order(r) for r in x])[:, :5]
+            assert _same(got[1], order.astype(np.int32)) and _same(got[0], np.take_along_axis(x, order, -1))
+        else:
+            np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-6, err_msg=name)
+
+
+def test_a_row_too_long_for_ranks():
+    """200000 elements: the ranks would compare 4e10 pairs (far past this machine's memory on
+    the NumPy backend); the kernel sorts them as np.sort does."""
+    x = np.random.default_rng(5).standard_normal(200_000).astype(np.float32)
+    x[::997] = np.nan
+    f = lf.jit(lambda a: (lnp.sort(a), lnp.argsort(a, descending=True)), backend="numpy")
+    vals, idx = f(x)
+    assert _same(vals, np.sort(x, kind="stable"))
+    i = np.asarray(idx)
+    nan_first = np.isnan(x[i[: np.isnan(x).sum()]]).all()
+    rest = x[i[np.isnan(x).sum():]]
+    assert nan_first and np.all(rest[:-1] >= rest[1:]) and sorted(i.tolist()) == list(range(x.size))
+
+
+def test_the_composite_survives_the_graph_passes_and_prints():
+    x = np.zeros((3, 4), np.float32)
+    traced = lf.jit(lambda a: lnp.sort(a * 1.0 + 0.0)).trace(x)  # (identities folded away)
+    g = simplify(traced.hlir)
+    (c,) = g.composites
+    assert c.name == "sort_rows" and c.params == (3, 4, 0)
+    assert g.nodes[c.node].op == "Scatter" and g.nodes[c.inputs[0][0]].op == "Input"
+    assert "is sort_rows(%0) params [3, 4, 0]" in g.as_text()
+    twice = lf.jit(lambda a: (lnp.sort(a), lnp.sort(a))).trace(x).hlir
+    assert len(twice.composites) == 1  # (the second sort is the first node again)
+
+
+def test_other_sort_functions_keep_their_values():
+    """A user's own rank sort (the same primitives, no composite) is left to its primitives."""
+    x = _edge_rows(np.float32)
+
+    def ranks_by_hand(a):
+        before = lnp.less(a[:, None, :], a[:, :, None])
+        return lnp.sum(before.astype(lnp.int32), axis=-1)
+
+    f = lf.jit(ranks_by_hand, backend="numpy")
+    assert "sort_rows" not in f.lower(x).compile().as_text()
+    with np.errstate(invalid="ignore"):
+        ref = np.sum(x[:, None, :] < x[:, :, None], axis=-1).astype(np.int32)
+    assert _same(f(x), ref)
+
+
+@pytest.mark.skipif("mlx" not in available_backends(), reason="mlx is not installed")
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, np.int32, np.bool_])
+def test_mlx_sort_kernels(dtype, descending):
+    x = _edge_rows(dtype)
+    f = lf.jit(_both(descending), backend="mlx")
+    text = f.lower(x).compile().as_text()
+    assert "sort_rows" in text and "argsort_rows" in text and "Scatter" not in text, text
+    vals, idx = f(x)
+    ref_vals, ref_idx = _reference(x, descending)
+    assert _same(idx, ref_idx)
+    v = np.asarray(vals)
+    if dtype in (np.float32, ml_dtypes.bfloat16):  # (MLX may return another NaN's payload)
+        assert _same(np.isnan(v.astype(np.float32)), np.isnan(ref_vals.astype(np.float32)))
+        v, ref_vals = np.nan_to_num(v.astype(np.float32)), np.nan_to_num(ref_vals.astype(np.float32))
+        assert _same(np.signbit(v), np.signbit(ref_vals))
+    assert _same(v, ref_vals)
+
+
+def test_eager_sorts_run_the_kernel():
+    """Outside jit each call is traced alone and run on the NumPy backend without the optimizer:
+    the composite is run as its kernel there too (the ranks of 20000 took 131 s here)."""
+    x = np.random.default_rng(9).standard_normal(50_000).astype(np.float32)
+    assert _same(lnp.sort(x), np.sort(x, kind="stable"))
+    assert _same(lnp.argsort(x), np.argsort(x, kind="stable").astype(np.int32))
+    assert float(lnp.median(x)) == float(np.median(x))
+    g = lf.jit(lambda a: lnp.sort(a) + 1.0).trace(x[:5]).hlir
+    from luminal_fn.ir.passes import use_composites
+    used = use_composites(g, {"sort_rows"})
+    assert [n.attrs.get("name") for n in used.live_nodes() if n.op == "CustomOp"] == ["sort_rows"]
+    assert not used.composites and "Scatter" not in used.as_text()
+    assert use_composites(g, set()) is g
