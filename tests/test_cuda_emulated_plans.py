@@ -334,30 +334,52 @@ def test_scatter_converts_its_source_emulated(src_dtype, mode, tmp_path):
 
 
 # ---- joins: the position test on the vector path ----------------------------------------------------
-JOINS = {  # name: (function, NumPy's, vector path expected in the join's kernel)
+JOINS = {  # name: (function, NumPy's, vector path expected in the join's kernel[, shapes[, dtype]])
     "rows": (lambda a, b: lnp.concatenate([a, -b]), lambda a, b: np.concatenate([a, -b]), True),
     "columns at a multiple of 4": (lambda a, b: lnp.concatenate([a, b[:, :4]], axis=1),
                                    lambda a, b: np.concatenate([a, b[:, :4]], axis=1), True),
     "three pieces": (lambda a, b: lnp.concatenate([a, b[:2], a]), lambda a, b: np.concatenate([a, b[:2], a]), True),
     "stack": (lambda a, b: lnp.stack([a, b]), lambda a, b: np.stack([a, b]), True),
-    "roll by 3": (lambda a, b: lnp.roll(a, 3, axis=1), lambda a, b: np.roll(a, 3, axis=1), False),
+    # bounds or shifts inside a vector: those pieces are read lane by lane, the store stays a vector
+    "roll by 3": (lambda a, b: lnp.roll(a, 3, axis=1), lambda a, b: np.roll(a, 3, axis=1), True),
+    "roll by 5": (lambda a, b: lnp.roll(a, 5, axis=-1), lambda a, b: np.roll(a, 5, axis=-1), True, ((4, 64), (1,))),
+    "roll by -3": (lambda a, b: lnp.roll(a, -3, axis=1), lambda a, b: np.roll(a, -3, axis=1), True),
+    "1-d roll by 5": (lambda a, b: lnp.roll(a, 5), lambda a, b: np.roll(a, 5), True, ((36,), (1,))),
+    "columns at 4093": (lambda a, b: lnp.concatenate([a, b], axis=1), lambda a, b: np.concatenate([a, b], axis=1),
+                        True, ((2, 4093), (2, 3))),
+    "three pieces at odd columns": (lambda a, b: lnp.concatenate([a, b, a[:, :1]], axis=1),
+                                    lambda a, b: np.concatenate([a, b, a[:, :1]], axis=1), True, ((3, 5), (3, 6))),
+    "stack of shifted slices": (lambda a, b: lnp.stack([a[:, 1:5], b[:, 3:7]], axis=1),
+                                lambda a, b: np.stack([a[:, 1:5], b[:, 3:7]], axis=1), True),
+    "float16 columns at 5": (lambda a, b: lnp.concatenate([a, b], axis=1), lambda a, b: np.concatenate([a, b], axis=1),
+                             True, ((3, 5), (3, 11)), np.float16),
+    # rows that are no whole vectors: the scalar path (a vector would run past a row)
+    "columns of 5 + 2": (lambda a, b: lnp.concatenate([a, b], axis=1), lambda a, b: np.concatenate([a, b], axis=1),
+                         False, ((4, 5), (4, 2))),
+    "stack on the last axis": (lambda a, b: lnp.stack([a, b], axis=-1), lambda a, b: np.stack([a, b], axis=-1), False),
 }
+
+
+def _join_case(fn, ref, vector, shapes=((6, 8), (6, 8)), dtype=np.float32):
+    return fn, ref, vector, shapes, dtype
 
 
 @pytest.mark.parametrize("name", sorted(JOINS))
 def test_joins_emulated_bit_for_bit(name, tmp_path):
     """A join's kernel (a select on the position, optimize/exact_joins.py) keeps every element,
-    -0.0 included, on the vector path where its pieces' bounds fall on whole vectors: the
-    position is read at each element of the vector (and the scalar path where they do not)."""
-    a, b = _r(6, 8), _r(6, 8)
-    a[0, :3], b[1, 2], b[3, :] = -0.0, -0.0, -0.0
-    fn, ref, vector = JOINS[name]
+    -0.0 included, on the vector path where its rows are whole vectors: the position is read at
+    each element of the vector, and a piece whose bound or shift falls inside a vector is read
+    lane by lane (the scalar path where a row is no whole vector)."""
+    fn, ref, vector, shapes, dtype = _join_case(*JOINS[name])
+    a, b = _r(*shapes[0]).astype(dtype), _r(*shapes[1]).astype(dtype)
+    a.flat[::5], b.flat[1::3] = -0.0, -0.0
     traced = lf.jit(fn).trace(a, b)
     ex = Extractor(build_egraph(traced.hlir), traced.hlir)
     cases = [(f"{name} genome {g}", ex.extract(g), {}, [([a, b], {})], ()) for g in _genomes(ex, 3, 2)]
     plans = _emulate_all(cases, tmp_path)
     want = ref(a, b)
     (got,) = emu.run(emu.build(plans[:1], str(tmp_path)), plans[0], [a, b], {})
+    assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
     texts = [s.source for s in _steps(plans[:1]) if "?" in s.source.text or "(i + j)" in s.source.text]

@@ -254,27 +254,33 @@ def _multiple(e, v: int) -> bool:
     return same(as_expr(e) % v, 0)
 
 
+def _access(view: View, last: int, v: int) -> str | None:
+    """How the vector path reads ``view``: "vec" (one aligned V-wide load, its mask tested once
+    for the vector), "scalar" (one value for the whole vector), "lanes" (each element loaded
+    alone under its own mask test: a piece boundary or a shift that is no whole vector, which
+    one aligned load cannot serve), or None (a strided last axis: the scalar path)."""
+    s = view.strides[last]
+    if not (same(s, 1) or same(s, 0)):
+        return None
+    # (bounds at multiples of V: a vector is wholly inside or outside, a join's pieces)
+    whole = ix.mask_trivial(view, last) or all(_multiple(b, v) for b in view.mask[last])
+    if same(s, 0) and whole:
+        return "scalar"
+    aligned = _multiple(view.offset, v) and all(_multiple(st, v) for st in view.strides[:last])
+    return "vec" if whole and aligned else "lanes"
+
+
 def _vector_width(lang, shape, vmap, inputs, out_dtype, tree) -> int:
-    """V elements per thread when every access can be a V-wide aligned vector, else 0."""
+    """V elements per thread when the output's rows are whole vectors (the store stays one
+    aligned V-wide write) and every input is read along its last axis, else 0."""
     if not lang.vec_ok or not shape or tree_has(tree, ("Gather",)):
         return 0  # (no dims left: a 0-d or all-size-1 output is one scalar)
     sizes = [out_dtype.itemsize] + [inputs[k].dtype.itemsize for k in vmap]
     v = 8 if max(sizes) <= 2 else 4
-    inner = shape[-1]
-    if not _multiple(inner, v):
+    if not _multiple(shape[-1], v):
         return 0
     last = len(shape) - 1
-    for k, view in vmap.items():
-        s = view.strides[last]
-        if not (same(s, 1) or same(s, 0)):
-            return 0
-        if not (ix.mask_trivial(view, last) or all(_multiple(b, v) for b in view.mask[last])):
-            return 0  # (bounds at multiples of V: a vector is wholly inside or outside, a join's pieces)
-        if not _multiple(view.offset, v):
-            return 0
-        if not all(_multiple(st, v) for st in view.strides[:last]):
-            return 0
-    return v
+    return v if all(_access(view, last, v) for view in vmap.values()) else 0
 
 
 def _vector_body(lang, shape, vmap, inputs, out_dtype, tree, names, itype, V, n) -> list:
@@ -289,10 +295,17 @@ def _vector_body(lang, shape, vmap, inputs, out_dtype, tree, names, itype, V, n)
     for k, view in vmap.items():
         inp = inputs[k]
         ct = compute_type(inp.dtype)
+        kinds[k] = _access(view, last, V)
+        if kinds[k] == "lanes":
+            # each element at its own column (the row is the vector's: rows are whole vectors);
+            # these loads still coalesce across the warp, and the store stays one vector
+            cj = cs[:last] + [f"({cs[last]} + j)"]
+            val, _ = view_read(lang, inp.dtype, f"b{k}", view, cj, names)
+            inner += [f"{ct} x{k}[{V}];", "#pragma unroll", f"for (int j = 0; j < {V}; ++j) x{k}[j] = {val};"]
+            continue
         addr = ix.address(view, cs, names)
         cond = ix.validity(view, cs, names)
-        if same(view.strides[last], 1):
-            kinds[k] = "vec"
+        if kinds[k] == "vec":
             inner.append(f"{ct} x{k}[{V}];")
             load = f"lf_vld<{V}>(b{k} + ({addr}), x{k});"
             if cond is not None:
@@ -300,7 +313,6 @@ def _vector_body(lang, shape, vmap, inputs, out_dtype, tree, names, itype, V, n)
             else:
                 inner.append(load)
         else:
-            kinds[k] = "scalar"
             val = load_expr(lang, inp.dtype, f"b{k}[{addr}]")
             if cond is not None:
                 val = f"(({cond}) ? {val} : {zero_of(ct)})"
@@ -311,7 +323,7 @@ def _vector_body(lang, shape, vmap, inputs, out_dtype, tree, names, itype, V, n)
     inner.append(f"for (int j = 0; j < {V}; ++j) {{")
 
     def leaf(k):
-        return (f"x{k}[j]" if kinds[k] == "vec" else f"x{k}"), compute_type(inputs[k].dtype)
+        return (f"x{k}" if kinds[k] == "scalar" else f"x{k}[j]"), compute_type(inputs[k].dtype)
 
     # a position (a join's test) is read at each element of the vector
     tr = TreeRenderer(lang, leaf, iota=lambda e: f"(int)({ix.r(e, {**names, 'z': '(i + j)'})})")
