@@ -25,7 +25,8 @@ This checks indexing, strides, masks, params, the dims table, launch sizes, shar
 staging and the shuffle reductions against NumPy. It does not check what only the GPU decides
 (NVRTC, the real memory model, the device's float rounding, its own prelude text). Not emulated:
 host steps (cuBLAS); the hand kernels (rms_norm, softmax, rope, attention, GEMV) only where a
-test compiles their files in (``build_with_hand``: the row-kernel, attention, RoPE and GEMV tests).
+test compiles their files in (``build_with_hand``: the row-kernel, attention, RoPE and GEMV tests),
+except the sort kernels any sorting program plans, whose file ``build`` adds itself.
 """
 from __future__ import annotations
 
@@ -271,7 +272,9 @@ def why_not_emulable(bp) -> str | None:
         if not isinstance(s, KernelStep):
             return f"%{s.node} {s.label}: a host step (cuBLAS)"
         src = s.source
-        if src.meta.get("hand") or src.kind not in MODEL_KINDS + GENERIC_KINDS:
+        if src.kind in HAND_FILES_OF:
+            pass  # (build adds its file)
+        elif src.meta.get("hand") or src.kind not in MODEL_KINDS + GENERIC_KINDS:
             return f"%{s.node} {s.label}: kernel kind {src.kind!r} (a hand kernel)"
         if src.block % 32 or src.block > 1024:
             return f"%{s.node} {s.label}: block of {src.block} threads"
@@ -294,10 +297,18 @@ def _shared_static(text: str) -> str:
 _LIBS: dict = {}
 
 
+# hand kernels any plan may hold (the front end's composites, on every program that sorts):
+# ``build`` adds their files itself
+HAND_FILES_OF = {"sort_rows": "sort.cu", "argsort_rows": "sort.cu"}
+
+
 def build(plans: list, workdir: str):
     """Compile every kernel of ``plans`` into one shared library; returns the ctypes handle
     (the same library again for the same set of kernels, in this process)."""
-    return build_with_hand(plans, (), workdir)
+    plans = plans if isinstance(plans, (list, tuple)) else [plans]
+    files = sorted({HAND_FILES_OF[s.source.kind] for bp in plans for s in bp.steps
+                    if isinstance(s, KernelStep) and s.source.kind in HAND_FILES_OF})
+    return build_with_hand(plans, tuple(files), workdir)
 
 
 # what the hand kernel files (kernels/*.cu) use beyond the prelude's helpers

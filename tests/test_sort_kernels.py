@@ -1,7 +1,8 @@
 """Sorting through the front end's named kernels (ir/composites.py): lnp.sort / argsort (and top_k,
 median, quantile, partition, which sort) trace ranks that compare every pair of a row, and record
-that the result is also sort_rows / argsort_rows of the row. The NumPy and MLX backends run the
-kernel and nothing else for it; a backend without the kernel keeps the ranks, the definition.
+that the result is also sort_rows / argsort_rows of the row. Every backend runs its kernel and
+nothing else for it (CUDA's: tests/test_cuda_sort.py); a backend without the kernel would keep
+the ranks, the definition.
 
 References: np.sort / np.argsort(kind="stable") for the ascending order, and for JAX's descending
 order (the ascending one reversed, NaN first, ties in index order) a Python sort on

@@ -1,0 +1,110 @@
+"""The CUDA sort_rows / argsort_rows kernel (kernels/sort.cu, backends/cuda/sortkernels.py): a
+bitonic network over unique (value word, position) keys, a row in shared memory up to 4096 keys
+and through a global scratch beyond. Checked against np.argsort(kind="stable") and JAX's
+descending order (tests/test_sort_kernels.py's references) on the CPU emulation of CUDA (g++),
+compiled with nvcc where there is one, and on the GPU where there is one.
+"""
+import shutil
+
+import ml_dtypes
+import numpy as np
+import pytest
+from test_sort_kernels import _both, _edge_rows, _kinds, _reference, _same
+
+import luminal_fn as lf
+from luminal_fn.backends import get_backend
+from luminal_fn.optimize.egraph import build_egraph
+from luminal_fn.optimize.extract import Extractor
+
+
+def _llir(fn, x, axes=None):
+    from luminal_fn.backends.cuda import KERNEL_KINDS
+
+    traced = lf.jit(fn, dynamic_axes=axes).trace(x)
+    return Extractor(build_egraph(traced.hlir), traced.hlir, kernel_kinds=KERNEL_KINDS).extract()
+
+
+def _rows(dtype, shape, seed=0):
+    """Edge rows (NaN, both zeros, ties, infinities, subnormals) in the first nine columns of a
+    wider random row, so that long rows keep the hard cases."""
+    rng = np.random.default_rng(seed)
+    if dtype in (np.int32, np.bool_):
+        x = _edge_rows(dtype, (shape[0], shape[1]))
+        return x
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[..., ::7] = 0.5  # ties across the whole row
+    x[: min(6, shape[0]), :9] = _edge_rows(np.float32)[: min(6, shape[0])]
+    if shape[1] > 100:
+        x[:, 50::101] = -0.0
+        x[0, 77::203] = np.nan
+    return x.astype(dtype)
+
+
+# (rows, N, dtype): in shared memory (N <= 4096, and one row of exactly a tile), and through the
+# scratch (N > 4096: the wider merge steps over global memory)
+CASES = [(6, 9, np.float32), (6, 9, ml_dtypes.bfloat16), (6, 9, np.int32), (6, 9, np.bool_),
+         (3, 1000, np.float32), (2, 4096, np.float32), (2, 5000, np.float32), (1, 9000, np.float16)]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the CUDA emulation needs it")
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("rows,n,dtype", CASES)
+def test_the_cuda_kernel_on_the_cpu_emulation(rows, n, dtype, descending, tmp_path):
+    import cuda_model_emulation as emu
+    from luminal_fn.backends.cuda.executable import plan_graph
+
+    x = _rows(dtype, (rows, n))
+    llir = _llir(_both(descending), x)
+    assert sorted(k for k in _kinds(llir) if "sort" in k) == ["argsort_rows", "sort_rows"], llir.as_text()
+    bp = plan_graph(llir, {})
+    scratch = [b for b in bp.bufs if getattr(b, "kind", None) == "scratch"]
+    lib = emu.build_with_hand(bp, ("sort.cu",), str(tmp_path))
+    vals, idx = emu.run(lib, bp, [x], {})
+    ref_vals, ref_idx = _reference(x, descending)
+    assert _same(idx, ref_idx), f"{rows}x{n} {np.dtype(dtype).name}, scratch {scratch}"
+    assert _same(vals, ref_vals)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the CUDA emulation needs it")
+def test_dynamic_rows_and_length_on_the_cpu_emulation(tmp_path):
+    """One plan at the bucket's largest dims (rows 4, length 6000: the scratch sized for 8192)
+    runs a smaller call (3 rows of 700: the shared-memory path) and the largest."""
+    import cuda_model_emulation as emu
+    from luminal_fn.backends.cuda.executable import plan_graph
+
+    x = _rows(np.float32, (4, 6000), seed=4)
+    llir = _llir(_both(False), x, {"a": {0: "r", 1: "n"}})
+    bp = plan_graph(llir, {"r": 4, "n": 6000})
+    lib = emu.build_with_hand(bp, ("sort.cu",), str(tmp_path))
+    for r, n in ((3, 700), (4, 6000)):
+        part = np.ascontiguousarray(x[:r, :n])
+        vals, idx = emu.run(lib, bp, [part], {"r": r, "n": n})
+        ref_vals, ref_idx = _reference(part, False)
+        assert _same(idx, ref_idx) and _same(vals, ref_vals), (r, n)
+
+
+def test_the_cuda_module_compiles():
+    from luminal_fn.backends.cuda.executable import plan_graph
+    from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
+
+    kernels = []
+    for rows, n, dtype in CASES:
+        kernels += plan_graph(_llir(_both(True), _rows(dtype, (rows, n))), {}).kernels()
+    assert sum(k.kind in ("sort_rows", "argsort_rows") for k in kernels) == 2 * len(CASES)
+    if not nvcc_available():
+        pytest.skip("nvcc is not installed: the plans were made, the module not compiled")
+    nvcc_check(module_source(kernels))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("rows,n,dtype", CASES + [(1, 128256, np.float32), (64, 2048, ml_dtypes.bfloat16)])
+def test_the_cuda_kernel_on_the_gpu(rows, n, dtype, descending):
+    cuda = get_backend("cuda")
+    x = _rows(dtype, (rows, n), seed=n)
+    exe = cuda.compile(_llir(_both(descending), x))
+    ref_vals, ref_idx = _reference(x, descending)
+    for _ in range(2):  # the second call replays the captured graph
+        vals, idx = exe.run([cuda.from_numpy(x)], {})
+        assert _same(cuda.to_numpy(idx), ref_idx)
+        assert _same(cuda.to_numpy(vals), ref_vals)
