@@ -6,9 +6,11 @@
 // Each element becomes one 64-bit key: an order-keeping 32-bit word of its value (high half) and
 // its position (low half). The keys are then unique, so the network (which is not stable by
 // itself) gives the stable order, and the position comes back out of the sorted key. A row is
-// padded to P (a power of two) with keys of all ones, which sort last. One block sorts a row:
-// the network's steps whose pairs lie within LF_SORT_TILE keys run in shared memory, the wider
-// ones over the row's keys in a global scratch (R rows of P keys; none when P <= LF_SORT_TILE).
+// padded to P (a power of two) with keys of all ones, which sort last. A row of up to
+// LF_SORT_TILE keys is one block's, in shared memory, in one launch (lf_sort_rows). A longer
+// row's keys live in a global scratch (R rows of P keys) and take several launches, each over
+// the whole grid (so one long row is not one SM's work): the tiles sorted, then for each wider
+// stage its steps j >= TILE a launch each and the rest a tile at a time, then the outputs.
 
 #define LF_SORT_TILE 4096
 
@@ -42,52 +44,94 @@ __device__ __forceinline__ void lf_sort_merge(unsigned long long* s, int n, int 
   }
 }
 
-// R rows of N elements, row r at x + r * row_stride; vals (the sorted elements) or idx (their
-// positions), R x N contiguous, whichever is given
-template <typename T, int BLOCK>
-__device__ void lf_sort_rows(const T* __restrict__ x, long long row_stride, int R, int N, int desc,
-                             unsigned long long* __restrict__ scratch, long long scratch_stride,
-                             T* __restrict__ vals, int* __restrict__ idx) {
-  __shared__ unsigned long long s[LF_SORT_TILE];
+__device__ __forceinline__ int lf_sort_padded(int N) {
   int P = 1;
   while (P < N) P <<= 1;
-  const int tile = P < LF_SORT_TILE ? P : LF_SORT_TILE;
+  return P;
+}
+
+// rows of N <= LF_SORT_TILE in one launch: a block sorts a row in shared memory. R rows of N
+// elements, row r at x + r * row_stride; vals (the sorted elements) or idx (their positions),
+// R x N contiguous, whichever is given
+template <typename T, int BLOCK>
+__device__ void lf_sort_rows(const T* __restrict__ x, long long row_stride, int R, int N, int desc,
+                             T* __restrict__ vals, int* __restrict__ idx) {
+  __shared__ unsigned long long s[LF_SORT_TILE];
+  const int P = lf_sort_padded(N);
   for (int row = blockIdx.x; row < R; row += gridDim.x) {  // (block-uniform)
     const T* xr = x + (long long)row * row_stride;
-    unsigned long long* g = P > LF_SORT_TILE ? scratch + (long long)row * scratch_stride : s;
-    // every stage whose pairs stay within a tile, tile by tile
-    for (int c = 0; c < P; c += tile) {
-      for (int i = threadIdx.x; i < tile; i += BLOCK) s[i] = lf_sort_key(xr, c + i, N, desc);
-      __syncthreads();
-      for (int k = 2; k <= tile; k <<= 1) lf_sort_merge<BLOCK>(s, tile, k, k >> 1, c);
-      if (g != s) {
-        for (int i = threadIdx.x; i < tile; i += BLOCK) g[c + i] = s[i];
-        __syncthreads();
-      }
-    }
-    // wider stages: steps j >= tile over the scratch, then the rest of the stage a tile at a time
-    for (int k = 2 * tile; k <= P; k <<= 1) {
-      for (int j = k >> 1; j >= tile; j >>= 1) {
-        for (int t = threadIdx.x; t < P / 2; t += BLOCK) {
-          const int i = 2 * t - (t & (j - 1)), l = i + j;
-          const unsigned long long a = g[i], b = g[l];
-          if ((a > b) == ((i & k) == 0)) { g[i] = b; g[l] = a; }
-        }
-        __syncthreads();
-      }
-      for (int c = 0; c < P; c += tile) {
-        for (int i = threadIdx.x; i < tile; i += BLOCK) s[i] = g[c + i];
-        __syncthreads();
-        lf_sort_merge<BLOCK>(s, tile, k, tile >> 1, c);
-        for (int i = threadIdx.x; i < tile; i += BLOCK) g[c + i] = s[i];
-        __syncthreads();
-      }
-    }
+    for (int i = threadIdx.x; i < P; i += BLOCK) s[i] = lf_sort_key(xr, i, N, desc);
+    __syncthreads();
+    for (int k = 2; k <= P; k <<= 1) lf_sort_merge<BLOCK>(s, P, k, k >> 1, 0);
     for (int i = threadIdx.x; i < N; i += BLOCK) {
-      const int pos = (int)(unsigned)(g[i] & 0xffffffffull);
+      const int pos = (int)(unsigned)(s[i] & 0xffffffffull);
       if (vals) vals[(long long)row * N + i] = xr[pos];
       if (idx) idx[(long long)row * N + i] = pos;
     }
     __syncthreads();  // (s is refilled by the next row)
+  }
+}
+
+// Longer rows take several launches, each spread over the whole grid; a row's keys live in the
+// scratch g (row r at g + r * gs). 1: every tile of every row sorted by the stages k <= tile.
+template <typename T, int BLOCK>
+__device__ void lf_sort_tiles(const T* __restrict__ x, long long row_stride, int R, int N, int desc,
+                              unsigned long long* __restrict__ g, long long gs) {
+  __shared__ unsigned long long s[LF_SORT_TILE];
+  const int P = lf_sort_padded(N), tile = P < LF_SORT_TILE ? P : LF_SORT_TILE, tiles = P / tile;
+  for (int item = blockIdx.x; item < R * tiles; item += gridDim.x) {  // (block-uniform)
+    const int row = item / tiles, c = (item - row * tiles) * tile;
+    const T* xr = x + (long long)row * row_stride;
+    for (int i = threadIdx.x; i < tile; i += BLOCK) s[i] = lf_sort_key(xr, c + i, N, desc);
+    __syncthreads();
+    for (int k = 2; k <= tile; k <<= 1) lf_sort_merge<BLOCK>(s, tile, k, k >> 1, c);
+    for (int i = threadIdx.x; i < tile; i += BLOCK) g[(long long)row * gs + c + i] = s[i];
+    __syncthreads();
+  }
+}
+
+// 2. step j (>= LF_SORT_TILE) of stage k, every pair of every row (nothing where k > P)
+template <int BLOCK>
+__device__ void lf_sort_step(int R, int N, unsigned long long* __restrict__ g, long long gs, int k, int j) {
+  const int P = lf_sort_padded(N);
+  if (k > P) return;
+  const long long half = P / 2, pairs = (long long)R * half;
+  for (long long q = (long long)blockIdx.x * BLOCK + threadIdx.x; q < pairs; q += (long long)gridDim.x * BLOCK) {
+    const long long row = q / half;
+    const int t = (int)(q - row * half), i = 2 * t - (t & (j - 1)), l = i + j;
+    unsigned long long* gr = g + row * gs;
+    const unsigned long long a = gr[i], b = gr[l];
+    if ((a > b) == ((i & k) == 0)) { gr[i] = b; gr[l] = a; }
+  }
+}
+
+// 3. the steps j < LF_SORT_TILE of stage k, a tile at a time (nothing where k > P)
+template <int BLOCK>
+__device__ void lf_sort_merge_tiles(int R, int N, unsigned long long* __restrict__ g, long long gs, int k) {
+  __shared__ unsigned long long s[LF_SORT_TILE];
+  const int P = lf_sort_padded(N), tile = P < LF_SORT_TILE ? P : LF_SORT_TILE, tiles = P / tile;
+  if (k > P) return;
+  for (int item = blockIdx.x; item < R * tiles; item += gridDim.x) {  // (block-uniform)
+    const int row = item / tiles, c = (item - row * tiles) * tile;
+    unsigned long long* gt = g + (long long)row * gs + c;
+    for (int i = threadIdx.x; i < tile; i += BLOCK) s[i] = gt[i];
+    __syncthreads();
+    lf_sort_merge<BLOCK>(s, tile, k, tile >> 1, c);
+    for (int i = threadIdx.x; i < tile; i += BLOCK) gt[i] = s[i];
+    __syncthreads();
+  }
+}
+
+// 4. the sorted keys as outputs: the elements (vals) or their positions (idx)
+template <typename T, int BLOCK>
+__device__ void lf_sort_out(const T* __restrict__ x, long long row_stride, int R, int N,
+                            const unsigned long long* __restrict__ g, long long gs,
+                            T* __restrict__ vals, int* __restrict__ idx) {
+  const long long n = (long long)R * N;
+  for (long long e = (long long)blockIdx.x * BLOCK + threadIdx.x; e < n; e += (long long)gridDim.x * BLOCK) {
+    const long long row = e / N;
+    const int i = (int)(e - row * N), pos = (int)(unsigned)(g[row * gs + i] & 0xffffffffull);
+    if (vals) vals[e] = x[row * row_stride + pos];
+    if (idx) idx[e] = pos;
   }
 }

@@ -272,7 +272,7 @@ def why_not_emulable(bp) -> str | None:
         if not isinstance(s, KernelStep):
             return f"%{s.node} {s.label}: a host step (cuBLAS)"
         src = s.source
-        if src.kind in HAND_FILES_OF:
+        if _hand_file(src.kind):
             pass  # (build adds its file)
         elif src.meta.get("hand") or src.kind not in MODEL_KINDS + GENERIC_KINDS:
             return f"%{s.node} {s.label}: kernel kind {src.kind!r} (a hand kernel)"
@@ -302,12 +302,17 @@ _LIBS: dict = {}
 HAND_FILES_OF = {"sort_rows": "sort.cu", "argsort_rows": "sort.cu"}
 
 
+def _hand_file(kind: str):
+    """The file of such a kernel kind (a long sort's launches are "sort_rows_tiles" and so on)."""
+    return next((f for k, f in HAND_FILES_OF.items() if kind == k or kind.startswith(k + "_")), None)
+
+
 def build(plans: list, workdir: str):
     """Compile every kernel of ``plans`` into one shared library; returns the ctypes handle
     (the same library again for the same set of kernels, in this process)."""
     plans = plans if isinstance(plans, (list, tuple)) else [plans]
-    files = sorted({HAND_FILES_OF[s.source.kind] for bp in plans for s in bp.steps
-                    if isinstance(s, KernelStep) and s.source.kind in HAND_FILES_OF})
+    files = sorted({_hand_file(s.source.kind) for bp in plans for s in bp.steps
+                    if isinstance(s, KernelStep) and _hand_file(s.source.kind)})
     return build_with_hand(plans, tuple(files), workdir)
 
 

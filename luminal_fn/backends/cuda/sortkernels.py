@@ -1,16 +1,21 @@
 """CUDA lowerings of sort_rows and argsort_rows (ir/composites.py; semantics in
-backends/numpy/sort_kernels.py): one block a row runs kernels/sort.cu's bitonic network over
-unique 64-bit keys (value word, position). A row of up to LF_SORT_TILE (4096) keys is sorted in
-shared memory; a longer one also needs its keys in a global scratch of rows x P (P the row's
-length rounded up to a power of two, at the bucket's largest dims)."""
+backends/numpy/sort_kernels.py): kernels/sort.cu's bitonic network over unique 64-bit keys
+(value word, position). Rows of up to LF_SORT_TILE (4096) keys at the bucket's largest dims are
+one launch, a block a row in shared memory. Longer rows keep their keys in a global scratch of
+rows x P (P the length rounded up to a power of two) and take several launches over the whole
+grid, so one long row is not one SM's work: for P = 2^20, 46 (the tiles, 36 wide steps, 8 tile
+merges, the outputs). A smaller call in the same bucket runs the same launches; those of stages
+past its own P return at once."""
 from __future__ import annotations
 
 from ...ir import dtypes as dt
+from ...ir.expr import as_expr
 from .handkernels import hand_source, rexpr, row_view, storage
 from .plan import lowerer
 from .rowkernels import _at_most, _direct
 
-SORT_BLOCK = 512
+SORT_BLOCK = 512  # a row's tile in shared memory
+STEP_BLOCK = 256  # the launches over every key (a step of the wider stages, the outputs)
 SORT_TILE = 4096  # kernels/sort.cu's LF_SORT_TILE
 
 
@@ -24,23 +29,47 @@ def padded_length(n: int) -> int:
 def _lower_sort(pl, node, kind: str):
     b_x, xv = _direct(pl, node, 0, lambda v: row_view(v) is not None)
     off, rs, rows, N = row_view(xv)
-    TX = storage(pl, pl.kernel_input(node, 0).dtype)
+    xd = pl.kernel_input(node, 0).dtype
+    TX = storage(pl, xd)
     desc = int(node.attrs["params"][2])
-    bufs = [("in0", "b0", pl.kernel_input(node, 0).dtype, True)]
-    ids = [b_x]
-    p_max = padded_length(_at_most(pl, N))
-    scratch = "(unsigned long long*)0, 0"
-    if p_max > SORT_TILE:  # (int32 pairs: 256-byte aligned, read as 64-bit keys)
-        ids.append(pl.scratch(dt.int32, 2 * _at_most(pl, rows) * p_max))
-        bufs.append(("scratch", "sk", dt.int32, False))
-        scratch = f"(unsigned long long*)sk, {p_max}LL"
-    bufs.append(("out", "out", node.dtype, False))
-    ids.append(pl.node_buf[node.id])
+    x = f"b0 + ({rexpr(pl, off)}), (long long)({rexpr(pl, rs)})"
+    R, n = rexpr(pl, rows), rexpr(pl, N)
     outs = "out, (int*)0" if kind == "sort_rows" else f"({TX}*)0, out"
-    body = [f"lf_sort_rows<{TX}, {SORT_BLOCK}>(b0 + ({rexpr(pl, off)}), (long long)({rexpr(pl, rs)}), "
-            f"{rexpr(pl, rows)}, {rexpr(pl, N)}, {desc}, {scratch}, {outs});"]
-    src = hand_source(pl, kind, body, bufs, SORT_BLOCK, rows, 1)
-    pl.add_kernel(src, ids, node.id, kind)
+    x_buf = ("in0", "b0", xd, True)
+    out_buf = ("out", "out", node.dtype, False)
+    p_max = padded_length(_at_most(pl, N))
+    if p_max <= SORT_TILE:  # one launch: a block a row, in shared memory
+        body = [f"lf_sort_rows<{TX}, {SORT_BLOCK}>({x}, {R}, {n}, {desc}, {outs});"]
+        pl.add_kernel(hand_source(pl, kind, body, [x_buf, out_buf], SORT_BLOCK, rows, 1),
+                      [b_x, pl.node_buf[node.id]], node.id, kind)
+        return
+    # longer rows: the keys in a scratch (int32 pairs, 256-byte aligned, read as 64-bit keys),
+    # each launch over the whole grid (kernels/sort.cu, steps 1-4)
+    keys = pl.scratch(dt.int32, 2 * _at_most(pl, rows) * p_max)
+    g_buf = ("scratch", "sk", dt.int32, False)
+    g = f"(unsigned long long*)sk, {p_max}LL"
+    tiles = as_expr(rows) * (p_max // SORT_TILE)
+    pairs = as_expr(rows) * (p_max // 2)
+
+    def launch(label, body, bufs, ids, block, work, per_block):
+        pl.add_kernel(hand_source(pl, f"{kind}_{label}", body, bufs, block, work, per_block),
+                      ids, node.id, f"{kind} ({label})")
+
+    launch("tiles", [f"lf_sort_tiles<{TX}, {SORT_BLOCK}>({x}, {R}, {n}, {desc}, {g});"],
+           [x_buf, g_buf], [b_x, keys], SORT_BLOCK, tiles, 1)
+    k = 2 * SORT_TILE
+    while k <= p_max:
+        j = k // 2
+        while j >= SORT_TILE:
+            launch("step", [f"lf_sort_step<{STEP_BLOCK}>({R}, {n}, {g}, {k}, {j});"], [g_buf], [keys],
+                   STEP_BLOCK, pairs, STEP_BLOCK * 4)
+            j //= 2
+        launch("merge", [f"lf_sort_merge_tiles<{SORT_BLOCK}>({R}, {n}, {g}, {k});"], [g_buf], [keys],
+               SORT_BLOCK, tiles, 1)
+        k *= 2
+    launch("out", [f"lf_sort_out<{TX}, {STEP_BLOCK}>({x}, {R}, {n}, (const unsigned long long*)sk, "
+                   f"{p_max}LL, {outs});"], [x_buf, g_buf, out_buf], [b_x, keys, pl.node_buf[node.id]],
+           STEP_BLOCK, as_expr(rows) * N, STEP_BLOCK * 4)
 
 
 @lowerer("sort_rows")
@@ -53,4 +82,4 @@ def lower_argsort_rows(pl, node):
     _lower_sort(pl, node, "argsort_rows")
 
 
-__all__ = ["SORT_BLOCK", "SORT_TILE", "lower_argsort_rows", "lower_sort_rows", "padded_length"]
+__all__ = ["SORT_BLOCK", "SORT_TILE", "STEP_BLOCK", "lower_argsort_rows", "lower_sort_rows", "padded_length"]
