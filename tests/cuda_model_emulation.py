@@ -26,7 +26,7 @@ staging and the shuffle reductions against NumPy. It does not check what only th
 (NVRTC, the real memory model, the device's float rounding, its own prelude text). Not emulated:
 host steps (cuBLAS); the hand kernels (rms_norm, softmax, rope, attention, GEMV) only where a
 test compiles their files in (``build_with_hand``: the row-kernel, attention, RoPE and GEMV tests),
-except the sort kernels any sorting program plans, whose file ``build`` adds itself.
+except the sort and scan kernels any sorting or cumsum program plans, whose files ``build`` adds.
 """
 from __future__ import annotations
 
@@ -299,7 +299,7 @@ _LIBS: dict = {}
 
 # hand kernels any plan may hold (the front end's composites, on every program that sorts):
 # ``build`` adds their files itself
-HAND_FILES_OF = {"sort_rows": "sort.cu", "argsort_rows": "sort.cu"}
+HAND_FILES_OF = {"sort_rows": "sort.cu", "argsort_rows": "sort.cu", "scan_rows": "scan.cu"}
 
 
 def _hand_file(kind: str):

@@ -325,6 +325,20 @@ def materialize(x: Tracer) -> Tracer:
     return _new(x._ctx, "Cast", [x], x.shape, x.dtype, x.weak)
 
 
+def name_kernel(result: Tracer, name: str, inputs, params, only: bool = True) -> Tracer:
+    """Record that ``result`` is also the backend kernel ``name`` of ``inputs`` with ``params``
+    (ir/composites.py; ``only``: run nothing else where the backend has it). Returns the tracer
+    to use from here: a contiguous copy where ``result`` is a view of its node."""
+    if any(t._node == result._node for t in inputs):
+        return result  # (nothing computed: a scan of one element is its input)
+    node = result._ctx.graph.nodes[result._node]
+    v = result._view
+    if not (v.is_contiguous and len(v.shape) == len(node.shape) and all(a == b for a, b in zip(v.shape, node.shape))):
+        result = materialize(result)
+    result._ctx.graph.add_composite(result._node, name, [(t._node, t._view) for t in inputs], params, only)
+    return result
+
+
 def cast(x, dtype) -> Tracer:
     x = lift(x)
     d = dt.canonicalize(dtype)

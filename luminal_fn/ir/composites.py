@@ -10,11 +10,16 @@ sort_rows       x (R, N)        R N DESC        x sorted along its last axis: as
                                                 descending order (the ascending one reversed, so
                                                 NaN first), ties still in index order
 argsort_rows    x (R, N)        R N DESC        the int32 positions of that order
-Bool rows sort as int32 0 / 1; +0.0 and -0.0 are equal keys (ties).
+scan_rows       x (R, N)        R N OP          the inclusive scan along the last axis, OP 0 a
+                                                sum (cumsum), 1 a product (cumprod); x float32
+                                                or int32 (int32 wraps), the result x's dtype
+Bool rows sort as int32 0 / 1; +0.0 and -0.0 are equal keys (ties). A scan's float rounding is
+the kernel's own order of additions (NumPy's is sequential; the front end's pairwise).
 """
 from __future__ import annotations
 
 COMPOSITES = {
     "sort_rows": "x sorted along its last axis (stable; NaN last; DESC: JAX's descending order)",
     "argsort_rows": "the int32 positions that sort x along its last axis (as sort_rows)",
+    "scan_rows": "the inclusive sum (OP 0) or product (OP 1) of x along its last axis",
 }

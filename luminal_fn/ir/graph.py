@@ -54,14 +54,16 @@ class Composite:
     """What the front end knows a node computes: ``node``'s value is also the backend kernel
     ``name`` (ir/composites.py) of ``inputs`` ((producer id, View) pairs) with integer
     ``params``. The node's own primitive subgraph stays the definition; a backend with the kernel
-    runs it instead (jax.lax.composite's idea)."""
+    runs it instead (jax.lax.composite's idea): always when ``only`` (the subgraph is too costly
+    to time: a sort's n^2 ranks), else where the search finds it faster."""
     node: int
     name: str
     inputs: tuple
     params: tuple
+    only: bool = True
 
     def key(self) -> tuple:
-        return (self.node, self.name, tuple((i, v.key()) for i, v in self.inputs), self.params)
+        return (self.node, self.name, tuple((i, v.key()) for i, v in self.inputs), self.params, self.only)
 
     def remapped(self, remap) -> "Composite | None":
         """The composite over renumbered nodes (``remap(id)`` -> new id or None), or None where
@@ -70,7 +72,7 @@ class Composite:
         if any(i is None for i in ids):
             return None
         return Composite(ids[0], self.name, tuple((j, v) for j, (_, v) in zip(ids[1:], self.inputs)),
-                         self.params)
+                         self.params, self.only)
 
 
 class Graph:
@@ -112,8 +114,8 @@ class Graph:
     def node(self, i: int) -> Node:
         return self.nodes[i]
 
-    def add_composite(self, node: int, name: str, inputs, params) -> None:
-        c = Composite(node, name, tuple(inputs), tuple(params))
+    def add_composite(self, node: int, name: str, inputs, params, only: bool = True) -> None:
+        c = Composite(node, name, tuple(inputs), tuple(params), only)
         if all(c.key() != o.key() for o in self.composites):  # (Graph.add hash-conses the node)
             self.composites = self.composites + (c,)
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from ..ir import dtypes as dt
 from ..ir.expr import as_expr
-from ..ir.composites import COMPOSITES
 from ..ir.graph import Graph
 from ..ir.passes import dce
 from ..ir.recursion import deep_recursion
@@ -142,12 +141,16 @@ class Extractor(IntegerDecoder):
                     self.options[body] = [o for o in opts if o is not leaf]
 
     def _composites_only(self):
-        """A tensor the front end named a kernel for (ir/composites.py) that this backend has is
-        that kernel, and nothing else: its primitive form is what the kernel exists to avoid (a
-        sort's rank matrix, n^2 memory on NumPy), so no genome, the generic one included, may
-        take it. Other backends keep the primitive form."""
-        for cls, opts in self.options.items():
-            kernel = next((n for n in opts if n.op == "Kernel" and self._tag(n) in COMPOSITES), None)
+        """A tensor the front end named a kernel for with ``only`` (ir/composites.py) is that
+        kernel, and nothing else, on a backend that has it: its primitive form is what the kernel
+        exists to avoid (a sort's rank matrix, n^2 memory on NumPy), so no genome, the generic
+        one included, may take it. Other backends keep the primitive form; other composites are
+        one more option for the search."""
+        only = {(self.eg.node_of[c.node], c.name) for c in self.hlir.composites
+                if c.only and c.node in self.eg.node_of}
+        for cls, name in only:
+            opts = self.options.get(cls, ())
+            kernel = next((n for n in opts if n.op == "Kernel" and self._tag(n) == name), None)
             if kernel is not None:
                 self.options[cls] = [kernel] + [n for n in opts if n is not kernel]
                 self.choosable[cls] = 1

@@ -3,7 +3,8 @@ softmax_rows; semantics in backends/numpy/row_kernels.py): one block per row cal
 functions at the end of kernels/rms_norm.cu and kernels/softmax.cu. The traced literals (1/D,
 eps, -1, log2(e), the attention scale) are scalar Constants, rendered into the wrapper as float
 literals; one held in memory instead is read from its buffer. And argmax_rows
-(specialize_argmax.egg, kernels/argmax.cu): a row split over blocks when there are few rows.
+(specialize_argmax.egg, kernels/argmax.cu): a row split over blocks when there are few rows; and
+scan_rows (ir/composites.py, kernels/scan.cu): cumsum / cumprod, a block a row.
 """
 from __future__ import annotations
 
@@ -167,9 +168,31 @@ def lower_argmax_rows(pl, node):
     pl.add_kernel(src, ids, node.id, "argmax_rows")
 
 
+SCAN_BLOCK = 256
+
+
+@lowerer("scan_rows")
+def lower_scan_rows(pl, node):
+    """A block a row, kernels/scan.cu (float32 / int32: what the front end names)."""
+    b_x, xv = _direct(pl, node, 0, lambda v: row_view(v) is not None)
+    off, rs, rows, N = row_view(xv)
+    xd = pl.kernel_input(node, 0).dtype
+    if xd not in (dt.float32, dt.int32) or node.dtype != xd:
+        raise ValueError(f"scan_rows: {xd.name} rows into {node.dtype.name}; the kernel scans float32 or "
+                         "int32 in their own dtype (frontend/numpy/_reduce.py names only those)")
+    T = storage(pl, xd)
+    op = int(node.attrs["params"][2])
+    body = [f"lf_scan_rows<{T}, {op}, {SCAN_BLOCK}>(b0 + ({rexpr(pl, off)}), (long long)({rexpr(pl, rs)}), "
+            f"{rexpr(pl, rows)}, {rexpr(pl, N)}, out);"]
+    src = hand_source(pl, "scan_rows", body, [("in0", "b0", xd, True), ("out", "out", node.dtype, False)],
+                      SCAN_BLOCK, rows, 1)
+    pl.add_kernel(src, [b_x, pl.node_buf[node.id]], node.id, "scan_rows")
+
+
 def _at_most(pl, e) -> int:
     v = ix.max_value(e, pl.dims_max)
     return int(v) if v else 1024
 
 
-__all__ = ["RmsRowsCall", "argmax_parts", "lower_argmax_rows", "lower_rms_norm_rows", "lower_softmax_rows"]
+__all__ = ["RmsRowsCall", "argmax_parts", "lower_argmax_rows", "lower_rms_norm_rows", "lower_scan_rows",
+           "lower_softmax_rows"]

@@ -17,7 +17,7 @@ from ..render.files import kernel_file
 
 TRACE_SWITCH = "LUMINAL_CUDA_TRACE"
 HAND_ORDER = ("rms_norm.cu", "softmax.cu", "rope.cu", "gemv.cu", "attention.cu", "attention_tiles.cu",
-              "argmax.cu", "sort.cu")
+              "argmax.cu", "sort.cu", "scan.cu")
 # compile-time settings of the hand kernels that sweeps on the device set: (switch, the macro it
 # defines, which values it takes, what to give): the bytes of each weight row a GEMV asks L2 for
 # before its wait, and which folded GEMVs load their first rows before the prologue (gemv.cu)

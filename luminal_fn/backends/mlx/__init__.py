@@ -44,7 +44,7 @@ class MLXBackend(Backend):
     kernel_kinds: frozenset = frozenset({"embedding_bag", "embedding_bag_multi",
                                          "embedding_bag_multi_raw", "dlrm_interact",
                                          "conv2d_bias", "linear_bias", "matmul_t",
-                                         "rms_norm_rows", "softmax_rows", "argmax_rows",
+                                         "rms_norm_rows", "softmax_rows", "argmax_rows", "scan_rows",
                                          "sort_rows", "argsort_rows"})  # sort_kernels.py
 
     def __init__(self):

@@ -8,6 +8,8 @@ softmax_rows    x (H, S, D), neg (1,), log2e (1,) [, scale (1,), mask (H, S, D)]
 argmax_rows     x (N,) or (R, N)                                     R N
                 NumPy's argmax over the last axis (the first maximum, the first NaN before
                 all), found as first hits so that it holds whatever mx.argmax does with ties
+scan_rows       x (.., N) float32 / int32                            R N OP
+                mx.cumsum (OP 0) or mx.cumprod (OP 1) along the last axis
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import mlx.core as mx
 from ...ir.ops import RMS_ROWS_ROUNDING
 from .ops import MX_DTYPES, cast, op
 
-ROW_KINDS = ("rms_norm_rows", "softmax_rows", "argmax_rows")
+ROW_KINDS = ("rms_norm_rows", "softmax_rows", "argmax_rows", "scan_rows")
 
 
 def _f32(reader, vals, dims):
@@ -76,6 +78,17 @@ def _argmax_rows(node, readers):
             return mx.min(mx.where(hit, pos, n), axis=-1)
 
         return cast(mx.where(mx.any(nan, axis=-1), first(nan), first(x == top)), node.dtype)
+
+    return step
+
+
+@op("scan_rows")
+def _scan_rows(node, readers):
+    (r_x,) = readers
+    scan = (mx.cumsum, mx.cumprod)[int(node.attrs["params"][2])]
+
+    def step(vals, dims):
+        return cast(scan(r_x(vals, dims), axis=-1), node.dtype)
 
     return step
 

@@ -7,7 +7,7 @@ from ..base import Backend, Executable, register_backend
 from .executor import KERNELS, Plan, kernel, read_view
 from . import kernels as _kernels  # noqa: F401  (registers fused, fused_reduce, matmul)
 from .model_kernels import MODEL_KERNELS, MULTI_TABLE_KERNELS  # registers the model kernels (issue 7)
-from .row_kernels import ROW_KERNELS  # registers rms_norm_rows, softmax_rows, argmax_rows
+from .row_kernels import ROW_KERNELS  # registers rms_norm_rows, softmax_rows, argmax_rows, scan_rows
 from .rope_kernels import ROPE_KERNELS  # registers rope_half
 from .attention_kernels import ATTENTION_KERNELS  # registers attention_rows
 from .sort_kernels import SORT_KERNELS  # registers sort_rows, argsort_rows (ir/composites.py)

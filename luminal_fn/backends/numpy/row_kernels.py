@@ -17,6 +17,8 @@ node's dtype either way).
 argmax_rows     x (N,) or (R, N) (optimize/rules/specialize_argmax.egg)   R N
                 over the last axis: the first index of the largest value, or of the first NaN
                 (NumPy's argmax); int32, shape () or (R,)
+scan_rows       x (.., N) float32 / int32 (ir/composites.py)                R N OP
+                NumPy's cumsum (OP 0) or cumprod (OP 1) along the last axis, in x's dtype
 """
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ from ...ir.ops import RMS_ROWS_ROUNDING
 from .executor import kernel
 from .model_kernels import _as, _store
 
-ROW_KERNELS = ("rms_norm_rows", "softmax_rows", "argmax_rows")
+ROW_KERNELS = ("rms_norm_rows", "softmax_rows", "argmax_rows", "scan_rows")
+SCAN_UFUNCS = (np.add, np.multiply)  # scan_rows's OP
 
 
 def _f32(reader, vals, dims):
@@ -80,6 +83,18 @@ def _argmax_rows(node, readers):
     def step(vals, dims):
         x = _f32(r_x, vals, dims)  # (exact for half types) NumPy's argmax: the first maximum, a NaN before all
         return np.asarray(np.argmax(x, axis=-1), dtype=np.int32)  # (a 0-d result stays 0-d)
+
+    return step
+
+
+@kernel("scan_rows")
+def _scan_rows(node, readers):
+    (r_x,) = readers
+    ufunc = SCAN_UFUNCS[int(node.attrs["params"][2])]
+
+    def step(vals, dims):
+        x = r_x(vals, dims)
+        return _store(node, ufunc.accumulate(x, axis=-1, dtype=x.dtype))
 
     return step
 

@@ -6,10 +6,10 @@ import numpy as np
 from ...ir import dtypes as dt
 from ...ir.expr import as_expr, prod, same, to_int_or_expr
 from ..errors import ShapeError
-from ..tracer import (Tracer, _ctx_of, binary, cast, iota, lift, normalize_axis, reduce,
+from ..tracer import (Tracer, _ctx_of, binary, cast, iota, lift, name_kernel, normalize_axis, reduce,
                       reshape_any, static_int)
 from . import _math as m
-from ._shape import _axes, _slice_axis, broadcast_to, expand_dims, pad_axis
+from ._shape import _axes, _slice_axis, broadcast_to, expand_dims, moveaxis, pad_axis
 
 
 def _prep(a, axis, fn):
@@ -72,7 +72,8 @@ def _prod_axis(x: Tracer, ax: int) -> Tracer:
         one_first = cast(m.where(m.equal(_positions(padded, ax), 0), 1, padded), x.dtype)
         lanes = m.greater_equal(_positions(one_first, ax), 0)  # True in every lane
         is_last = m.logical_not(_slice_axis(pad_axis(lanes, ax, 0, 1), ax, 1, n + 2))
-        return sum(m.where(is_last, _scan(one_first, ax, m.multiply, 1), 0), axis=ax)
+        scan = _named_scan(one_first, ax, "prod", lambda x, ax: _scan(x, ax, m.multiply, 1))
+        return sum(m.where(is_last, scan, 0), axis=ax)
     n = static_int(n, "prod: the reduced axis")
     if n == 0:
         from ._creation import ones
@@ -270,7 +271,10 @@ def cumsum(a, axis=None, dtype=None):
         axis = 0
     ax = normalize_axis(axis, a.ndim, "cumsum")
     d = dt.canonicalize(dtype) if dtype is not None else _sum_dtype(a.dtype)
-    x = cast(a, d)
+    return _named_scan(cast(a, d), ax, "sum", _cumsum_along)
+
+
+def _cumsum_along(x: Tracer, ax: int) -> Tracer:
     n = x.shape[ax]
     if isinstance(n, int):
         # Hillis-Steele scan: log2(n) shifted adds, each shift a padded view
@@ -283,6 +287,23 @@ def cumsum(a, axis=None, dtype=None):
     # symbolic length: a masked sum over a triangle (n^2 work, exact)
     keep, xj = _triangle(x, ax)
     return sum(m.where(keep, xj, 0), axis=ax + 1)
+
+
+SCAN_OPS = {"sum": 0, "prod": 1}  # scan_rows's OP (ir/composites.py)
+
+
+def _named_scan(x: Tracer, ax: int, op: str, along) -> Tracer:
+    """``along(x, axis)``, the scan in primitives, run along the last axis of x with ``ax`` moved
+    there, and named the scan_rows kernel of that (float32 and int32: the kernels' types). Along
+    a dynamic axis the primitives are n^2 work or 31 steps: there a backend with the kernel runs
+    nothing else; along a static one the search times both."""
+    xl = moveaxis(x, ax, -1)
+    r = along(xl, xl.ndim - 1)
+    if x.dtype in (dt.float32, dt.int32):
+        n = to_int_or_expr(xl.shape[-1])
+        r = name_kernel(r, "scan_rows", [xl], (prod(xl.shape[:-1]), xl.shape[-1], SCAN_OPS[op]),
+                        only=not isinstance(n, int))
+    return moveaxis(r, -1, ax)
 
 
 def _triangle(x: Tracer, ax: int):
@@ -304,8 +325,7 @@ def cumprod(a, axis=None, dtype=None):
         axis = 0
     ax = normalize_axis(axis, a.ndim, "cumprod")
     d = dt.canonicalize(dtype) if dtype is not None else _sum_dtype(a.dtype)
-    x = cast(a, d)
-    return _scan(x, ax, m.multiply, 1)
+    return _named_scan(cast(a, d), ax, "prod", lambda x, ax: _scan(x, ax, m.multiply, 1))
 
 
 def cummax(a, axis=0):

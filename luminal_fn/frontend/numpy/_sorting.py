@@ -11,7 +11,7 @@ from __future__ import annotations
 from ...ir import dtypes as dt
 from ...ir.expr import Z, as_expr, prod
 from ..errors import ShapeError
-from ..tracer import (Tracer, _ctx_of, _new, binary, broadcast_to, cast, iota, lift, normalize_axis,
+from ..tracer import (Tracer, _ctx_of, _new, binary, broadcast_to, cast, iota, lift, name_kernel, normalize_axis,
                       reshape_any, result_dtype, static_int)
 from . import _math as m
 from ._index import take
@@ -63,14 +63,14 @@ def _sort_last(x: Tracer, descending: bool, values: bool, indices: bool):
     out = []
     if values:
         dest = broadcast_to(cast(lift(0, ctx), x.dtype), shape)
-        out.append(_new(ctx, "Scatter", [dest, flat, x], shape, x.dtype, mode="set"))
-        ctx.graph.add_composite(out[-1]._node, "sort_rows", [(x._node, x._view)], params)
+        out.append(name_kernel(_new(ctx, "Scatter", [dest, flat, x], shape, x.dtype, mode="set"),
+                               "sort_rows", [x], params))
     if indices:
         n = shape[-1]
         src = broadcast_to(reshape_any(iota(None, n, ctx), (1,) * (len(shape) - 1) + (n,)), shape)
         dest = broadcast_to(lift(0, ctx, dt.int32), shape)
-        out.append(_new(ctx, "Scatter", [dest, flat, src], shape, dt.int32, mode="set"))
-        ctx.graph.add_composite(out[-1]._node, "argsort_rows", [(x._node, x._view)], params)
+        out.append(name_kernel(_new(ctx, "Scatter", [dest, flat, src], shape, dt.int32, mode="set"),
+                               "argsort_rows", [x], params))
     return out
 
 

@@ -1,0 +1,180 @@
+"""cumsum / cumprod through the front end's named scan_rows kernel (ir/composites.py): the front
+end's primitives (Hillis-Steele steps along a static axis, a masked n^2 triangle or 31 steps
+along a dynamic one) are named the inclusive scan of the rows of x with the axis moved last.
+Along a static axis the search times the kernel beside the primitives; along a dynamic one a
+backend with the kernel runs nothing else. Kernels: NumPy's accumulate, mx.cumsum / cumprod,
+kernels/scan.cu (CPU emulation here, the GPU where there is one).
+
+References: np.cumsum / np.cumprod (float64 for float inputs: the kernels' orders of additions
+differ from NumPy's sequential one), exact for int32 (which wraps).
+"""
+import importlib.util
+import shutil
+
+import numpy as np
+import pytest
+
+import luminal_fn as lf
+import luminal_fn.numpy as lnp
+from luminal_fn.backends import get_backend
+from luminal_fn.optimize.egraph import build_egraph
+from luminal_fn.optimize.extract import Extractor
+
+NUMPY = get_backend("numpy")
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the CUDA emulation needs it")
+
+
+def _kinds(llir) -> list:
+    return [n.attrs.get("name", n.op) for n in llir.live_nodes() if n.op not in ("Input", "Output", "Constant")]
+
+
+def _data(dtype, shape, seed=0):
+    rng = np.random.default_rng(seed)
+    if dtype == np.int32:  # large enough that long sums wrap
+        return rng.integers(-2 ** 30, 2 ** 30, shape).astype(np.int32)
+    x = rng.uniform(0.5, 1.5, shape).astype(np.float32) * rng.choice([-1, 1], shape).astype(np.float32)
+    return x
+
+
+def _check(got, x, op, axis):
+    got = np.asarray(got)
+    if x.dtype == np.int32:
+        with np.errstate(over="ignore"):
+            ref = (np.cumsum if op == "sum" else np.cumprod)(x, axis=axis, dtype=np.int32)
+        assert got.dtype == np.int32 and np.array_equal(got, ref)
+    else:
+        ref = (np.cumsum if op == "sum" else np.cumprod)(x.astype(np.float64), axis=axis)
+        np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-5 * np.sqrt(x.shape[axis]))
+
+
+FNS = {"sum": lambda axis: (lambda a: lnp.cumsum(a, axis=axis)),
+       "prod": lambda axis: (lambda a: lnp.cumprod(a, axis=axis))}
+
+
+def _kernel_llir(op, axis, x, axes=None, kinds=NUMPY.kernel_kinds):
+    traced = lf.jit(FNS[op](axis), dynamic_axes=axes).trace(x)
+    return Extractor(build_egraph(traced.hlir), traced.hlir, kernel_kinds=kinds).extract()
+
+
+@pytest.mark.parametrize("op", ["sum", "prod"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_the_kernel_and_the_primitives_give_numpys_scan(op, dtype, axis):
+    x = _data(dtype, (5, 6, 40))
+    traced = lf.jit(FNS[op](axis)).trace(x)
+    eg = build_egraph(traced.hlir)
+    kernel = Extractor(eg, traced.hlir, kernel_kinds=NUMPY.kernel_kinds).extract()  # (the cheapest)
+    prims = Extractor(eg, traced.hlir, kernel_kinds=frozenset()).extract()
+    assert "scan_rows" in _kinds(kernel) and "scan_rows" not in _kinds(prims)
+    for llir in (kernel, prims):
+        _check(NUMPY.compile(llir).run([x], {})[0], x, op, axis)
+
+
+@pytest.mark.parametrize("op", ["sum", "prod"])
+def test_a_dynamic_axis_runs_only_the_kernel(op):
+    """Along a dynamic axis the primitives are n^2 work (cumsum) or 31 steps (cumprod): the
+    plan is the kernel alone, for every length of the bucket, and a long row is cheap."""
+    x = _data(np.float32, (3, 50_000), seed=1)
+    f = lf.jit(FNS[op](-1), dynamic_axes={"a": {1: "n"}}, backend="numpy")
+    compiled = f.lower(x[:, :10]).compile()
+    for n in (10, 3, 50_000):
+        _check(compiled(x[:, :n]), x[:, :n], op, -1)
+    text = compiled.as_text()
+    assert "scan_rows" in text and "fused_reduce" not in text, text
+    kinds = _kinds(_kernel_llir(op, -1, x[:, :10], {"a": {1: "n"}}))
+    assert kinds.count("scan_rows") == 1 and "fused_reduce" not in kinds
+
+
+def test_prod_along_a_dynamic_axis_scans_once():
+    x = _data(np.float32, (4, 30), seed=2)
+    f = lf.jit(lambda a: lnp.prod(a, axis=1), dynamic_axes={"a": {1: "n"}})
+    kinds = _kinds(_kernel_llir("prod", 1, x, {"a": {1: "n"}}))
+    assert kinds.count("scan_rows") == 1
+    for n in (30, 7, 1):
+        np.testing.assert_allclose(np.asarray(f(x[:, :n])), np.prod(x[:, :n].astype(np.float64), axis=1), rtol=1e-5)
+
+
+def test_eager_and_other_dtypes():
+    x = _data(np.float32, (60_000,), seed=3)
+    _check(lnp.cumsum(x), x, "sum", 0)  # (eager: the kernel, not 31 steps over constants)
+    b = np.random.default_rng(4).random((3, 7)) < 0.5
+    assert np.array_equal(np.asarray(lnp.cumsum(b, axis=1)), np.cumsum(b, axis=1))
+    h = _data(np.float32, (3, 7)).astype(np.float16)
+    got = lf.jit(lambda a: lnp.cumsum(a, axis=1))(h)
+    assert np.asarray(got).dtype == np.cumsum(h, axis=1).dtype
+    np.testing.assert_allclose(np.asarray(got, np.float32), np.cumsum(h.astype(np.float32), axis=1), rtol=2e-3)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mlx") is None, reason="mlx is not installed: the MLX backend cannot run")
+@pytest.mark.parametrize("op", ["sum", "prod"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_mlx_scan_kernel(op, dtype):
+    mlx = get_backend("mlx")
+    x = _data(dtype, (4, 300))
+    llir = _kernel_llir(op, -1, x, {"a": {1: "n"}}, mlx.kernel_kinds)
+    assert "scan_rows" in _kinds(llir)
+    _check(mlx.to_numpy(mlx.compile(llir).run([mlx.from_numpy(x)], {"n": 300})[0]), x, op, -1)
+
+
+# (rows, N, dtype, op): within one chunk, several chunks (4 * 256 elements each), and a row of
+# exactly one chunk
+CUDA_CASES = [(3, 9, np.float32, "sum"), (3, 9, np.int32, "prod"), (2, 5000, np.float32, "sum"),
+              (2, 5000, np.int32, "sum"), (4, 1024, np.float32, "prod"), (1, 3000, np.int32, "prod")]
+
+
+@needs_gxx
+@pytest.mark.parametrize("rows,n,dtype,op", CUDA_CASES)
+def test_the_cuda_kernel_on_the_cpu_emulation(rows, n, dtype, op, tmp_path):
+    import cuda_model_emulation as emu
+    from luminal_fn.backends.cuda import KERNEL_KINDS
+    from luminal_fn.backends.cuda.executable import plan_graph
+
+    x = _data(dtype, (rows, n), seed=n)
+    bp = plan_graph(_kernel_llir(op, -1, x, {"a": {1: "n"}}, KERNEL_KINDS), {"n": n})
+    assert [s.label for s in bp.steps if "scan" in s.label] == ["scan_rows"]
+    lib = emu.build(bp, str(tmp_path))
+    for m in sorted({1, n // 3, n}):
+        part = np.ascontiguousarray(x[:, :m])
+        (got,) = emu.run(lib, bp, [part], {"n": m})
+        _check(got, part, op, -1)
+
+
+def test_the_cuda_module_compiles():
+    from luminal_fn.backends.cuda import KERNEL_KINDS
+    from luminal_fn.backends.cuda.executable import plan_graph
+    from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
+
+    kernels = []
+    for rows, n, dtype, op in CUDA_CASES:
+        kernels += plan_graph(_kernel_llir(op, -1, _data(dtype, (rows, n)), {"a": {1: "n"}}, KERNEL_KINDS),
+                              {"n": n}).kernels()
+    assert sum(k.kind == "scan_rows" for k in kernels) == len(CUDA_CASES)
+    if not nvcc_available():
+        pytest.skip("nvcc is not installed: the plans were made, the module not compiled")
+    nvcc_check(module_source(kernels))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows,n,dtype,op", CUDA_CASES + [(1, 128256, np.float32, "sum"), (512, 1024, np.float32, "sum")])
+def test_the_cuda_kernel_on_the_gpu(rows, n, dtype, op):
+    from luminal_fn.backends.cuda import KERNEL_KINDS
+
+    cuda = get_backend("cuda")
+    x = _data(dtype, (rows, n), seed=n)
+    exe = cuda.compile(_kernel_llir(op, -1, x, {"a": {1: "n"}}, KERNEL_KINDS))
+    for _ in range(2):  # the second call replays the captured graph
+        (got,) = exe.run([cuda.from_numpy(x)], {"n": n})
+        _check(cuda.to_numpy(got), x, op, -1)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2])
+def test_scans_of_short_axes(n):
+    """A scan of one element computes nothing (its result is its input): no kernel is named for
+    it, eagerly or under jit; zero and two elements still scan."""
+    x = _data(np.float32, (3, n), seed=n)
+    for fn, ref in ((lnp.cumsum, np.cumsum), (lnp.cumprod, np.cumprod)):
+        np.testing.assert_allclose(np.asarray(fn(x, axis=1)), ref(x, axis=1), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(lf.jit(lambda a: fn(a, axis=1))(x)), ref(x, axis=1), rtol=1e-6)
+    g = lf.jit(lambda a: lnp.cumsum(a, axis=1)).trace(x).hlir
+    assert all(c.node not in [i for i, _ in c.inputs] for c in g.composites)
+    assert np.asarray(lnp.vander(np.arange(1.0, 4.0, dtype=np.float32), 1)).tolist() == [[1.0], [1.0], [1.0]]
