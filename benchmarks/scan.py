@@ -10,7 +10,6 @@ without scan_rows (the primitives), compiles each for the backend and times its 
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
@@ -19,21 +18,10 @@ import luminal_fn.numpy as lnp
 from luminal_fn.backends import get_backend
 from luminal_fn.optimize.egraph import build_egraph
 from luminal_fn.optimize.extract import Extractor
+from sort import median_ms  # (benchmarks/sort.py: this folder is the script's path)
 
 CASES = [("cumsum", (1, 128256), None), ("cumsum", (512, 1024), None), ("cumsum", (4096, 4096), None),
          ("cumprod", (512, 1024), None), ("cumsum", (8, 4096), {"a": {1: "n"}})]
-
-
-def median_ms(fn, reps: int, sync) -> float:
-    fn()
-    sync()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        ts.append(time.perf_counter() - t0)
-    return 1e3 * sorted(ts)[len(ts) // 2]
 
 
 def main():

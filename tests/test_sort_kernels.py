@@ -77,14 +77,19 @@ def _both(descending):
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16, np.int32, np.bool_])
 def test_sort_kernels_give_the_reference_order(dtype, descending):
-    x = _edge_rows(dtype)
-    f = lf.jit(_both(descending), backend="numpy")
-    llir = f.lower(x).compile().as_text()
-    assert "sort_rows" in llir and "argsort_rows" in llir and "Scatter" not in llir, llir
-    vals, idx = f(x)
-    ref_vals, ref_idx = _reference(x, descending)
+    vals, idx, ref_vals, ref_idx = _sorted_by_kernels("numpy", dtype, descending)
     assert _same(idx, ref_idx), (np.asarray(idx), ref_idx)
     assert _same(vals, ref_vals)
+
+
+def _sorted_by_kernels(backend, dtype, descending):
+    """(values, positions) of the edge rows jitted on ``backend``, whose plan must hold both sort
+    kernels and no rank Scatter, and the references'."""
+    x = _edge_rows(dtype)
+    f = lf.jit(_both(descending), backend=backend)
+    text = f.lower(x).compile().as_text()
+    assert "sort_rows" in text and "argsort_rows" in text and "Scatter" not in text, text
+    return (*f(x), *_reference(x, descending))
 
 
 @pytest.mark.parametrize("descending", [False, True])
@@ -178,12 +183,7 @@ def test_other_sort_functions_keep_their_values():
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, np.int32, np.bool_])
 def test_mlx_sort_kernels(dtype, descending):
-    x = _edge_rows(dtype)
-    f = lf.jit(_both(descending), backend="mlx")
-    text = f.lower(x).compile().as_text()
-    assert "sort_rows" in text and "argsort_rows" in text and "Scatter" not in text, text
-    vals, idx = f(x)
-    ref_vals, ref_idx = _reference(x, descending)
+    vals, idx, ref_vals, ref_idx = _sorted_by_kernels("mlx", dtype, descending)
     assert _same(idx, ref_idx)
     v = np.asarray(vals)
     if dtype in (np.float32, ml_dtypes.bfloat16):  # (MLX may return another NaN's payload)
