@@ -43,7 +43,8 @@ R = np.random.default_rng(17)
 HAVE_METAL = bool(mx.metal.is_available())
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed on this machine")
 KINDS = ("embedding_bag", "embedding_bag_multi", "embedding_bag_multi_raw", "dlrm_interact", "conv2d_bias",
-         "linear_bias", "matmul_t", "rms_norm_rows", "softmax_rows", "argmax_rows")
+         "linear_bias", "matmul_t", "rms_norm_rows", "softmax_rows", "argmax_rows", "sort_rows",
+         "argsort_rows", "scan_rows")
 # NumPy kinds MLX does not offer (its graphs keep the generic form): the decode attention, RoPE
 NOT_ON_MLX = ("attention_rows", "rope_half")
 
@@ -333,7 +334,30 @@ def rows_argmax_last_row_bf16():
     return _extracted(lambda x: lnp.argmax(x[0]).astype(lnp.int32).reshape(1), x)
 
 
+def rows_sort_f32_descending():
+    return _extracted(lambda x: lnp.sort(x, descending=True), _argmax_data((6, 40), dt.float32))
+
+
+def rows_argsort_bf16():
+    return _extracted(lambda x: lnp.argsort(x, axis=0), _argmax_data((12, 40), dt.bfloat16))
+
+
+def rows_scan_cumsum_int32():
+    return _extracted(lambda x: lnp.cumsum(x, axis=1), rand((4, 30), dt.int32))
+
+
+def rows_scan_cumprod_f32_dynamic():
+    x = rand((3, 17), dt.float32)
+    graph = lf.jit(lambda x: lnp.cumprod(x, axis=-1), dynamic_axes={"x": {1: "n"}}).trace(x).hlir
+    from luminal_fn.optimize.egraph import build_egraph
+    from luminal_fn.optimize.extract import Extractor
+
+    llir = Extractor(build_egraph(graph), graph, kernel_kinds=NumpyBackend.kernel_kinds).extract(None)
+    return llir, [x], {"n": 17}
+
+
 CASES = {f.__name__: f for f in [
+    rows_sort_f32_descending, rows_argsort_bf16, rows_scan_cumsum_int32, rows_scan_cumprod_f32_dynamic,
     rows_argmax_rows_f32, rows_argmax_last_row_bf16,
     rows_rms_cast_bf16, rows_rms_half_bf16, rows_rms_half_f16, rows_softmax_attention_mask,
     emb_basic, emb_transposed_table_symbolic_batch, emb_stride_buffer_clamped, emb_int32, emb_f16,
@@ -346,7 +370,8 @@ CASES = {f.__name__: f for f in [
 PREFIX = {"emb": "embedding_bag", "multi": "embedding_bag_multi", "rawmulti": "embedding_bag_multi_raw",
           "dlrm": "dlrm_interact",
           "conv": "conv2d_bias", "linear": "linear_bias", "matmul_t": "matmul_t",
-          "rows_rms": "rms_norm_rows", "rows_softmax": "softmax_rows", "rows_argmax": "argmax_rows"}
+          "rows_rms": "rms_norm_rows", "rows_softmax": "softmax_rows", "rows_argmax": "argmax_rows",
+          "rows_sort": "sort_rows", "rows_argsort": "argsort_rows", "rows_scan": "scan_rows"}
 
 
 def _kind(case: str) -> str:
