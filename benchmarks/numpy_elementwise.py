@@ -5,6 +5,10 @@ the kernel the search keeps), then timed: the best of ``--repeats`` means of ``-
 beside the same NumPy function timed the same way in the same process.
 
     python benchmarks/numpy_elementwise.py [--shape 512 1024] [--search 100] [names...]
+
+Names in TWO (arctan2, fmax, fmin) take a second array of the shape, drawn the same way; arcsin
+and arccos read sin(x), inside their domain (outside it both are NaN, and NumPy's arcsin and
+arctan2 take a slow path at NaN).
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import numpy as np
 
 DEFAULT = ["abs", "floor", "ceil", "trunc", "round", "fmod2", "modf", "sign", "maximum0",
            "where", "isfinite", "isnan", "signbit", "sinh", "cosh", "tanh", "cos", "tan", "arctan",
-           "arcsinh", "cbrt", "log1p", "exp", "expm1"]
+           "arcsinh", "cbrt", "log1p", "exp", "expm1", "arctan2", "arcsin", "arccos", "fmax", "fmin"]
 # functions that are not one-argument NumPy calls: (luminal_fn form, NumPy form)
 SPECIAL = {
     "fmod2": (lambda m, x: m.fmod(x, 2.0), lambda x: np.fmod(x, np.float32(2.0))),
@@ -25,15 +29,17 @@ SPECIAL = {
     "maximum0": (lambda m, x: m.maximum(x, 0.0), lambda x: np.maximum(x, np.float32(0.0))),
     "where": (lambda m, x: m.where(x > 0, x, x * 0.5), lambda x: np.where(x > 0, x, x * np.float32(0.5))),
 }
+TWO = ("arctan2", "fmax", "fmin")  # two-argument functions, called on (x, y)
+INSIDE_ONE = ("arcsin", "arccos")
 
 
-def best_mean(fn, x, calls, repeats):
-    fn(x)
+def best_mean(fn, args, calls, repeats):
+    fn(*args)
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
         for _ in range(calls):
-            fn(x)
+            fn(*args)
         best = min(best, (time.perf_counter() - t0) / calls)
     return best * 1e3
 
@@ -50,18 +56,25 @@ def main():
     import luminal_fn as lf
     import luminal_fn.numpy as lnp
 
-    x = (np.random.default_rng(0).standard_normal(tuple(args.shape)) * 3).astype(np.float32)
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(tuple(args.shape)) * 3).astype(np.float32)
+    y = (rng.standard_normal(tuple(args.shape)) * 3).astype(np.float32)
     search = lf.SearchOptions(limit=args.search, progress=False)
     print("| function | luminal_fn ms | NumPy ms | ratio |\n| --- | --- | --- | --- |")
     for name in args.names:
-        ours, theirs = SPECIAL.get(name, (lambda m, x, n=name: getattr(m, n)(x), getattr(np, name, None)))
-        jf = lf.jit(lambda a, f=ours: f(lnp, a), backend="numpy", search=search)
+        if name in TWO:
+            jf = lf.jit(lambda a, b, n=name: getattr(lnp, n)(a, b), backend="numpy", search=search)
+            theirs, xs = getattr(np, name), (x, y)
+        else:
+            ours, theirs = SPECIAL.get(name, (lambda m, x, n=name: getattr(m, n)(x), getattr(np, name, None)))
+            jf = lf.jit(lambda a, f=ours: f(lnp, a), backend="numpy", search=search)
+            xs = (np.sin(x),) if name in INSIDE_ONE else (x,)
         with np.errstate(all="ignore"):
-            got, want = np.asarray(jf(x)), theirs(x)
+            got, want = np.asarray(jf(*xs)), theirs(*xs)
             if not np.allclose(got, want, rtol=2e-6, atol=1e-6, equal_nan=True):
                 raise SystemExit(f"{name}: luminal_fn's result differs from NumPy's")
-            a = best_mean(jf, x, args.calls, args.repeats)
-            b = best_mean(theirs, x, args.calls, args.repeats)
+            a = best_mean(jf, xs, args.calls, args.repeats)
+            b = best_mean(theirs, xs, args.calls, args.repeats)
         print(f"| {name} | {a:.3f} | {b:.3f} | {a / b:.1f} |", flush=True)
 
 
