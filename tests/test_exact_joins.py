@@ -165,3 +165,20 @@ def test_a_select_on_the_position_is_exact_whatever_the_pieces(backend):
         col = np.arange(7)
         want = np.where(col < k2, np.where(col < k1, padded_a, padded_b), padded_a)
         _same_bits(be.to_numpy(out), want, f"nested select at columns {k1}, {k2}")
+
+
+def test_joins_of_constants_keep_negative_zero_when_folded():
+    """A where of two literals, or a join of two constants, is folded while tracing: the fold
+    reads the padded pieces' Add as the join (a -0.0 piece stays -0.0; NumPy's own sum would
+    give +0.0), as the extraction does for computed pieces."""
+    x = np.array([-1.0, 1.0, -2.0, 3.0], np.float32)
+    want = np.where(x < 0, np.float32(0.0), np.float32(-0.0))
+    for got in (lf.jit(lambda a: lnp.where(a < 0, 0.0, -0.0), backend="numpy")(x),
+                lnp.where(x < 0, 0.0, -0.0)):
+        assert np.array_equal(np.signbit(np.asarray(got)), np.signbit(want))
+    joined = lf.jit(lambda a: lnp.concatenate([lnp.full((2,), -0.0, lnp.float32), lnp.zeros((2,), lnp.float32)]) + a * 0,
+                    backend="numpy")(np.ones(4, np.float32))
+    assert np.signbit(np.asarray(joined)).tolist() == [False] * 4  # (+ a * 0: -0.0 + 0.0 is +0.0, as in NumPy)
+    folded = lf.jit(lambda a: lnp.concatenate([lnp.full((2,), -0.0, lnp.float32), lnp.zeros((2,), lnp.float32)]),
+                    backend="numpy")(np.ones(4, np.float32))
+    assert np.signbit(np.asarray(folded)).tolist() == [True, True, False, False]
