@@ -13,6 +13,8 @@ argsort_rows    x (R, N)        R N DESC        the int32 positions of that orde
 scan_rows       x (R, N)        R N OP          the inclusive scan along the last axis, OP 0 a
                                                 sum (cumsum), 1 a product (cumprod); x float32
                                                 or int32 (int32 wraps), the result x's dtype
+arctan2         y, x (the       -               atan2(y, x) elementwise, float32 / float64 (C's
+                result's shape)                 atan2: NumPy's np.arctan2 on the NumPy backend)
 Bool rows sort as int32 0 / 1; +0.0 and -0.0 are equal keys (ties). A scan's float rounding is
 the kernel's own order of additions (NumPy's is sequential; the front end's pairwise).
 """
@@ -22,4 +24,5 @@ COMPOSITES = {
     "sort_rows": "x sorted along its last axis (stable; NaN last; DESC: JAX's descending order)",
     "argsort_rows": "the int32 positions that sort x along its last axis (as sort_rows)",
     "scan_rows": "the inclusive sum (OP 0) or product (OP 1) of x along its last axis",
+    "arctan2": "atan2(y, x), elementwise",
 }

@@ -11,6 +11,7 @@ from .row_kernels import ROW_KERNELS  # registers rms_norm_rows, softmax_rows, a
 from .rope_kernels import ROPE_KERNELS  # registers rope_half
 from .attention_kernels import ATTENTION_KERNELS  # registers attention_rows
 from .sort_kernels import SORT_KERNELS  # registers sort_rows, argsort_rows (ir/composites.py)
+from .math_kernels import MATH_KERNELS  # registers arctan2 (ir/composites.py)
 
 
 class NumpyExecutable(Executable):
@@ -27,7 +28,7 @@ class NumpyExecutable(Executable):
 class NumpyBackend(Backend):
     name = "numpy"
     kernel_kinds = frozenset(MODEL_KERNELS + MULTI_TABLE_KERNELS + ROW_KERNELS + ROPE_KERNELS + ATTENTION_KERNELS
-                            + SORT_KERNELS)
+                            + SORT_KERNELS + MATH_KERNELS)
 
     def device_name(self) -> str:
         return "cpu"
