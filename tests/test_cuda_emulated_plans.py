@@ -353,6 +353,11 @@ JOINS = {  # name: (function, NumPy's, vector path expected in the join's kernel
                                 lambda a, b: np.stack([a[:, 1:5], b[:, 3:7]], axis=1), True),
     "float16 columns at 5": (lambda a, b: lnp.concatenate([a, b], axis=1), lambda a, b: np.concatenate([a, b], axis=1),
                              True, ((3, 5), (3, 11)), np.float16),
+    # pieces cast on the way in (the cast is computed inside the join's kernel): still the join,
+    # -0.0 kept (an Add of the cast pieces turned it into +0.0)
+    "cast pieces": (lambda a, b: lnp.concatenate([a.astype(lnp.float16), b.astype(lnp.float16)], axis=1),
+                    lambda a, b: np.concatenate([a.astype(np.float16), b.astype(np.float16)], axis=1), True,
+                    ((3, 8), (3, 8))),
     # rows that are no whole vectors: the scalar path (a vector would run past a row)
     "columns of 5 + 2": (lambda a, b: lnp.concatenate([a, b], axis=1), lambda a, b: np.concatenate([a, b], axis=1),
                          False, ((4, 5), (4, 2))),

@@ -71,6 +71,8 @@ def _rewrite(t, walk, views, producers, shape):
         joined = _join(kids[0], kids[1], shape, t[1])
         if joined is not None:
             return joined
+    if tag == "Cast" and t[1] in _FLOATS and kids[0][1] is not None:
+        return new, kids[0][1]  # (a cast to a float keeps a zero a zero of its sign: the same piece)
     if tag == "Mul" and t[1] in _FLOATS:
         for (tree, piece), (other, _) in ((kids[0], kids[1]), (kids[1], kids[0])):
             c = other[1] if other[0] == "const" else None
