@@ -331,9 +331,7 @@ def name_kernel(result: Tracer, name: str, inputs, params, only: bool = True) ->
     to use from here: a contiguous copy where ``result`` is a view of its node."""
     if any(t._node == result._node for t in inputs):
         return result  # (nothing computed: a scan of one element is its input)
-    node = result._ctx.graph.nodes[result._node]
-    v = result._view
-    if not (v.is_contiguous and len(v.shape) == len(node.shape) and all(a == b for a, b in zip(v.shape, node.shape))):
+    if not result._view.reads_whole(result._ctx.graph.nodes[result._node].shape):
         result = materialize(result)
     result._ctx.graph.add_composite(result._node, name, [(t._node, t._view) for t in inputs], params, only)
     return result

@@ -158,7 +158,7 @@ class Graph:
     def as_text(self) -> str:
         lines = [f"hlir {self.name} ({len(self)} nodes)"]
         for n in self.live_nodes():
-            ins = ", ".join(f"%{i}" + ("" if v.is_contiguous and _shape_eq(v.shape, self.nodes[i].shape)
+            ins = ", ".join(f"%{i}" + ("" if v.reads_whole(self.nodes[i].shape)
                                        else f"<{v}>") for i, v in n.inputs)
             attrs = _fmt_attrs(n)
             lines.append(f"  %{n.id} = {n.op}{attrs}({ins}) : {type_str(n.dtype, n.shape)}")
@@ -168,10 +168,6 @@ class Graph:
         return "\n".join(lines)
 
     __str__ = as_text
-
-
-def _shape_eq(a, b):
-    return len(a) == len(b) and all(x == y for x, y in zip(a, b))
 
 
 _SHORT = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "int32": "i32", "bool": "bool"}

@@ -84,6 +84,12 @@ class View:
                     zip(self.strides, contiguous_strides(self.shape), self.shape))
         )
 
+    def reads_whole(self, producer_shape) -> bool:
+        """Whether this view reads its producer as it lies: every element once, in order, at the
+        producer's own shape (a plain edge: nothing to encode, copy or index)."""
+        return (self.is_contiguous and len(self.shape) == len(producer_shape)
+                and all(a == b for a, b in zip(self.shape, producer_shape)))
+
     def numel(self) -> IntLike:
         n: IntLike = 1
         for d in self.shape:

@@ -59,11 +59,6 @@ def view_term(inner: str, v: View) -> str:
     return f"(V {inner} {list_term(v.shape)} {list_term(v.strides)} {expr_term(v.offset)} {mask_term(v.mask)})"
 
 
-def is_plain(v: View, producer_shape) -> bool:
-    return (v.is_contiguous and len(v.shape) == len(producer_shape)
-            and all(a == b for a, b in zip(v.shape, producer_shape)))
-
-
 def int_literal(node):
     """The value of an int32 Constant holding one element (a scalar literal), else None."""
     if node.dtype.name != "int32":
@@ -120,7 +115,7 @@ def encode(g: Graph) -> Encoded:
         ins = []
         for i, v in node.inputs:
             inner = names[i]
-            ins.append(inner if is_plain(v, g.nodes[i].shape) else view_term(inner, v))
+            ins.append(inner if v.reads_whole(g.nodes[i].shape) else view_term(inner, v))
         op = node.op
         if op == "Input":
             term = f"(Inp {node.attrs['index']})"
@@ -163,7 +158,7 @@ def encode(g: Graph) -> Encoded:
     for c in g.composites:  # the front end's named kernels, in their node's e-class
         ins = "(INil)"
         for i, v in reversed(c.inputs):
-            ins = f"(ICons {names[i] if is_plain(v, g.nodes[i].shape) else view_term(names[i], v)} {ins})"
+            ins = f"(ICons {names[i] if v.reads_whole(g.nodes[i].shape) else view_term(names[i], v)} {ins})"
         enc.commands.append(f'(union {names[c.node]} (Kernel "{c.name}" {ins} {list_term(c.params)}))')
     return enc
 

@@ -90,9 +90,7 @@ def read_parts(buf, shape: tuple, strides: tuple, offset: int, mask):
 
 
 def make_reader(src: int, view: View, producer_shape: tuple) -> Callable:
-    trivial = view.is_contiguous and len(view.shape) == len(producer_shape) and all(
-        a == b for a, b in zip(view.shape, producer_shape))
-    if trivial:
+    if view.reads_whole(producer_shape):
         return lambda vals, dims: vals[src]
     if view.is_static():
         return lambda vals, dims: read_view(vals[src], view)

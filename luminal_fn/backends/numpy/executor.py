@@ -65,9 +65,7 @@ def make_reader(src: int, view: View, producer_shape: tuple, producer_dtype=None
     """A function (vals, dims) -> ndarray for one input edge, specialised for its view. It
     carries ``edge = (src, view, producer shape, producer dtype)`` for kernels that read the
     edge their own way (the fused tree programs read broadcast views at their compact shape)."""
-    trivial = view.is_contiguous and len(view.shape) == len(producer_shape) and all(
-        a == b for a, b in zip(view.shape, producer_shape))
-    if trivial:
+    if view.reads_whole(producer_shape):
         def read(vals, dims):
             return vals[src]
 
