@@ -95,6 +95,17 @@ template <typename T> static T lf_exchange(T* slots, T v, int o) {
 inline float lf_shfl(float v, int o) { return lf_exchange(lf_xf, v, o); }
 inline int lf_shfl(int v, int o) { return lf_exchange(lf_xi, v, o); }
 inline bool lf_shfl(bool v, int o) { return lf_exchange(lf_xi, (int)v, o) != 0; }
+// a lane's value from d lanes below (its own below lane d), as __shfl_up_sync
+template <typename T> static T lf_exchange_up(T* slots, T v, int d) {
+  const unsigned t = threadIdx.x;
+  slots[t] = v;
+  lf_warp_bar[t / 32]->arrive_and_wait();
+  T r = (t & 31u) >= (unsigned)d ? slots[t - d] : v;
+  lf_warp_bar[t / 32]->arrive_and_wait();
+  return r;
+}
+inline float __shfl_up_sync(unsigned, float v, int d) { return lf_exchange_up(lf_xf, v, d); }
+inline int __shfl_up_sync(unsigned, int v, int d) { return lf_exchange_up(lf_xi, v, d); }
 
 // ---- the CUDA prelude's helpers, for the types the emulation stores ----
 using std::isnan;

@@ -116,10 +116,18 @@ def test_mlx_scan_kernel(op, dtype):
     _check(mlx.to_numpy(mlx.compile(llir).run([mlx.from_numpy(x)], {"n": 300})[0]), x, op, -1)
 
 
-# (rows, N, dtype, op): within one chunk, several chunks (4 * 256 elements each), and a row of
-# exactly one chunk
+# (rows, N, dtype, op): within one chunk, several chunks (4 * 256 elements each), a row of
+# exactly one chunk, and few rows long enough to split into parts (two launches)
 CUDA_CASES = [(3, 9, np.float32, "sum"), (3, 9, np.int32, "prod"), (2, 5000, np.float32, "sum"),
-              (2, 5000, np.int32, "sum"), (4, 1024, np.float32, "prod"), (1, 3000, np.int32, "prod")]
+              (2, 5000, np.int32, "sum"), (4, 1024, np.float32, "prod"), (1, 3000, np.int32, "prod"),
+              (2, 40000, np.float32, "sum"), (1, 20000, np.int32, "prod"), (3, 17000, np.int32, "sum")]
+
+
+def _scan_labels(rows, n):
+    from luminal_fn.backends.cuda.rowkernels import scan_parts
+
+    split = scan_parts(rows, n, 132) > 1
+    return ["scan_rows (part totals)", "scan_rows"] if split else ["scan_rows"]
 
 
 @needs_gxx
@@ -131,9 +139,9 @@ def test_the_cuda_kernel_on_the_cpu_emulation(rows, n, dtype, op, tmp_path):
 
     x = _data(dtype, (rows, n), seed=n)
     bp = plan_graph(_kernel_llir(op, -1, x, {"a": {1: "n"}}, KERNEL_KINDS), {"n": n})
-    assert [s.label for s in bp.steps if "scan" in s.label] == ["scan_rows"]
+    assert [s.label for s in bp.steps if "scan" in s.label] == _scan_labels(rows, n)
     lib = emu.build(bp, str(tmp_path))
-    for m in sorted({1, n // 3, n}):
+    for m in sorted({1, 2, n // 3, n - 1, n}):  # (a split row's parts at the bucket's n: some empty at m)
         part = np.ascontiguousarray(x[:, :m])
         (got,) = emu.run(lib, bp, [part], {"n": m})
         _check(got, part, op, -1)
@@ -149,6 +157,7 @@ def test_the_cuda_module_compiles():
         kernels += plan_graph(_kernel_llir(op, -1, _data(dtype, (rows, n)), {"a": {1: "n"}}, KERNEL_KINDS),
                               {"n": n}).kernels()
     assert sum(k.kind == "scan_rows" for k in kernels) == len(CUDA_CASES)
+    assert sum(k.kind == "scan_rows_totals" for k in kernels) == sum(len(_scan_labels(r, n)) - 1 for r, n, _, _ in CUDA_CASES)
     if not nvcc_available():
         pytest.skip("nvcc is not installed: the plans were made, the module not compiled")
     nvcc_check(module_source(kernels))

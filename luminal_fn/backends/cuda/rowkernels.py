@@ -169,11 +169,21 @@ def lower_argmax_rows(pl, node):
 
 
 SCAN_BLOCK = 256
+SCAN_PART_MIN = 4096  # the least a part of a split row holds (4 chunks of 4 * SCAN_BLOCK)
+
+
+def scan_parts(rows_max: int, n_max: int, sm_count: int) -> int:
+    """How many blocks scan one row (kernels/scan.cu): one when the rows fill the device or are
+    short, else enough parts (each at least SCAN_PART_MIN) for about two blocks an SM."""
+    if rows_max >= sm_count or n_max < 4 * SCAN_PART_MIN:
+        return 1
+    return max(1, min(2 * sm_count // max(rows_max, 1), n_max // SCAN_PART_MIN))
 
 
 @lowerer("scan_rows")
 def lower_scan_rows(pl, node):
-    """A block a row, kernels/scan.cu (float32 / int32: what the front end names)."""
+    """kernels/scan.cu (float32 / int32: what the front end names): a block a row, or for a few
+    long rows two launches over their parts (the parts' totals, then the scans)."""
     b_x, xv = _direct(pl, node, 0, lambda v: row_view(v) is not None)
     off, rs, rows, N = row_view(xv)
     xd = pl.kernel_input(node, 0).dtype
@@ -182,11 +192,22 @@ def lower_scan_rows(pl, node):
                          "int32 in their own dtype (frontend/numpy/_reduce.py names only those)")
     T = storage(pl, xd)
     op = int(node.attrs["params"][2])
-    body = [f"lf_scan_rows<{T}, {op}, {SCAN_BLOCK}>(b0 + ({rexpr(pl, off)}), (long long)({rexpr(pl, rs)}), "
-            f"{rexpr(pl, rows)}, {rexpr(pl, N)}, out);"]
-    src = hand_source(pl, "scan_rows", body, [("in0", "b0", xd, True), ("out", "out", node.dtype, False)],
-                      SCAN_BLOCK, rows, 1)
-    pl.add_kernel(src, [b_x, pl.node_buf[node.id]], node.id, "scan_rows")
+    parts = scan_parts(_at_most(pl, rows), _at_most(pl, N), pl.sm_count)
+    x = f"b0 + ({rexpr(pl, off)}), (long long)({rexpr(pl, rs)}), {rexpr(pl, rows)}, {rexpr(pl, N)}, {parts}"
+    x_buf, out_buf = ("in0", "b0", xd, True), ("out", "out", node.dtype, False)
+    bufs, ids, tot = [x_buf], [b_x], f"({T}*)0"
+    work = as_expr(rows) * parts
+    if parts > 1:
+        tot_id = pl.scratch(xd, _at_most(pl, rows) * parts)
+        body = [f"lf_scan_part_totals<{T}, {op}, {SCAN_BLOCK}>({x}, pt);"]
+        src = hand_source(pl, "scan_rows_totals", body, [x_buf, ("scratch", "pt", xd, False)], SCAN_BLOCK,
+                          work, 1, meta={"parts": parts})
+        pl.add_kernel(src, [b_x, tot_id], node.id, "scan_rows (part totals)")
+        bufs, ids, tot = [x_buf, ("scratch", "pt", xd, True)], [b_x, tot_id], "pt"
+    body = [f"lf_scan_rows<{T}, {op}, {SCAN_BLOCK}>({x}, {tot}, out);"]
+    src = hand_source(pl, "scan_rows", body, bufs + [out_buf], SCAN_BLOCK, work, 1, meta={"parts": parts})
+    ids.append(pl.node_buf[node.id])
+    pl.add_kernel(src, ids, node.id, "scan_rows")
 
 
 def _at_most(pl, e) -> int:
@@ -195,4 +216,4 @@ def _at_most(pl, e) -> int:
 
 
 __all__ = ["RmsRowsCall", "argmax_parts", "lower_argmax_rows", "lower_rms_norm_rows", "lower_scan_rows",
-           "lower_softmax_rows"]
+           "lower_softmax_rows", "scan_parts"]
