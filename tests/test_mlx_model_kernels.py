@@ -44,7 +44,7 @@ HAVE_METAL = bool(mx.metal.is_available())
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed on this machine")
 KINDS = ("embedding_bag", "embedding_bag_multi", "embedding_bag_multi_raw", "dlrm_interact", "conv2d_bias",
          "linear_bias", "matmul_t", "rms_norm_rows", "softmax_rows", "argmax_rows", "sort_rows",
-         "argsort_rows", "scan_rows")
+         "argsort_rows", "top_k_rows", "scan_rows")
 # NumPy kinds MLX does not offer (its graphs keep the generic form): the decode attention, RoPE,
 # arctan2 (np.arctan2 for lnp's primitives; mx.arctan2 is not yet checked against them)
 NOT_ON_MLX = ("attention_rows", "rope_half", "arctan2")
@@ -343,6 +343,13 @@ def rows_argsort_bf16():
     return _extracted(lambda x: lnp.argsort(x, axis=0), _argmax_data((12, 40), dt.bfloat16))
 
 
+def rows_top_k_f32_ties():  # (a fifth of each row ties at its largest value; a NaN)
+    x = _argmax_data((6, 40), dt.float32)
+    x[:, ::5] = x.max()
+    x[2, 7] = np.nan
+    return _extracted(lambda x: lnp.top_k(x, 9), x)
+
+
 def rows_scan_cumsum_int32():
     return _extracted(lambda x: lnp.cumsum(x, axis=1), rand((4, 30), dt.int32))
 
@@ -358,7 +365,7 @@ def rows_scan_cumprod_f32_dynamic():
 
 
 CASES = {f.__name__: f for f in [
-    rows_sort_f32_descending, rows_argsort_bf16, rows_scan_cumsum_int32, rows_scan_cumprod_f32_dynamic,
+    rows_sort_f32_descending, rows_argsort_bf16, rows_top_k_f32_ties, rows_scan_cumsum_int32, rows_scan_cumprod_f32_dynamic,
     rows_argmax_rows_f32, rows_argmax_last_row_bf16,
     rows_rms_cast_bf16, rows_rms_half_bf16, rows_rms_half_f16, rows_softmax_attention_mask,
     emb_basic, emb_transposed_table_symbolic_batch, emb_stride_buffer_clamped, emb_int32, emb_f16,
@@ -372,7 +379,8 @@ PREFIX = {"emb": "embedding_bag", "multi": "embedding_bag_multi", "rawmulti": "e
           "dlrm": "dlrm_interact",
           "conv": "conv2d_bias", "linear": "linear_bias", "matmul_t": "matmul_t",
           "rows_rms": "rms_norm_rows", "rows_softmax": "softmax_rows", "rows_argmax": "argmax_rows",
-          "rows_sort": "sort_rows", "rows_argsort": "argsort_rows", "rows_scan": "scan_rows"}
+          "rows_sort": "sort_rows", "rows_argsort": "argsort_rows", "rows_top_k": "top_k_rows",
+          "rows_scan": "scan_rows"}
 
 
 def _kind(case: str) -> str:

@@ -129,13 +129,30 @@ def test_functions_that_sort_use_the_kernel():
     for name, (fn, ref) in cases.items():
         f = lf.jit(fn, backend="numpy")
         text = f.lower(x).compile().as_text()
-        assert "sort_rows" in text and "Scatter" not in text, (name, text)
+        sorts = ("top_k_rows",) if name == "top_k" else ("sort_rows",)  # (one sort each; top_k's partitions)
+        assert [k for k in ("sort_rows", "top_k_rows") if k in text] == list(sorts), (name, text)
+        assert text.count(sorts[0]) == 1 and "Scatter" not in text, (name, text)
         got = f(x)
         if name == "top_k":
             order = np.array([_descending_order(r) for r in x])[:, :5]
             assert _same(got[1], order.astype(np.int32)) and _same(got[0], np.take_along_axis(x, order, -1))
         else:
             np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_])
+@pytest.mark.parametrize("k", [0, 1, 4, 9])
+def test_top_k_gathers_by_one_argsort(dtype, k):
+    """top_k is one descending argsort and a gather of its k first positions: the values are x's
+    own (bit for bit: NaN payloads, which zero), in JAX's order; a dynamic leading dim too."""
+    x = _edge_rows(dtype, (4, 3, 9))
+    f = lf.jit(lambda a: lnp.top_k(a, k), dynamic_axes={"a": {0: "b"}}, backend="numpy")
+    for rows in (4, 2):
+        part = x[:rows]
+        vals, idx = f(part)
+        order = np.array([_descending_order(r) for r in part.reshape(-1, 9)]).reshape(part.shape)[..., :k]
+        assert _same(idx, order.astype(np.int32))
+        assert _same(vals, np.take_along_axis(part, order, -1))
 
 
 def test_a_row_too_long_for_ranks():

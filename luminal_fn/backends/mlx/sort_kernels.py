@@ -1,14 +1,15 @@
-"""sort_rows and argsort_rows (ir/composites.py) as MLX ops, with the order of
+"""sort_rows, argsort_rows and top_k_rows (ir/composites.py) as MLX ops, with the order of
 backends/numpy/sort_kernels.py: stable, NaN after +inf (first when descending), +0.0 and -0.0
 tied. mx.argsort promises no stability, so each element's key is made unique: its value as an
-order-keeping integer, times 2**32, plus its position (the key negated for descending)."""
+order-keeping integer, times 2**32, plus its position (the key negated for descending); top_k
+partitions those keys and sorts the first K."""
 from __future__ import annotations
 
 import mlx.core as mx
 
 from .ops import cast, op
 
-SORT_KINDS = ("sort_rows", "argsort_rows")
+SORT_KINDS = ("sort_rows", "argsort_rows", "top_k_rows")
 
 
 def _value_keys(x):
@@ -21,12 +22,28 @@ def _value_keys(x):
     return mx.where(bits < 0, -(bits & 0x7FFFFFFF), bits)
 
 
-def row_order(x, descending: bool):
+def _unique_keys(x, descending: bool):
     keys = _value_keys(x)
     if descending:
         keys = -keys
-    pos = mx.arange(x.shape[-1], dtype=mx.int64)
-    return mx.argsort(keys * (1 << 32) + pos, axis=-1)
+    return keys * (1 << 32) + mx.arange(x.shape[-1], dtype=mx.int64)
+
+
+def row_order(x, descending: bool):
+    return mx.argsort(_unique_keys(x, descending), axis=-1)
+
+
+@op("top_k_rows")
+def _top_k_rows(node, readers):
+    (r_x,) = readers
+    k = int(node.attrs["params"][2])
+
+    def step(vals, dims):
+        keys = _unique_keys(r_x(vals, dims), True)
+        first = mx.sort(mx.partition(keys, k - 1, axis=-1)[..., :k], axis=-1)
+        return cast((first & 0xFFFFFFFF).astype(mx.int32), node.dtype)
+
+    return step
 
 
 @op("sort_rows")

@@ -10,7 +10,7 @@ from .model_kernels import MODEL_KERNELS, MULTI_TABLE_KERNELS  # registers the m
 from .row_kernels import ROW_KERNELS  # registers rms_norm_rows, softmax_rows, argmax_rows, scan_rows
 from .rope_kernels import ROPE_KERNELS  # registers rope_half
 from .attention_kernels import ATTENTION_KERNELS  # registers attention_rows
-from .sort_kernels import SORT_KERNELS  # registers sort_rows, argsort_rows (ir/composites.py)
+from .sort_kernels import SORT_KERNELS  # registers sort_rows, argsort_rows, top_k_rows (ir/composites.py)
 from .math_kernels import MATH_KERNELS  # registers arctan2 (ir/composites.py)
 
 

@@ -6,6 +6,7 @@ name            inputs          params
 sort_rows       x (.., N)       R N DESC        x in sorted order (the elements themselves:
                                                 -0.0 and NaN payloads kept)
 argsort_rows    x (.., N)       R N DESC        their int32 positions
+top_k_rows      x (.., N)       R N K           the first K positions of the descending order
 Ascending is np.argsort(kind="stable")'s order: NaN last, +0.0 and -0.0 tied. DESC is JAX's
 descending order, the ascending one reversed (NaN first) with ties still in index order.
 """
@@ -16,7 +17,7 @@ import numpy as np
 from .executor import kernel
 from .model_kernels import _store
 
-SORT_KERNELS = ("sort_rows", "argsort_rows")
+SORT_KERNELS = ("sort_rows", "argsort_rows", "top_k_rows")
 
 
 def _value_keys(x: np.ndarray):
@@ -29,27 +30,31 @@ def _value_keys(x: np.ndarray):
         return None
     f = x.astype(np.float32) + np.float32(0)
     f[np.isnan(f)] = np.float32(np.nan)
-    bits = f.view(np.int32).astype(np.int64)
-    np.negative(bits & 0x7FFFFFFF, out=bits, where=bits < 0)
-    return bits
+    # a negative float's magnitude bits flipped: the int32 order is then the float order (a
+    # ufunc's where= took 12 ns an element here, two thirds of a vocabulary row's top_k)
+    bits = f.view(np.int32)
+    return (bits ^ ((bits >> 31) & 0x7FFFFFFF)).astype(np.int64)
 
 
-def row_order(x: np.ndarray, descending: bool) -> np.ndarray:
-    """The positions of x's last axis in sorted order (int64). Each key is made unique by the
-    position in its low 32 bits, so NumPy's fast unstable sort of the keys gives the stable
-    order (about 6x np.argsort(kind="stable") on a million float32 here)."""
+def row_order(x: np.ndarray, descending: bool, first: int | None = None) -> np.ndarray:
+    """The positions of x's last axis in sorted order (int64), or the ``first`` of them. Each key
+    is made unique by the position in its low 32 bits, so NumPy's fast unstable sort of the keys
+    gives the stable order (about 6x np.argsort(kind="stable") on a million float32 here), and
+    a partition of them the same first ones."""
     keys = _value_keys(x)
     n = x.shape[-1]
     if keys is None:
         if not descending:
-            return np.argsort(x, axis=-1, kind="stable")
-        return (n - 1 - np.argsort(x[..., ::-1], axis=-1, kind="stable"))[..., ::-1]
+            return np.argsort(x, axis=-1, kind="stable")[..., :first]
+        return (n - 1 - np.argsort(x[..., ::-1], axis=-1, kind="stable"))[..., ::-1][..., :first]
     if descending:
         np.negative(keys, out=keys)
     keys <<= 32
     keys += np.arange(n, dtype=np.int64)
+    if first is not None and 0 < first < n:
+        keys = np.partition(keys, first - 1, axis=-1)[..., :first]
     keys.sort(axis=-1)
-    return keys & 0xFFFFFFFF
+    return keys[..., :first] & 0xFFFFFFFF
 
 
 @kernel("sort_rows")
@@ -71,6 +76,17 @@ def _argsort_rows(node, readers):
 
     def step(vals, dims):
         return _store(node, row_order(r_x(vals, dims), descending))
+
+    return step
+
+
+@kernel("top_k_rows")
+def _top_k_rows(node, readers):
+    (r_x,) = readers
+    k = int(node.attrs["params"][2])
+
+    def step(vals, dims):
+        return _store(node, row_order(r_x(vals, dims), True, first=k))
 
     return step
 
