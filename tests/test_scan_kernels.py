@@ -28,17 +28,25 @@ def _kinds(llir) -> list:
     return [n.attrs.get("name", n.op) for n in llir.live_nodes() if n.op not in ("Input", "Output", "Constant")]
 
 
-def _data(dtype, shape, seed=0):
+def _data(dtype, shape, seed=0, op="sum"):
     rng = np.random.default_rng(seed)
     if dtype == np.int32:  # large enough that long sums wrap
         return rng.integers(-2 ** 30, 2 ** 30, shape).astype(np.int32)
     x = rng.uniform(0.5, 1.5, shape).astype(np.float32) * rng.choice([-1, 1], shape).astype(np.float32)
+    if op == "max":  # a rising trend (the maximum keeps changing), both zeros, a NaN in some rows
+        x = x + np.linspace(0, 4, shape[-1], dtype=np.float32)
+        x.reshape(-1, shape[-1])[:, ::7] = rng.choice([0.0, -0.0], x.reshape(-1, shape[-1])[:, ::7].shape)
+        x.reshape(-1, shape[-1])[::3, shape[-1] * 2 // 3] = np.nan
     return x
 
 
 def _check(got, x, op, axis):
     got = np.asarray(got)
-    if x.dtype == np.int32:
+    if op == "max":  # exact: NumPy's maximum, NaN from the first NaN on
+        ref = np.maximum.accumulate(x, axis=axis)
+        assert got.dtype == x.dtype
+        np.testing.assert_array_equal(got, ref)
+    elif x.dtype == np.int32:
         with np.errstate(over="ignore"):
             ref = (np.cumsum if op == "sum" else np.cumprod)(x, axis=axis, dtype=np.int32)
         assert got.dtype == np.int32 and np.array_equal(got, ref)
@@ -48,7 +56,8 @@ def _check(got, x, op, axis):
 
 
 FNS = {"sum": lambda axis: (lambda a: lnp.cumsum(a, axis=axis)),
-       "prod": lambda axis: (lambda a: lnp.cumprod(a, axis=axis))}
+       "prod": lambda axis: (lambda a: lnp.cumprod(a, axis=axis)),
+       "max": lambda axis: (lambda a: lnp.cummax(a, axis=axis))}
 
 
 def _kernel_llir(op, axis, x, axes=None, kinds=NUMPY.kernel_kinds):
@@ -56,11 +65,11 @@ def _kernel_llir(op, axis, x, axes=None, kinds=NUMPY.kernel_kinds):
     return Extractor(build_egraph(traced.hlir), traced.hlir, kernel_kinds=kinds).extract()
 
 
-@pytest.mark.parametrize("op", ["sum", "prod"])
+@pytest.mark.parametrize("op", ["sum", "prod", "max"])
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_the_kernel_and_the_primitives_give_numpys_scan(op, dtype, axis):
-    x = _data(dtype, (5, 6, 40))
+    x = _data(dtype, (5, 6, 40), op=op)
     traced = lf.jit(FNS[op](axis)).trace(x)
     eg = build_egraph(traced.hlir)
     kernel = Extractor(eg, traced.hlir, kernel_kinds=NUMPY.kernel_kinds).extract()  # (the cheapest)
@@ -70,11 +79,11 @@ def test_the_kernel_and_the_primitives_give_numpys_scan(op, dtype, axis):
         _check(NUMPY.compile(llir).run([x], {})[0], x, op, axis)
 
 
-@pytest.mark.parametrize("op", ["sum", "prod"])
+@pytest.mark.parametrize("op", ["sum", "prod", "max"])
 def test_a_dynamic_axis_runs_only_the_kernel(op):
-    """Along a dynamic axis the primitives are n^2 work (cumsum) or 31 steps (cumprod): the
-    plan is the kernel alone, for every length of the bucket, and a long row is cheap."""
-    x = _data(np.float32, (3, 50_000), seed=1)
+    """Along a dynamic axis the primitives are n^2 work (cumsum, cummax) or 31 steps (cumprod):
+    the plan is the kernel alone, for every length of the bucket, and a long row is cheap."""
+    x = _data(np.float32, (3, 50_000), seed=1, op=op)
     f = lf.jit(FNS[op](-1), dynamic_axes={"a": {1: "n"}}, backend="numpy")
     compiled = f.lower(x[:, :10]).compile()
     for n in (10, 3, 50_000):
@@ -106,11 +115,11 @@ def test_eager_and_other_dtypes():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mlx") is None, reason="mlx is not installed: the MLX backend cannot run")
-@pytest.mark.parametrize("op", ["sum", "prod"])
+@pytest.mark.parametrize("op", ["sum", "prod", "max"])
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 def test_mlx_scan_kernel(op, dtype):
     mlx = get_backend("mlx")
-    x = _data(dtype, (4, 300))
+    x = _data(dtype, (4, 300), op=op)
     llir = _kernel_llir(op, -1, x, {"a": {1: "n"}}, mlx.kernel_kinds)
     assert "scan_rows" in _kinds(llir)
     _check(mlx.to_numpy(mlx.compile(llir).run([mlx.from_numpy(x)], {"n": 300})[0]), x, op, -1)
@@ -120,7 +129,8 @@ def test_mlx_scan_kernel(op, dtype):
 # exactly one chunk, and few rows long enough to split into parts (two launches)
 CUDA_CASES = [(3, 9, np.float32, "sum"), (3, 9, np.int32, "prod"), (2, 5000, np.float32, "sum"),
               (2, 5000, np.int32, "sum"), (4, 1024, np.float32, "prod"), (1, 3000, np.int32, "prod"),
-              (2, 40000, np.float32, "sum"), (1, 20000, np.int32, "prod"), (3, 17000, np.int32, "sum")]
+              (2, 40000, np.float32, "sum"), (1, 20000, np.int32, "prod"), (3, 17000, np.int32, "sum"),
+              (3, 9, np.float32, "max"), (4, 5000, np.int32, "max"), (2, 40000, np.float32, "max")]
 
 
 def _scan_labels(rows, n):
@@ -137,7 +147,7 @@ def test_the_cuda_kernel_on_the_cpu_emulation(rows, n, dtype, op, tmp_path):
     from luminal_fn.backends.cuda import KERNEL_KINDS
     from luminal_fn.backends.cuda.executable import plan_graph
 
-    x = _data(dtype, (rows, n), seed=n)
+    x = _data(dtype, (rows, n), seed=n, op=op)
     bp = plan_graph(_kernel_llir(op, -1, x, {"a": {1: "n"}}, KERNEL_KINDS), {"n": n})
     assert [s.label for s in bp.steps if "scan" in s.label] == _scan_labels(rows, n)
     lib = emu.build(bp, str(tmp_path))
@@ -169,7 +179,7 @@ def test_the_cuda_kernel_on_the_gpu(rows, n, dtype, op):
     from luminal_fn.backends.cuda import KERNEL_KINDS
 
     cuda = get_backend("cuda")
-    x = _data(dtype, (rows, n), seed=n)
+    x = _data(dtype, (rows, n), seed=n, op=op)
     exe = cuda.compile(_kernel_llir(op, -1, x, {"a": {1: "n"}}, KERNEL_KINDS))
     for _ in range(2):  # the second call replays the captured graph
         (got,) = exe.run([cuda.from_numpy(x)], {"n": n})

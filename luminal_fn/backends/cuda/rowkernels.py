@@ -174,10 +174,11 @@ SCAN_PART_MIN = 4096  # the least a part of a split row holds (4 chunks of 4 * S
 
 def scan_parts(rows_max: int, n_max: int, sm_count: int) -> int:
     """How many blocks scan one row (kernels/scan.cu): one when the rows fill the device or are
-    short, else enough parts (each at least SCAN_PART_MIN) for about two blocks an SM."""
+    short, else enough parts (each at least SCAN_PART_MIN) for about two blocks an SM, at most a
+    block's threads (each combines one part's total: the parts stay in order)."""
     if rows_max >= sm_count or n_max < 4 * SCAN_PART_MIN:
         return 1
-    return max(1, min(2 * sm_count // max(rows_max, 1), n_max // SCAN_PART_MIN))
+    return max(1, min(2 * sm_count // max(rows_max, 1), n_max // SCAN_PART_MIN, SCAN_BLOCK))
 
 
 @lowerer("scan_rows")

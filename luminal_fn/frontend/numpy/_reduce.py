@@ -289,7 +289,7 @@ def _cumsum_along(x: Tracer, ax: int) -> Tracer:
     return sum(m.where(keep, xj, 0), axis=ax + 1)
 
 
-SCAN_OPS = {"sum": 0, "prod": 1}  # scan_rows's OP (ir/composites.py)
+SCAN_OPS = {"sum": 0, "prod": 1, "max": 2}  # scan_rows's OP (ir/composites.py)
 
 
 def _named_scan(x: Tracer, ax: int, op: str, along) -> Tracer:
@@ -332,12 +332,15 @@ def cummax(a, axis=0):
     a = lift(a, _ctx_of(a))
     ax = normalize_axis(axis, a.ndim, "cummax")
     lowest = _lowest(a.dtype) if not a.dtype.is_bool else False
-    n = to_int_or_expr(a.shape[ax])
-    if isinstance(n, int):
-        return _scan(a, ax, m.maximum, lowest)
-    # a dynamic length: a masked max over a triangle (n^2 work, one kernel), as cumsum does
-    keep, xj = _triangle(a, ax)
-    return cast(max(m.where(keep, xj, lowest), axis=ax + 1), a.dtype)
+
+    def along(x, ax):
+        if isinstance(to_int_or_expr(x.shape[ax]), int):
+            return _scan(x, ax, m.maximum, lowest)
+        # a dynamic length: a masked max over a triangle (n^2 work, one kernel), as cumsum does
+        keep, xj = _triangle(x, ax)
+        return cast(max(m.where(keep, xj, lowest), axis=ax + 1), x.dtype)
+
+    return _named_scan(a, ax, "max", along)
 
 
 def _scan(x: Tracer, ax: int, combine, fill) -> Tracer:
