@@ -12,6 +12,7 @@ import pytest
 from test_sort_kernels import _both, _edge_rows, _kinds, _reference, _same
 
 import luminal_fn as lf
+import luminal_fn.numpy as lnp
 from luminal_fn.backends import get_backend
 from luminal_fn.optimize.egraph import build_egraph
 from luminal_fn.optimize.extract import Extractor
@@ -112,3 +113,32 @@ def test_the_cuda_kernel_on_the_gpu(rows, n, dtype, descending):
         vals, idx = exe.run([cuda.from_numpy(x)], {})
         assert _same(cuda.to_numpy(idx), ref_idx)
         assert _same(cuda.to_numpy(vals), ref_vals)
+
+
+TOP_K_CASES = [(6, 9, 4), (3, 1000, 1), (2, 5000, 50)]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the CUDA emulation needs it")
+@pytest.mark.parametrize("rows,n,k", TOP_K_CASES)
+def test_top_k_on_the_cpu_emulation(rows, n, k, tmp_path):
+    """top_k on CUDA: the descending argsort (CUDA has no top_k_rows kernel) and a gather of its
+    first k; the values bit for bit x's own."""
+    import cuda_model_emulation as emu
+    from luminal_fn.backends.cuda.executable import plan_graph
+
+    x = _rows(np.float32, (rows, n), seed=n)
+    llir = _llir(lambda a: lnp.top_k(a, k), x)
+    assert [kd for kd in _kinds(llir) if "sort" in kd] == ["argsort_rows"], llir.as_text()
+    bp = plan_graph(llir, {})
+    vals, idx = emu.run(emu.build(bp, str(tmp_path)), bp, [x], {})
+    ref_vals, ref_idx = _reference(x, True)
+    assert _same(idx, ref_idx[:, :k]) and _same(vals, np.ascontiguousarray(ref_vals[:, :k]))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows,n,k", TOP_K_CASES + [(1, 128256, 50), (64, 32000, 40)])
+def test_top_k_on_the_gpu(rows, n, k):
+    x = _rows(np.float32, (rows, n), seed=n)
+    vals, idx = lf.jit(lambda a: lnp.top_k(a, k), backend="cuda")(x)
+    ref_vals, ref_idx = _reference(x, True)
+    assert _same(np.asarray(idx), ref_idx[:, :k]) and _same(np.asarray(vals), np.ascontiguousarray(ref_vals[:, :k]))
