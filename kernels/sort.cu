@@ -52,9 +52,9 @@ __device__ __forceinline__ int lf_sort_padded(int N) {
 
 // rows of N <= LF_SORT_TILE in one launch: a block sorts a row in shared memory. R rows of N
 // elements, row r at x + r * row_stride; vals (the sorted elements) or idx (their positions),
-// R x N contiguous, whichever is given
+// the first F (<= N) of each row, R x F contiguous, whichever is given
 template <typename T, int BLOCK>
-__device__ void lf_sort_rows(const T* __restrict__ x, long long row_stride, int R, int N, int desc,
+__device__ void lf_sort_rows(const T* __restrict__ x, long long row_stride, int R, int N, int F, int desc,
                              T* __restrict__ vals, int* __restrict__ idx) {
   __shared__ unsigned long long s[LF_SORT_TILE];
   const int P = lf_sort_padded(N);
@@ -63,10 +63,10 @@ __device__ void lf_sort_rows(const T* __restrict__ x, long long row_stride, int 
     for (int i = threadIdx.x; i < P; i += BLOCK) s[i] = lf_sort_key(xr, i, N, desc);
     __syncthreads();
     for (int k = 2; k <= P; k <<= 1) lf_sort_merge<BLOCK>(s, P, k, k >> 1, 0);
-    for (int i = threadIdx.x; i < N; i += BLOCK) {
+    for (int i = threadIdx.x; i < F; i += BLOCK) {
       const int pos = (int)(unsigned)(s[i] & 0xffffffffull);
-      if (vals) vals[(long long)row * N + i] = xr[pos];
-      if (idx) idx[(long long)row * N + i] = pos;
+      if (vals) vals[(long long)row * F + i] = xr[pos];
+      if (idx) idx[(long long)row * F + i] = pos;
     }
     __syncthreads();  // (s is refilled by the next row)
   }
@@ -122,16 +122,59 @@ __device__ void lf_sort_merge_tiles(int R, int N, unsigned long long* __restrict
   }
 }
 
-// 4. the sorted keys as outputs: the elements (vals) or their positions (idx)
+// 4. the sorted keys as outputs: the elements (vals) or their positions (idx), the first F of
+// each row (R x F)
 template <typename T, int BLOCK>
-__device__ void lf_sort_out(const T* __restrict__ x, long long row_stride, int R, int N,
+__device__ void lf_sort_out(const T* __restrict__ x, long long row_stride, int R, int F,
                             const unsigned long long* __restrict__ g, long long gs,
                             T* __restrict__ vals, int* __restrict__ idx) {
-  const long long n = (long long)R * N;
+  const long long n = (long long)R * F;
   for (long long e = (long long)blockIdx.x * BLOCK + threadIdx.x; e < n; e += (long long)gridDim.x * BLOCK) {
-    const long long row = e / N;
-    const int i = (int)(e - row * N), pos = (int)(unsigned)(g[row * gs + i] & 0xffffffffull);
+    const long long row = e / F;
+    const int i = (int)(e - row * F), pos = (int)(unsigned)(g[row * gs + i] & 0xffffffffull);
     if (vals) vals[e] = x[row * row_stride + pos];
     if (idx) idx[e] = pos;
+  }
+}
+
+// top_k_rows (the first K positions of the descending order, K <= LF_SORT_TILE / 2) of rows
+// longer than a tile, in two launches. 1: each tile of each row sorted (its own keys, base 0:
+// every tile ascending), its first K keys to g (R rows of tiles x K candidates).
+template <typename T, int BLOCK>
+__device__ void lf_top_k_tiles(const T* __restrict__ x, long long row_stride, int R, int N, int K,
+                               unsigned long long* __restrict__ g) {
+  __shared__ unsigned long long s[LF_SORT_TILE];
+  const int P = lf_sort_padded(N), tile = P < LF_SORT_TILE ? P : LF_SORT_TILE, tiles = P / tile;
+  for (int item = blockIdx.x; item < R * tiles; item += gridDim.x) {  // (block-uniform)
+    const int row = item / tiles, c = (item - row * tiles) * tile;
+    const T* xr = x + (long long)row * row_stride;
+    for (int i = threadIdx.x; i < tile; i += BLOCK) s[i] = lf_sort_key(xr, c + i, N, 1);
+    __syncthreads();
+    for (int k = 2; k <= tile; k <<= 1) lf_sort_merge<BLOCK>(s, tile, k, k >> 1, 0);
+    for (int i = threadIdx.x; i < K; i += BLOCK) g[(long long)item * K + i] = s[i];
+    __syncthreads();
+  }
+}
+
+// 2. a block a row: its candidates in batches through shared memory, the best KP (K rounded up
+// to a power of two) kept at the front of the next batch; the first K positions out (R x K)
+template <int BLOCK>
+__device__ void lf_top_k_merge(int R, int N, int K, const unsigned long long* __restrict__ g, int* __restrict__ idx) {
+  __shared__ unsigned long long s[LF_SORT_TILE];
+  const int P = lf_sort_padded(N), tile = P < LF_SORT_TILE ? P : LF_SORT_TILE, M = (P / tile) * K;
+  const int S = lf_sort_padded(M) < LF_SORT_TILE ? lf_sort_padded(M) : LF_SORT_TILE, KP = lf_sort_padded(K);
+  for (int row = blockIdx.x; row < R; row += gridDim.x) {  // (block-uniform)
+    const unsigned long long* gr = g + (long long)row * M;
+    for (int next = 0, lo = 0; next < M; lo = KP) {  // (block-uniform)
+      for (int i = lo + (int)threadIdx.x; i < S; i += BLOCK) {
+        const int c = next + i - lo;
+        s[i] = c < M ? gr[c] : ~0ull;
+      }
+      next += S - lo;
+      __syncthreads();
+      for (int k = 2; k <= S; k <<= 1) lf_sort_merge<BLOCK>(s, S, k, k >> 1, 0);
+    }
+    for (int i = threadIdx.x; i < K; i += BLOCK) idx[(long long)row * K + i] = (int)(unsigned)(s[i] & 0xffffffffull);
+    __syncthreads();
   }
 }

@@ -310,7 +310,7 @@ _LIBS: dict = {}
 
 # hand kernels any plan may hold (the front end's composites, on every program that sorts):
 # ``build`` adds their files itself
-HAND_FILES_OF = {"sort_rows": "sort.cu", "argsort_rows": "sort.cu", "scan_rows": "scan.cu"}
+HAND_FILES_OF = {"sort_rows": "sort.cu", "argsort_rows": "sort.cu", "top_k_rows": "sort.cu", "scan_rows": "scan.cu"}
 
 
 def _hand_file(kind: str):

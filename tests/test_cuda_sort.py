@@ -115,28 +115,62 @@ def test_the_cuda_kernel_on_the_gpu(rows, n, dtype, descending):
         assert _same(cuda.to_numpy(vals), ref_vals)
 
 
-TOP_K_CASES = [(6, 9, 4), (3, 1000, 1), (2, 5000, 50)]
+# (rows, N, k): a row in one tile (the whole sort, its first k out), longer rows (each tile's k
+# best, then a block a row over those: in one batch, and in several for 40 tiles x 200), and a k
+# past TOP_K_MAX (the whole long sort, its first k out)
+TOP_K_CASES = [(6, 9, 4), (3, 1000, 1), (2, 5000, 50), (1, 9000, 1), (2, 160000, 200), (1, 12000, 2500)]
+
+
+def _top_k_plan(x, k, axes=None, dims=None):
+    from luminal_fn.backends.cuda.executable import plan_graph
+
+    llir = _llir(lambda a: lnp.top_k(a, k), x, axes)
+    assert [kd for kd in _kinds(llir) if "sort" in kd or "top_k" in kd] == ["top_k_rows"], llir.as_text()
+    return plan_graph(llir, dims or {})
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the CUDA emulation needs it")
 @pytest.mark.parametrize("rows,n,k", TOP_K_CASES)
 def test_top_k_on_the_cpu_emulation(rows, n, k, tmp_path):
-    """top_k on CUDA: the descending argsort (CUDA has no top_k_rows kernel) and a gather of its
-    first k; the values bit for bit x's own."""
+    """top_k on CUDA: the top_k_rows kernel's positions and a gather of x by them; the values bit
+    for bit x's own, in JAX's order (NaN first, ties by index)."""
     import cuda_model_emulation as emu
-    from luminal_fn.backends.cuda.executable import plan_graph
 
     x = _rows(np.float32, (rows, n), seed=n)
-    llir = _llir(lambda a: lnp.top_k(a, k), x)
-    assert [kd for kd in _kinds(llir) if "sort" in kd] == ["argsort_rows"], llir.as_text()
-    bp = plan_graph(llir, {})
+    bp = _top_k_plan(x, k)
     vals, idx = emu.run(emu.build(bp, str(tmp_path)), bp, [x], {})
     ref_vals, ref_idx = _reference(x, True)
     assert _same(idx, ref_idx[:, :k]) and _same(vals, np.ascontiguousarray(ref_vals[:, :k]))
 
 
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the CUDA emulation needs it")
+def test_top_k_of_dynamic_rows_on_the_cpu_emulation(tmp_path):
+    """Planned for 3 rows of 20000 (five tiles each; top_k's axis itself is static), run at 3, 1
+    and 2 rows."""
+    import cuda_model_emulation as emu
+
+    x = _rows(np.float32, (3, 20000), seed=3)
+    bp = _top_k_plan(x, 30, {"a": {0: "r"}}, {"r": 3})
+    lib = emu.build(bp, str(tmp_path))
+    for r in (3, 1, 2):
+        part = np.ascontiguousarray(x[:r])
+        vals, idx = emu.run(lib, bp, [part], {"r": r})
+        ref_vals, ref_idx = _reference(part, True)
+        assert _same(idx, ref_idx[:, :30]) and _same(vals, np.ascontiguousarray(ref_vals[:, :30])), r
+
+
+def test_the_top_k_module_compiles():
+    from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
+
+    kernels = [kd for r, n, k in TOP_K_CASES for kd in _top_k_plan(_rows(np.float32, (r, n)), k).kernels()]
+    assert {kd.kind for kd in kernels} >= {"top_k_rows", "top_k_rows_tiles", "top_k_rows_step", "top_k_rows_out"}
+    if not nvcc_available():
+        pytest.skip("nvcc is not installed: the plans were made, the module not compiled")
+    nvcc_check(module_source(kernels))
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows,n,k", TOP_K_CASES + [(1, 128256, 50), (64, 32000, 40)])
+@pytest.mark.parametrize("rows,n,k", TOP_K_CASES + [(1, 128256, 50), (64, 32000, 40), (1, 1_000_000, 64)])
 def test_top_k_on_the_gpu(rows, n, k):
     x = _rows(np.float32, (rows, n), seed=n)
     vals, idx = lf.jit(lambda a: lnp.top_k(a, k), backend="cuda")(x)

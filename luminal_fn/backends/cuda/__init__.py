@@ -26,7 +26,7 @@ KERNEL_KINDS = frozenset({"embedding_bag", "embedding_bag_multi", "embedding_bag
                           "rms_norm_rows", "softmax_rows", "rope_half",
                           "attention_rows",  # specialize_attention.egg (attentionkernels.py)
                           "argmax_rows",  # specialize_argmax.egg (rowkernels.py)
-                          "sort_rows", "argsort_rows",  # ir/composites.py (sortkernels.py)
+                          "sort_rows", "argsort_rows", "top_k_rows",  # ir/composites.py (sortkernels.py)
                           "scan_rows"})  # ir/composites.py (rowkernels.py)
 
 # DLPack imports of these dtypes are the backend's storage already (bfloat16 is viewed as uint16)

@@ -14,7 +14,7 @@ from ..errors import ShapeError
 from ..tracer import (Tracer, _ctx_of, _new, binary, broadcast_to, cast, iota, lift, name_kernel, normalize_axis,
                       reshape_any, result_dtype, static_int)
 from . import _math as m
-from ._index import take
+from ._index import dim_value, take
 from ._reduce import sum as rsum
 from ._shape import _slice_axis, expand_dims, moveaxis
 
@@ -36,8 +36,8 @@ def _keys(x: Tracer) -> Tracer:
     return cast(x, dt.int32) if x.dtype.is_bool else x
 
 
-def _scatter_by_rank(x: Tracer, descending: bool):
-    """x (sorted along its last axis) -> (flat destination of each element, the dest shape)."""
+def _ranks(x: Tracer, descending: bool) -> Tracer:
+    """Each element's int32 position in its row's sorted order (ties by index)."""
     ctx = x._ctx
     n = x.shape[-1]
     k = _keys(x)
@@ -47,11 +47,18 @@ def _scatter_by_rank(x: Tracer, descending: bool):
     ii = reshape_any(iota(None, n, ctx), (n, 1))
     jj = reshape_any(iota(None, n, ctx), (1, n))
     tie_before = m.logical_and(_eq_key(xj, xi), m.less(jj, ii))
-    rank = rsum(cast(m.logical_or(before, tie_before), dt.int32), axis=-1)  # (..., n)
+    return rsum(cast(m.logical_or(before, tie_before), dt.int32), axis=-1)  # (..., n)
+
+
+def _row_starts(x: Tracer, width) -> Tracer:
+    """(..., 1): where row r of x's leading dims starts in a flat result of rows of ``width``."""
     lead = x.shape[:-1]
-    rows = prod(lead)
-    row_start = reshape_any(iota(Z * as_expr(n), rows, ctx), lead + (1,))  # row r starts at r*n
-    return binary("Add", rank, row_start)
+    return reshape_any(iota(Z * as_expr(width), prod(lead), x._ctx), lead + (1,))
+
+
+def _scatter_by_rank(x: Tracer, descending: bool):
+    """x (sorted along its last axis) -> the flat destination of each element."""
+    return binary("Add", _ranks(x, descending), _row_starts(x, x.shape[-1]))
 
 
 def _sort_last(x: Tracer, descending: bool, values: bool, indices: bool):
@@ -106,16 +113,28 @@ def top_k(operand, k):
     n = static_int(x.shape[-1], "top_k: the last axis")
     if not isinstance(k, int) or not 0 <= k <= n:
         raise ShapeError(f"top_k: k={k!r} must be an int in [0, {n}] for shape {x.shape}")
-    # one sort: the values are gathered by the k first indices (sorting the values too took a
-    # second sort of every key)
-    (idx,) = _sort_last(x, True, values=False, indices=True)
-    ax = x.ndim - 1
-    idx = _slice_axis(idx, ax, 0, k)
-    lead = x.shape[:-1]
-    if 0 < k < n:  # a backend with a top_k kernel need not order the rest (ir/composites.py)
-        idx = name_kernel(idx, "top_k_rows", [x], (prod(lead), n, k))
-    row_start = reshape_any(iota(Z * as_expr(n), prod(lead), x._ctx), lead + (1,))  # (in range: no wrap)
-    return _new(x._ctx, "Gather", [binary("Add", idx, row_start), x], idx.shape, x.dtype), idx
+    if 0 < k < n:
+        idx = _top_k_positions(x, k)
+    else:  # (all of the order, or none of it)
+        (idx,) = _sort_last(x, True, values=False, indices=True)
+        idx = _slice_axis(idx, x.ndim - 1, 0, k)
+    # the values gathered by those positions (in range: no wrap), not sorted a second time
+    return _new(x._ctx, "Gather", [binary("Add", idx, _row_starts(x, n)), x], idx.shape, x.dtype), idx
+
+
+def _top_k_positions(x: Tracer, k: int) -> Tracer:
+    """The positions of the k first of x's descending order: each position scattered to its
+    rank, ranks past k dropped (out of range), and named the top_k_rows kernel, which need not
+    order the rest (ir/composites.py). (Not a slice of the argsort: an option reading the
+    argsort around the kernel would keep the whole sort alive.)"""
+    ctx, n, lead = x._ctx, x.shape[-1], x.shape[:-1]
+    rank = _ranks(x, True)
+    past = binary("Mul", cast(m.greater_equal(rank, k), dt.int32), dim_value(prod(lead) * k, ctx))
+    flat = binary("Add", binary("Add", rank, _row_starts(x, k)), past)
+    src = broadcast_to(reshape_any(iota(None, n, ctx), (1,) * len(lead) + (n,)), x.shape)
+    dest = broadcast_to(lift(0, ctx, dt.int32), lead + (k,))
+    out = _new(ctx, "Scatter", [dest, flat, src], lead + (k,), dt.int32, mode="set")
+    return name_kernel(out, "top_k_rows", [x], (prod(lead), n, k))
 
 
 def _check_kth(a, kth, axis, fn):
