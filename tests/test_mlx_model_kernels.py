@@ -46,8 +46,8 @@ KINDS = ("embedding_bag", "embedding_bag_multi", "embedding_bag_multi_raw", "dlr
          "linear_bias", "matmul_t", "rms_norm_rows", "softmax_rows", "argmax_rows", "sort_rows",
          "argsort_rows", "top_k_rows", "scan_rows")
 # NumPy kinds MLX does not offer (its graphs keep the generic form): the decode attention, RoPE,
-# arctan2 (np.arctan2 for lnp's primitives; mx.arctan2 is not yet checked against them)
-NOT_ON_MLX = ("attention_rows", "rope_half", "arctan2")
+# arctan2, arcsin, arccos (NumPy's ufuncs for lnp's primitives; MLX's are not yet checked against them)
+NOT_ON_MLX = ("attention_rows", "rope_half", "arctan2", "arcsin", "arccos")
 
 
 def _scalar(b, value):

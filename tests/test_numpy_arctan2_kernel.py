@@ -1,7 +1,8 @@
 """lnp.arctan2 names the arctan2 kernel (ir/composites.py) beside its ~40 primitives; the NumPy
 backend's is one np.arctan2 (backends/numpy/math_kernels.py) with NumPy's bits, at any size and
-through broadcasting, and lnp.arcsin / lnp.arccos (arctan2 of a computed square root) use it
-too. Backends without the kernel keep the primitives, which agree to float32 rounding.
+through broadcasting. lnp.arcsin / lnp.arccos (arctan2 of a computed square root) name their
+own kernels (np.arcsin / np.arccos). Backends without them keep the primitives, which agree to
+float32 rounding.
 """
 import numpy as np
 import pytest
@@ -76,13 +77,22 @@ def test_broadcast_and_0d_sides(y, x):
     assert np.array_equal(_bits(got)[~nan], _bits(want)[~nan])
 
 
-def test_arcsin_and_arccos_read_the_kernel():
-    s = np.sin(np.linspace(-4, 4, 300, dtype=F32))
-    for fn, ref in ((lnp.arcsin, np.arcsin), (lnp.arccos, np.arccos)):
-        with_kernel, _ = _plans(fn, s)
-        assert "arctan2" in _kernels(with_kernel)
-        np.testing.assert_allclose(NUMPY.compile(with_kernel).run([s], {})[0], ref(s), rtol=0, atol=5e-7)
-        np.testing.assert_allclose(np.asarray(lf.jit(fn)(s)), ref(s), rtol=0, atol=5e-7)
+def test_arcsin_and_arccos_are_numpys():
+    """Each names its own kernel (np.arcsin / np.arccos: NumPy's bits, edges included), not the
+    arctan2 inside it; the primitives agree to 5e-7."""
+    s = np.concatenate([np.sin(np.linspace(-4, 4, 300, dtype=F32)), VALUES])
+    for fn, ref, name in ((lnp.arcsin, np.arcsin, "arcsin"), (lnp.arccos, np.arccos, "arccos")):
+        traced = lf.jit(fn).trace(s)
+        eg = build_egraph(traced.hlir)
+        plans = [Extractor(eg, traced.hlir, kernel_kinds=NUMPY.kernel_kinds - set(drop)).extract()
+                 for drop in ((), (name,))]
+        assert _kernels(plans[0]) == [name] and not {"arctan2", name} & set(_kernels(plans[1]))
+        with np.errstate(all="ignore"):
+            want = ref(s)
+            got = [NUMPY.compile(p).run([s], {})[0] for p in plans]
+        assert np.array_equal(_bits(got[0]), _bits(want)) and np.array_equal(_bits(np.asarray(lf.jit(fn)(s))), _bits(want))
+        for g in got[1:]:
+            np.testing.assert_allclose(g, want, rtol=0, atol=5e-7)
 
 
 def test_other_backends_keep_the_primitives():

@@ -19,6 +19,7 @@ scan_rows       x (R, N)        R N OP          the inclusive scan along the las
                                                 or int32 (int32 wraps), the result x's dtype
 arctan2         y, x (the       -               atan2(y, x) elementwise, float32 / float64 (C's
                 result's shape)                 atan2: NumPy's np.arctan2 on the NumPy backend)
+arcsin, arccos  x               -               asin(x), acos(x) elementwise, float32 / float64
 Bool rows sort as int32 0 / 1; +0.0 and -0.0 are equal keys (ties). A scan's float rounding is
 the kernel's own order of additions (NumPy's is sequential; the front end's pairwise).
 """
@@ -30,4 +31,6 @@ COMPOSITES = {
     "top_k_rows": "the int32 positions of the K largest along the last axis (argsort_rows DESC's first K)",
     "scan_rows": "the inclusive sum (OP 0), product (OP 1) or maximum (OP 2) of x along its last axis",
     "arctan2": "atan2(y, x), elementwise",
+    "arcsin": "asin(x), elementwise",
+    "arccos": "acos(x), elementwise",
 }

@@ -101,7 +101,13 @@ def arctan(x):
 @computed_in_float32
 def arctan2(y, x):
     y, x = _float(y), _float(x)
-    y0, x0 = y, x
+    r = _arctan2(y, x)
+    # a backend's own atan2 (NumPy's np.arctan2): one pass where this is ~40; searched against it
+    return name_kernel(r, "arctan2", [broadcast_to(y, r.shape), broadcast_to(x, r.shape)], (), only=False)
+
+
+def _arctan2(y, x):
+    """atan2 in primitives (float y, x)."""
     # atan2 does not change when both are scaled: tiny pairs are lifted by 2**64 (exact), else a
     # subnormal x's reciprocal overflows and 0 * inf makes atan2(0, 1e-43) NaN instead of 0
     scale = where(less(add(absolute(y), absolute(x)), 2.0 ** -60), 2.0 ** 64, 1.0)
@@ -117,21 +123,23 @@ def arctan2(y, x):
     on_axis = where(signbit(x), math.pi, 0.0)
     on_axis = where(equal(y, 0), where(y_neg, negative(on_axis), on_axis),
                     where(greater(y, 0), math.pi / 2, -math.pi / 2))
-    r = where(logical_or(isnan(x), isnan(y)), math.nan, where(equal(x, 0), on_axis, a))
-    # a backend's own atan2 (NumPy's np.arctan2): one pass where this is ~40; searched against it
-    return name_kernel(r, "arctan2", [broadcast_to(y0, r.shape), broadcast_to(x0, r.shape)], (), only=False)
+    return where(logical_or(isnan(x), isnan(y)), math.nan, where(equal(x, 0), on_axis, a))
 
 
 @computed_in_float32
 def arcsin(x):
     x = _float(x)
-    return arctan2(x, sqrt(multiply(subtract(1.0, x), add(1.0, x))))
+    # (its own kernel, NumPy's np.arcsin, searched; the arctan2 inside is not named: a backend
+    # with both would offer the two in one class)
+    r = _arctan2(x, sqrt(multiply(subtract(1.0, x), add(1.0, x))))
+    return name_kernel(r, "arcsin", [x], (), only=False)
 
 
 @computed_in_float32
 def arccos(x):
     x = _float(x)
-    return arctan2(sqrt(multiply(subtract(1.0, x), add(1.0, x))), x)
+    r = _arctan2(sqrt(multiply(subtract(1.0, x), add(1.0, x))), x)
+    return name_kernel(r, "arccos", [x], (), only=False)
 
 
 _BIG = 2.0 ** 28  # above it x^2 + 1 is x^2 in float32 (and x^2 overflows from 1.8e19)
