@@ -31,6 +31,8 @@ def _rows(dtype, shape, seed=0):
     rng = np.random.default_rng(seed)
     if dtype in (np.int32, np.bool_):
         x = _edge_rows(dtype, (shape[0], shape[1]))
+        if dtype == np.int32:  # the extremes (INT32_MIN's descending key once overflowed on NumPy)
+            x[0, :4] = [-2 ** 31, 2 ** 31 - 1, -2 ** 31, 0]
         return x
     x = rng.standard_normal(shape).astype(np.float32)
     x[..., ::7] = 0.5  # ties across the whole row

@@ -155,6 +155,43 @@ def test_top_k_gathers_by_one_argsort(dtype, k):
         assert _same(vals, np.take_along_axis(part, order, -1))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64, np.int32, np.bool_])
+def test_the_numpy_top_k_kernel_partitions_to_the_sorts_first_k(dtype):
+    """backends/numpy/sort_kernels.py's top_k_order (a partition of int32 words, then 64-bit keys
+    for the elements at or before each row's k-th) against the whole sort's first k: rows where
+    the k-th value ties many times, rows all one value, NaN rows; float64 takes the whole sort."""
+    from luminal_fn.backends.numpy.sort_kernels import row_order, top_k_order
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((7, 300)).astype(np.float32)
+    x[0, ::2] = 1.0
+    x[1, :] = 2.5
+    x[2, ::3] = np.nan
+    x[3, ::4] = -0.0
+    x[4] = np.round(x[4])
+    if dtype == np.int32:  # (the NaN row: the extremes)
+        x = np.where(np.isnan(x), -2 ** 31, np.where(x > 1.5, 2 ** 31 - 1, np.nan_to_num(x).astype(np.int32)))
+    x = x.astype(dtype) if dtype != np.bool_ else x > 0
+    for k in (1, 2, 37, 150, 299):
+        assert np.array_equal(top_k_order(x, k), row_order(x, True)[:, :k]), k
+        assert np.array_equal(top_k_order(x.reshape(7, 3, 100), k % 100 or 1),
+                              row_order(x.reshape(7, 3, 100), True)[..., :k % 100 or 1]), k
+
+
+@pytest.mark.parametrize("backend", ["numpy", "mlx"])
+def test_int32_extremes_sort_in_place(backend):
+    """INT32_MIN's descending key once overflowed (its negation shifted by 32) and sorted first."""
+    if backend == "mlx" and importlib.util.find_spec("mlx") is None:
+        pytest.skip("mlx is not installed: the MLX backend cannot run")
+    x = np.int32([[3, -2 ** 31, 5, 0, 2 ** 31 - 1, -2 ** 31, -1], [-2 ** 31] * 3 + [2 ** 31 - 1] * 4])
+    f = lf.jit(lambda a: (lnp.sort(a, descending=True), lnp.argsort(a, descending=True), lnp.top_k(a, 3)[1],
+                          lnp.sort(a)), backend=backend)
+    vals, idx, top, up = f(x)
+    order = np.array([_descending_order(r) for r in x])
+    assert _same(idx, order.astype(np.int32)) and _same(vals, np.take_along_axis(x, order, -1))
+    assert _same(top, order[:, :3].astype(np.int32)) and _same(up, np.sort(x, axis=-1))
+
+
 def test_a_row_too_long_for_ranks():
     """200000 elements: the ranks would compare 4e10 pairs (far past this machine's memory on
     the NumPy backend); the kernel sorts them as np.sort does."""

@@ -24,8 +24,8 @@ def _value_keys(x):
 
 def _unique_keys(x, descending: bool):
     keys = _value_keys(x)
-    if descending:
-        keys = -keys
+    if descending:  # (~k, not -k: -INT32_MIN shifted by 32 overflows)
+        keys = mx.bitwise_invert(keys)
     return keys * (1 << 32) + mx.arange(x.shape[-1], dtype=mx.int64)
 
 
