@@ -46,7 +46,8 @@ def _rows(dtype, shape, seed=0):
 # (rows, N, dtype): in shared memory (N <= 4096, and one row of exactly a tile), and through the
 # scratch (N > 4096: the wider merge steps over global memory)
 CASES = [(6, 9, np.float32), (6, 9, ml_dtypes.bfloat16), (6, 9, np.int32), (6, 9, np.bool_),
-         (3, 1000, np.float32), (2, 4096, np.float32), (2, 5000, np.float32), (1, 9000, np.float16)]
+         (3, 1000, np.float32), (2, 4096, np.float32), (2, 5000, np.float32), (1, 9000, np.float16),
+         (1, 40000, np.float32)]  # (P = 65536: three and four wide steps in one launch)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the CUDA emulation needs it")
@@ -93,9 +94,9 @@ def test_the_cuda_module_compiles():
     kernels = []
     for rows, n, dtype in CASES:
         kernels += plan_graph(_llir(_both(True), _rows(dtype, (rows, n))), {}).kernels()
-    # a launch an output up to 4096 keys; longer rows: tiles, the wider stages' steps and tile
-    # merges, outputs (P = 8192: 4 launches; P = 16384: 7)
-    launches = {8192: 4, 16384: 7}
+    # a launch an output up to 4096 keys; longer rows: tiles, the wider stages' steps (up to four
+    # a launch) and tile merges, outputs (P = 8192: 4 launches; 16384: 6; 65536: 10)
+    launches = {8192: 4, 16384: 6, 65536: 10}
     want = sum(2 * launches.get(1 << (n - 1).bit_length(), 1) for _, n, _ in CASES)
     assert sum(k.kind.startswith(("sort_rows", "argsort_rows")) for k in kernels) == want
     if not nvcc_available():

@@ -3,8 +3,8 @@ backends/numpy/sort_kernels.py): kernels/sort.cu's bitonic network over unique 6
 (value word, position). Rows of up to LF_SORT_TILE (4096) keys at the bucket's largest dims are
 one launch, a block a row in shared memory. Longer rows keep their keys in a global scratch of
 rows x P (P the length rounded up to a power of two) and take several launches over the whole
-grid, so one long row is not one SM's work: for P = 2^20, 46 (the tiles, 36 wide steps, 8 tile
-merges, the outputs). A smaller call in the same bucket runs the same launches; those of stages
+grid, so one long row is not one SM's work: for P = 2^20, 22 (the tiles, 36 wide steps in 12
+launches, 8 tile merges, the outputs). A smaller call in the same bucket runs the same launches; those of stages
 past its own P return at once.
 
 top_k_rows (the first K positions of the descending order) sorts each tile of a longer row and
@@ -22,6 +22,7 @@ from .rowkernels import _at_most, _direct
 SORT_BLOCK = 512  # a row's tile in shared memory
 STEP_BLOCK = 256  # the launches over every key (a step of the wider stages, the outputs)
 SORT_TILE = 4096  # kernels/sort.cu's LF_SORT_TILE
+STEPS_AT_ONCE = 4  # the wide steps one launch takes (kernels/sort.cu's lf_sort_steps: 16 keys a thread)
 TOP_K_MAX = SORT_TILE // 2  # kernels/sort.cu's lf_top_k_merge keeps K candidates beside a batch
 
 
@@ -57,7 +58,6 @@ def _lower_sort(pl, node, kind: str, desc: int, first=None):
     g_buf = ("scratch", "sk", dt.int32, False)
     g = f"(unsigned long long*)sk, {p_max}LL"
     tiles = as_expr(rows) * (p_max // SORT_TILE)
-    pairs = as_expr(rows) * (p_max // 2)
 
     def launch(label, body, bufs, ids, block, work, per_block):
         pl.add_kernel(hand_source(pl, f"{kind}_{label}", body, bufs, block, work, per_block),
@@ -68,10 +68,11 @@ def _lower_sort(pl, node, kind: str, desc: int, first=None):
     k = 2 * SORT_TILE
     while k <= p_max:
         j = k // 2
-        while j >= SORT_TILE:
-            launch("step", [f"lf_sort_step<{STEP_BLOCK}>({R}, {n}, {g}, {k}, {j});"], [g_buf], [keys],
-                   STEP_BLOCK, pairs, STEP_BLOCK * 4)
-            j //= 2
+        while j >= SORT_TILE:  # up to STEPS_AT_ONCE steps a launch, their keys in registers
+            S = min(STEPS_AT_ONCE, (j // SORT_TILE).bit_length())
+            launch("step", [f"lf_sort_steps<{STEP_BLOCK}, {S}>({R}, {n}, {g}, {k}, {j});"], [g_buf], [keys],
+                   STEP_BLOCK, as_expr(rows) * (p_max >> S), STEP_BLOCK * 4)
+            j >>= S
         launch("merge", [f"lf_sort_merge_tiles<{SORT_BLOCK}>({R}, {n}, {g}, {k});"], [g_buf], [keys],
                SORT_BLOCK, tiles, 1)
         k *= 2
