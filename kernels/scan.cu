@@ -62,6 +62,13 @@ __device__ __forceinline__ T lf_block_scan(T v, T* total, T* wt) {
   return before;
 }
 
+// work item `item` of R * parts: row item / parts, its part [lo, hi) of ceil(N / parts)
+struct lf_scan_part { int row, lo, hi; };
+__device__ __forceinline__ lf_scan_part lf_scan_part_of(int item, int parts, int N) {
+  const int chunk = (N + parts - 1) / parts, row = item / parts, lo = (item - row * parts) * chunk;
+  return {row, lo, min(N, lo + chunk)};
+}
+
 // R rows of N elements, row r at x + r * row_stride; out R x N contiguous. R * parts work items
 // (a row's part of ceil(N / parts)), taken by the blocks in turn. With parts > 1, part_tot holds
 // each part's total, stored by lf_scan_part_totals.
@@ -70,13 +77,12 @@ __device__ void lf_scan_rows(const T* __restrict__ x, long long row_stride, int 
                              const T* __restrict__ part_tot, T* __restrict__ out) {
   __shared__ T wt[BLOCK / 32];
   const T one = lf_scan_one<T, OP>();
-  const int chunk = (N + parts - 1) / parts;
   for (int item = blockIdx.x; item < R * parts; item += gridDim.x) {  // (block-uniform)
-    const int row = item / parts, part = item - row * parts;
-    const int lo = part * chunk, hi = min(N, lo + chunk);
+    const auto [row, lo, hi] = lf_scan_part_of(item, parts, N);
     const T* xr = x + (long long)row * row_stride;
     T* orow = out + (long long)row * N;
     T carry = one;
+    const int part = item - row * parts;
     if (part > 0) {  // the parts before this one, in order (a float sum's order is fixed)
       T p = one;
       for (int q = (int)threadIdx.x; q < part; q += BLOCK) p = lf_scan_op<OP>(p, part_tot[row * parts + q]);
@@ -109,10 +115,8 @@ __device__ void lf_scan_part_totals(const T* __restrict__ x, long long row_strid
                                     T* __restrict__ part_tot) {
   __shared__ T wt[BLOCK / 32];
   const T one = lf_scan_one<T, OP>();
-  const int chunk = (N + parts - 1) / parts;
   for (int item = blockIdx.x; item < R * parts; item += gridDim.x) {  // (block-uniform)
-    const int row = item / parts, part = item - row * parts;
-    const int lo = part * chunk, hi = min(N, lo + chunk);
+    const auto [row, lo, hi] = lf_scan_part_of(item, parts, N);
     const T* xr = x + (long long)row * row_stride;
     T acc = one;
     for (int e = lo + (int)threadIdx.x; e < hi; e += BLOCK) acc = lf_scan_op<OP>(acc, xr[e]);
