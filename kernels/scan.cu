@@ -1,8 +1,8 @@
 // scan_rows (ir/composites.py; semantics in backends/numpy/row_kernels.py): the inclusive sum
-// (OP 0), product (OP 1) or maximum (OP 2) of each row along its last axis, float32 or int32
-// (int32 sums and products wrap). The
-// front end's form is log2(n) shifted adds along a static axis, n^2 work or 31 steps along a
-// dynamic one; this reads and writes each element once (twice read for a long row's parts).
+// (OP 0), product (OP 1), maximum (OP 2) or minimum (OP 3) of each row along its last axis,
+// float32 or int32 (int32 sums and products wrap). The front end's form is log2(n) shifted adds
+// along a static axis, n^2 work or 31 steps along a dynamic one; this reads and writes each
+// element once (twice read for a long row's parts).
 //
 // A block walks its part of a row in chunks of 4 * BLOCK: each thread scans its 4 neighbours,
 // the block scans the threads' totals (warp shuffles, then the warps' totals), and the running
@@ -10,15 +10,17 @@
 // fill the device (one row of 128256 was one SM's work): a first launch stores each part's total,
 // the second starts each part from the total of the parts before it.
 
-// a the earlier elements' scan, b the later ones'; OP 2 (cummax) is NumPy's maximum: a NaN on
-// either side wins, and of equal values the earlier (which of +0.0 / -0.0), so it is associative
+// a the earlier elements' scan, b the later ones'; OP 2 / 3 (cummax / cummin) are NumPy's
+// maximum / minimum: a NaN on either side wins, and of equal values the earlier (which of +0.0 /
+// -0.0), so they are associative
 template <int OP>
 __device__ __forceinline__ float lf_scan_op(float a, float b) {
-  return OP == 0 ? a + b : OP == 1 ? a * b : ((a != a || a >= b) ? a : b);
+  return OP == 0 ? a + b : OP == 1 ? a * b : OP == 2 ? ((a != a || a >= b) ? a : b) : ((a != a || a <= b) ? a : b);
 }
 template <int OP>  // (wrapping, as int32 sums wrap on every backend; signed overflow is undefined in C++)
 __device__ __forceinline__ int lf_scan_op(int a, int b) {
-  return OP == 0 ? (int)((unsigned)a + (unsigned)b) : OP == 1 ? (int)((unsigned)a * (unsigned)b) : max(a, b);
+  return OP == 0 ? (int)((unsigned)a + (unsigned)b) : OP == 1 ? (int)((unsigned)a * (unsigned)b)
+         : OP == 2 ? max(a, b) : min(a, b);
 }
 
 template <typename T, int OP>
@@ -26,9 +28,11 @@ __device__ __forceinline__ T lf_scan_one();  // the identity: 0, 1, the lowest v
 template <> __device__ __forceinline__ float lf_scan_one<float, 0>() { return 0.f; }
 template <> __device__ __forceinline__ float lf_scan_one<float, 1>() { return 1.f; }
 template <> __device__ __forceinline__ float lf_scan_one<float, 2>() { return -LF_INF; }
+template <> __device__ __forceinline__ float lf_scan_one<float, 3>() { return LF_INF; }
 template <> __device__ __forceinline__ int lf_scan_one<int, 0>() { return 0; }
 template <> __device__ __forceinline__ int lf_scan_one<int, 1>() { return 1; }
 template <> __device__ __forceinline__ int lf_scan_one<int, 2>() { return (int)0x80000000u; }
+template <> __device__ __forceinline__ int lf_scan_one<int, 3>() { return 0x7fffffff; }
 
 // the exclusive scan of v across the block (what the threads before this one hold together),
 // and the block's total in *total (every thread calls it; wt: BLOCK / 32 slots, free again when

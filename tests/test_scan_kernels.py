@@ -33,8 +33,8 @@ def _data(dtype, shape, seed=0, op="sum"):
     if dtype == np.int32:  # large enough that long sums wrap
         return rng.integers(-2 ** 30, 2 ** 30, shape).astype(np.int32)
     x = rng.uniform(0.5, 1.5, shape).astype(np.float32) * rng.choice([-1, 1], shape).astype(np.float32)
-    if op == "max":  # a rising trend (the maximum keeps changing), both zeros, a NaN in some rows
-        x = x + np.linspace(0, 4, shape[-1], dtype=np.float32)
+    if op in ("max", "min"):  # a trend (the extreme keeps changing), both zeros, a NaN in some rows
+        x = x + np.linspace(0, 4 if op == "max" else -4, shape[-1], dtype=np.float32)
         x.reshape(-1, shape[-1])[:, ::7] = rng.choice([0.0, -0.0], x.reshape(-1, shape[-1])[:, ::7].shape)
         x.reshape(-1, shape[-1])[::3, shape[-1] * 2 // 3] = np.nan
     return x
@@ -42,8 +42,8 @@ def _data(dtype, shape, seed=0, op="sum"):
 
 def _check(got, x, op, axis):
     got = np.asarray(got)
-    if op == "max":  # exact: NumPy's maximum, NaN from the first NaN on
-        ref = np.maximum.accumulate(x, axis=axis)
+    if op in ("max", "min"):  # exact: NumPy's maximum / minimum, NaN from the first NaN on
+        ref = (np.maximum if op == "max" else np.minimum).accumulate(x, axis=axis)
         assert got.dtype == x.dtype
         np.testing.assert_array_equal(got, ref)
     elif x.dtype == np.int32:
@@ -57,7 +57,8 @@ def _check(got, x, op, axis):
 
 FNS = {"sum": lambda axis: (lambda a: lnp.cumsum(a, axis=axis)),
        "prod": lambda axis: (lambda a: lnp.cumprod(a, axis=axis)),
-       "max": lambda axis: (lambda a: lnp.cummax(a, axis=axis))}
+       "max": lambda axis: (lambda a: lnp.cummax(a, axis=axis)),
+       "min": lambda axis: (lambda a: lnp.cummin(a, axis=axis))}
 
 
 def _kernel_llir(op, axis, x, axes=None, kinds=NUMPY.kernel_kinds):
@@ -65,7 +66,7 @@ def _kernel_llir(op, axis, x, axes=None, kinds=NUMPY.kernel_kinds):
     return Extractor(build_egraph(traced.hlir), traced.hlir, kernel_kinds=kinds).extract()
 
 
-@pytest.mark.parametrize("op", ["sum", "prod", "max"])
+@pytest.mark.parametrize("op", ["sum", "prod", "max", "min"])
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_the_kernel_and_the_primitives_give_numpys_scan(op, dtype, axis):
@@ -79,7 +80,7 @@ def test_the_kernel_and_the_primitives_give_numpys_scan(op, dtype, axis):
         _check(NUMPY.compile(llir).run([x], {})[0], x, op, axis)
 
 
-@pytest.mark.parametrize("op", ["sum", "prod", "max"])
+@pytest.mark.parametrize("op", ["sum", "prod", "max", "min"])
 def test_a_dynamic_axis_runs_only_the_kernel(op):
     """Along a dynamic axis the primitives are n^2 work (cumsum, cummax) or 31 steps (cumprod):
     the plan is the kernel alone, for every length of the bucket, and a long row is cheap."""
@@ -115,7 +116,7 @@ def test_eager_and_other_dtypes():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mlx") is None, reason="mlx is not installed: the MLX backend cannot run")
-@pytest.mark.parametrize("op", ["sum", "prod", "max"])
+@pytest.mark.parametrize("op", ["sum", "prod", "max", "min"])
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 def test_mlx_scan_kernel(op, dtype):
     mlx = get_backend("mlx")
@@ -130,7 +131,8 @@ def test_mlx_scan_kernel(op, dtype):
 CUDA_CASES = [(3, 9, np.float32, "sum"), (3, 9, np.int32, "prod"), (2, 5000, np.float32, "sum"),
               (2, 5000, np.int32, "sum"), (4, 1024, np.float32, "prod"), (1, 3000, np.int32, "prod"),
               (2, 40000, np.float32, "sum"), (1, 20000, np.int32, "prod"), (3, 17000, np.int32, "sum"),
-              (3, 9, np.float32, "max"), (4, 5000, np.int32, "max"), (2, 40000, np.float32, "max")]
+              (3, 9, np.float32, "max"), (4, 5000, np.int32, "max"), (2, 40000, np.float32, "max"),
+              (3, 9, np.int32, "min"), (2, 40000, np.float32, "min")]
 
 
 def _scan_labels(rows, n):

@@ -15,7 +15,8 @@ top_k_rows      x (R, N)        R N K           the first K of argsort_rows(x) w
                                                 positions of the K largest, jax.lax.top_k's)
 scan_rows       x (R, N)        R N OP          the inclusive scan along the last axis, OP 0 a
                                                 sum (cumsum), 1 a product (cumprod), 2 a
-                                                maximum (cummax; NaN from a NaN on); x float32
+                                                maximum (cummax), 3 a minimum (cummin; NaN
+                                                from a NaN on); x float32
                                                 or int32 (int32 wraps), the result x's dtype
 arctan2         y, x (the       -               atan2(y, x) elementwise, float32 / float64 (C's
                 result's shape)                 atan2: NumPy's np.arctan2 on the NumPy backend)
@@ -29,7 +30,7 @@ COMPOSITES = {
     "sort_rows": "x sorted along its last axis (stable; NaN last; DESC: JAX's descending order)",
     "argsort_rows": "the int32 positions that sort x along its last axis (as sort_rows)",
     "top_k_rows": "the int32 positions of the K largest along the last axis (argsort_rows DESC's first K)",
-    "scan_rows": "the inclusive sum (OP 0), product (OP 1) or maximum (OP 2) of x along its last axis",
+    "scan_rows": "the inclusive sum (OP 0), product (OP 1), maximum (OP 2) or minimum (OP 3) of x along its last axis",
     "arctan2": "atan2(y, x), elementwise",
     "arcsin": "asin(x), elementwise",
     "arccos": "acos(x), elementwise",

@@ -9,7 +9,8 @@ argmax_rows     x (N,) or (R, N)                                     R N
                 NumPy's argmax over the last axis (the first maximum, the first NaN before
                 all), found as first hits so that it holds whatever mx.argmax does with ties
 scan_rows       x (.., N) float32 / int32                            R N OP
-                mx.cumsum (OP 0), mx.cumprod (OP 1) or mx.cummax (OP 2) along the last axis
+                mx.cumsum (OP 0), mx.cumprod (OP 1), mx.cummax (OP 2) or mx.cummin (OP 3)
+                along the last axis
 """
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ def _argmax_rows(node, readers):
 @op("scan_rows")
 def _scan_rows(node, readers):
     (r_x,) = readers
-    scan = (mx.cumsum, mx.cumprod, mx.cummax)[int(node.attrs["params"][2])]
+    scan = (mx.cumsum, mx.cumprod, mx.cummax, mx.cummin)[int(node.attrs["params"][2])]
 
     def step(vals, dims):
         return cast(scan(r_x(vals, dims), axis=-1), node.dtype)

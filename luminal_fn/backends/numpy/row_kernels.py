@@ -18,8 +18,9 @@ argmax_rows     x (N,) or (R, N) (optimize/rules/specialize_argmax.egg)   R N
                 over the last axis: the first index of the largest value, or of the first NaN
                 (NumPy's argmax); int32, shape () or (R,)
 scan_rows       x (.., N) float32 / int32 (ir/composites.py)                R N OP
-                NumPy's cumsum (OP 0), cumprod (OP 1) or maximum.accumulate (OP 2: cummax,
-                NaN from the first NaN on) along the last axis, in x's dtype
+                NumPy's cumsum (OP 0), cumprod (OP 1), maximum.accumulate (OP 2: cummax) or
+                minimum.accumulate (OP 3: cummin; NaN from the first NaN on) along the last
+                axis, in x's dtype
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from .executor import kernel
 from .model_kernels import _as, _store
 
 ROW_KERNELS = ("rms_norm_rows", "softmax_rows", "argmax_rows", "scan_rows")
-SCAN_UFUNCS = (np.add, np.multiply, np.maximum)  # scan_rows's OP
+SCAN_UFUNCS = (np.add, np.multiply, np.maximum, np.minimum)  # scan_rows's OP
 
 
 def _f32(reader, vals, dims):

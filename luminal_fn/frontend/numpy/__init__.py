@@ -89,6 +89,7 @@ acos, acosh, asin, asinh = arccos, arccosh, arcsin, arcsinh  # noqa: F821
 atan, atan2, atanh, pow = arctan, arctan2, arctanh, power  # noqa: F821, A001
 conjugate, row_stack = conj, vstack  # noqa: F821
 cummax = _eager(_reduce.cummax, "cummax")
+cummin = _eager(_reduce.cummin, "cummin")
 for _n in _dtypes.__all__:  # answers about dtypes, not arrays: nothing to run eagerly
     _g[_n] = getattr(_dtypes, _n)
 unfold = _eager(_shape.unfold, "unfold")
@@ -104,7 +105,7 @@ __all__ = sorted(set(_MATH + _SHAPE + _REDUCE + _LINALG + _CREATION + _INDEX + _
                      + _editing.__all__ + _floating.__all__ + _dtypes.__all__ + _array_api.__all__ + _polynomial.__all__ + _construct.__all__
                      + ["acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "pow", "conjugate", "row_stack",
                         "prod", "round", "divmod", "bitwise_invert", "bitwise_left_shift",
-                                   "bitwise_right_shift", "cummax", "unfold", "broadcast_shapes",
+                                   "bitwise_right_shift", "cummax", "cummin", "unfold", "broadcast_shapes",
                         "float32", "float16", "bfloat16", "int32", "bool_", "pi", "e", "inf",
                         "nan", "newaxis", "linalg", "generic", "number", "inexact", "floating", "integer",
                         "signedinteger", "unsignedinteger"]))

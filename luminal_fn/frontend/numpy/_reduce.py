@@ -289,7 +289,7 @@ def _cumsum_along(x: Tracer, ax: int) -> Tracer:
     return sum(m.where(keep, xj, 0), axis=ax + 1)
 
 
-SCAN_OPS = {"sum": 0, "prod": 1, "max": 2}  # scan_rows's OP (ir/composites.py)
+SCAN_OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3}  # scan_rows's OP (ir/composites.py)
 
 
 def _named_scan(x: Tracer, ax: int, op: str, along) -> Tracer:
@@ -329,18 +329,34 @@ def cumprod(a, axis=None, dtype=None):
 
 
 def cummax(a, axis=0):
+    """jax.lax.cummax: NumPy's maximum.accumulate (NaN from the first NaN on)."""
+    return _cumulative_extreme(a, axis, "max")
+
+
+def cummin(a, axis=0):
+    """jax.lax.cummin: NumPy's minimum.accumulate (NaN from the first NaN on)."""
+    return _cumulative_extreme(a, axis, "min")
+
+
+def _cumulative_extreme(a, axis, op: str):
     a = lift(a, _ctx_of(a))
-    ax = normalize_axis(axis, a.ndim, "cummax")
-    lowest = _lowest(a.dtype) if not a.dtype.is_bool else False
+    ax = normalize_axis(axis, a.ndim, "cum" + op)
+    combine, reduce_ = (m.maximum, max) if op == "max" else (m.minimum, min)
+    if a.dtype.is_bool:
+        fill = op == "min"
+    elif op == "max":
+        fill = _lowest(a.dtype)
+    else:
+        fill = float("inf") if a.dtype.is_float else int(np.iinfo(np.int32).max)
 
     def along(x, ax):
         if isinstance(to_int_or_expr(x.shape[ax]), int):
-            return _scan(x, ax, m.maximum, lowest)
-        # a dynamic length: a masked max over a triangle (n^2 work, one kernel), as cumsum does
+            return _scan(x, ax, combine, fill)
+        # a dynamic length: a masked max / min over a triangle (n^2 work, one kernel), as cumsum does
         keep, xj = _triangle(x, ax)
-        return cast(max(m.where(keep, xj, lowest), axis=ax + 1), x.dtype)
+        return cast(reduce_(m.where(keep, xj, fill), axis=ax + 1), x.dtype)
 
-    return _named_scan(a, ax, "max", along)
+    return _named_scan(a, ax, op, along)
 
 
 def _scan(x: Tracer, ax: int, combine, fill) -> Tracer:
