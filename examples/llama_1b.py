@@ -27,8 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the llama/ hel
 
 from llama import checkpoint, model  # noqa: E402
 from llama.config import LlamaConfig, ModelInputError, llama_3_2_1b_config, load_config  # noqa: E402
-from llama.generation import (GenerationResult, LlamaSession, compile_report, generate_ids,  # noqa: E402
-                              ttft_tpot_ms)
+from llama.generation import (GenerationResult, LlamaSession, TopKSampler, compile_report,  # noqa: E402
+                              generate_ids, ttft_tpot_ms)
 from llama.hub import DEFAULT_REPO, resolve_repo  # noqa: E402
 from llama.tiny import build_tiny_random  # noqa: E402
 from llama.tokenizer import (DEFAULT_PROMPT, StreamDecoder, encode_chat, load_tokenizer,  # noqa: E402
@@ -49,7 +49,8 @@ def search_options(limit: int, max_memory_mib: float | None, seed: int, **more):
     return lf.SearchOptions(limit=limit, max_memory=mem, seed=seed, **more)
 
 
-def _check_args(dtype, max_new_tokens, max_seq_len, repetition_penalty, search_graphs, max_memory_mib):
+def _check_args(dtype, max_new_tokens, max_seq_len, repetition_penalty, search_graphs, max_memory_mib,
+                top_k=0, temperature=1.0):
     if dtype not in checkpoint.LOAD_DTYPES:
         raise ModelInputError(f"dtype {dtype!r} is not supported; use one of "
                               f"{', '.join(checkpoint.LOAD_DTYPES)}")
@@ -63,6 +64,10 @@ def _check_args(dtype, max_new_tokens, max_seq_len, repetition_penalty, search_g
         raise ModelInputError(f"repetition_penalty must be > 0 (1.0 is plain greedy), got {repetition_penalty!r}")
     if max_memory_mib is not None and not max_memory_mib > 0:
         raise ModelInputError(f"max_memory_mib must be > 0, got {max_memory_mib!r}")
+    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 0:
+        raise ModelInputError(f"top_k must be an int >= 0 (0: greedy decoding), got {top_k!r}")
+    if not temperature > 0:
+        raise ModelInputError(f"temperature must be > 0 (top_k 1 or 0 is greedy), got {temperature!r}")
 
 
 def _backend(backend):
@@ -80,8 +85,11 @@ def generate(model_dir: str | None, prompt: str = DEFAULT_PROMPT, max_new_tokens
              search_graphs: int = SEARCH_GRAPHS, max_memory_mib: float | None = 1536,
              max_seq_len: int = 2048, seed: int = 0, chat: bool = True,
              random_weights: bool = False, prompt_ids: list | None = None,
-             ignore_eos: bool = False, search=None, out=None, rehearse: bool = False) -> GenerationResult:
-    """Generate greedily from the Llama checkpoint in ``model_dir`` (Hugging Face layout).
+             ignore_eos: bool = False, search=None, out=None, rehearse: bool = False,
+             top_k: int = 0, temperature: float = 1.0) -> GenerationResult:
+    """Generate from the Llama checkpoint in ``model_dir`` (Hugging Face layout): greedily, or
+    with ``top_k`` > 0 by top-k sampling at ``temperature`` on the backend's device (seeded by
+    ``seed``; the repetition penalty applies before it).
 
     Returns a :class:`GenerationResult`; ``ids, text, ttft_ms, tpot_ms = generate(...)``.
     ``random_weights``: random weights of the config's shape instead of the checkpoint (with
@@ -94,7 +102,8 @@ def generate(model_dir: str | None, prompt: str = DEFAULT_PROMPT, max_new_tokens
     here the first call at a new prompt length picks cuBLAS algorithms, the second captures its
     CUDA graph). Bad input raises ModelInputError before any long work."""
     say = (lambda *a, **k: print(*a, **k, file=out, flush=True)) if out is not None else (lambda *a, **k: None)
-    _check_args(dtype, max_new_tokens, max_seq_len, repetition_penalty, search_graphs, max_memory_mib)
+    _check_args(dtype, max_new_tokens, max_seq_len, repetition_penalty, search_graphs, max_memory_mib,
+                top_k, temperature)
     be = _backend(backend)
     timings: dict = {}
 
@@ -130,6 +139,8 @@ def generate(model_dir: str | None, prompt: str = DEFAULT_PROMPT, max_new_tokens
     bad = [t for t in prompt_ids if not 0 <= t < config.vocab_size]
     if bad:
         raise ModelInputError(f"prompt token ids {bad[:4]} are outside the vocabulary (size {config.vocab_size})")
+    if top_k > config.vocab_size:
+        raise ModelInputError(f"top_k {top_k} is more than the vocabulary's {config.vocab_size} tokens")
     if len(prompt_ids) > max_seq_len:
         raise ModelInputError(
             f"the prompt is {len(prompt_ids)} tokens, longer than max_seq_len {max_seq_len}; "
@@ -156,13 +167,15 @@ def generate(model_dir: str | None, prompt: str = DEFAULT_PROMPT, max_new_tokens
     say(f"  Weight load: {timings['weight_load_s']:.2f} s")
 
     # plain greedy decoding picks its tokens inside the step (on the device); a penalty needs
-    # the logits on the host
+    # the logits on the host, top-k sampling a second jitted call on the device
+    greedy_on_device = repetition_penalty == 1.0 and top_k == 0
     session = LlamaSession(config, weights, max_seq_len=max_seq_len, buckets=buckets,
-                           search=search, backend=be,
-                           steps=("greedy",) if repetition_penalty == 1.0 else ("logits",))
+                           search=search, backend=be, steps=("greedy",) if greedy_on_device else ("logits",))
+    sampler = (TopKSampler(config.vocab_size, top_k, temperature, repetition_penalty, seed, backend=be,
+                           search=search, buckets=buckets) if top_k else None)
     step = session.warmed[0]
     say(f"Compiling (buckets s {buckets['s']}, c {buckets['c']})...")
-    timings["compile_s"] = session.warm_up()
+    timings["compile_s"] = session.warm_up() + (sampler.warm_up() if sampler is not None else 0.0)
     report = compile_report(step)
     timings.update(report)
     if "egraph_build_s" in report:
@@ -178,13 +191,13 @@ def generate(model_dir: str | None, prompt: str = DEFAULT_PROMPT, max_new_tokens
         f"(traces {step.trace_count}, compiles {step.compile_count})")
 
     if rehearse:
-        generate_ids(session, prompt_ids, min(3, max_new_tokens), stop, repetition_penalty)
-        generate_ids(session, prompt_ids, min(3, max_new_tokens), stop, repetition_penalty)
+        for _ in range(2):
+            generate_ids(session, prompt_ids, min(3, max_new_tokens), stop, repetition_penalty, sampler=sampler)
     say(f"Prompt: {len(prompt_ids)} tokens, generating up to {max_new_tokens} tokens")
     decoder = StreamDecoder(tokenizer)
     on_token = (lambda t: say(decoder.push(t), end="")) if out is not None else decoder.push
     ids, reason, profiles = generate_ids(session, prompt_ids, max_new_tokens, stop,
-                                         repetition_penalty, on_token=on_token)
+                                         repetition_penalty, on_token=on_token, sampler=sampler)
     say(decoder.finish())
     ttft, tpot = ttft_tpot_ms(profiles)
     result = GenerationResult(ids=ids, text=decoder.text, ttft_ms=ttft, tpot_ms=tpot,
@@ -219,6 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="float32", choices=checkpoint.LOAD_DTYPES,
                    help="storage of the weight matrices (activations and the cache are float32)")
     p.add_argument("--repetition-penalty", type=float, default=1.05, help="1.0 is plain greedy")
+    p.add_argument("--top-k", type=int, default=0, help="sample among the k most likely tokens on the "
+                   "device (0: greedy decoding)")
+    p.add_argument("--temperature", type=float, default=1.0, help="top-k sampling's temperature")
     p.add_argument("--search-graphs", type=int, default=None, help="candidates timed per bucket "
                    f"(default {SEARCH_GRAPHS}, as the seed; {TINY_SEARCH_GRAPHS} with --tiny-random)")
     p.add_argument("--max-memory-mib", type=float, default=1536, help="memory budget of a candidate")
@@ -236,7 +252,8 @@ def main(argv=None) -> int:
     kw = dict(prompt=args.prompt, max_new_tokens=args.max_new_tokens, backend=args.backend,
               dtype=args.dtype, repetition_penalty=args.repetition_penalty,
               search_graphs=args.search_graphs, max_memory_mib=args.max_memory_mib,
-              max_seq_len=args.max_seq_len, seed=args.seed, ignore_eos=args.ignore_eos, out=out)
+              max_seq_len=args.max_seq_len, seed=args.seed, ignore_eos=args.ignore_eos, out=out,
+              top_k=args.top_k, temperature=args.temperature)
     try:
         if args.tiny_random:
             with tempfile.TemporaryDirectory(prefix="llama_tiny_random_") as tmp:
@@ -249,7 +266,7 @@ def main(argv=None) -> int:
             generate(args.model_dir, random_weights=True, **kw)
         else:
             _check_args(args.dtype, args.max_new_tokens, args.max_seq_len, args.repetition_penalty,
-                        args.search_graphs, args.max_memory_mib)
+                        args.search_graphs, args.max_memory_mib, args.top_k, args.temperature)
             model_dir = args.model_dir or resolve_repo(args.repo)
             generate(model_dir, **kw)
     except ModelInputError as e:

@@ -22,7 +22,7 @@ sys.path.insert(0, EXAMPLES)
 import llama_1b  # noqa: E402
 from llama import checkpoint, model  # noqa: E402
 from llama.config import ModelInputError, load_config  # noqa: E402
-from llama.generation import LlamaSession, compile_report, generate_ids, sample_greedy  # noqa: E402
+from llama.generation import LlamaSession, TopKSampler, compile_report, generate_ids, sample_greedy  # noqa: E402
 from llama.tiny import build_tiny_random  # noqa: E402
 from llama.tokenizer import encode_chat, load_tokenizer  # noqa: E402
 
@@ -334,6 +334,71 @@ def test_generate_returns_ids_text_and_times(tiny_dir, session):
     # the same ids as the session's greedy decoding of the same chat prompt
     want, _, _ = generate_ids(session, res.prompt_ids, 5, repetition_penalty=1.0)
     assert ids == want
+
+
+# ---- top-k sampling on the device ----------------------------------------------------------------
+def _numpy_top_k_draw(logits, gumbel, seen, k, temperature, penalty):
+    """The draw top_k_token makes, in NumPy: the penalty, jax.lax.top_k's k (ties: the lower
+    token first), the Gumbel-max argmax, all in float32."""
+    row = logits[-1].astype(np.float32)
+    row = np.where(seen, np.where(row > 0, row / np.float32(penalty), row * np.float32(penalty)), row)
+    top = np.argsort(-row, kind="stable")[:k]
+    return int(top[np.argmax(row[top] / np.float32(temperature) + gumbel)])
+
+
+def test_top_k_token_is_the_gumbel_max_draw_among_the_k_largest():
+    rng = np.random.default_rng(3)
+    fn = model.make_top_k_sampler(4, 0.7, 1.3, backend="numpy")
+    for trial in range(20):
+        logits = rng.standard_normal((1 + trial % 3, 50)).astype(np.float32)
+        logits[-1, ::7] = logits[-1, 3]  # ties, some of them among the k largest
+        seen = rng.random(50) < 0.3
+        g = rng.gumbel(size=4).astype(np.float32)
+        got = int(np.asarray(fn(logits, g, seen))[0])
+        assert got == _numpy_top_k_draw(logits, g, seen, 4, 0.7, 1.3), trial
+
+
+def test_top_k_sampling_draws_from_the_softmax_of_the_k_largest():
+    """4000 draws (k = 3 of 6 tokens, temperature 0.7, no penalty) against softmax(top 3 / 0.7):
+    every count within 4 standard deviations, the other tokens never drawn."""
+    logits = np.float32([[0.5, 2.0, -1.0, 1.5, 1.9, 0.0]])
+    sampler = TopKSampler(6, 3, 0.7, 1.0, seed=5, backend="numpy")
+    counts = np.zeros(6)
+    for _ in range(4000):
+        counts[sampler(logits)] += 1
+        sampler.seen[:] = False
+    p = np.zeros(6)
+    top = [1, 4, 3]
+    e = np.exp(logits[0, top] / 0.7 - np.max(logits[0, top] / 0.7))
+    p[top] = e / e.sum()
+    sd = np.sqrt(4000 * p * (1 - p))
+    assert np.all(np.abs(counts - 4000 * p) <= 4 * sd + 1e-9), (counts, 4000 * p)
+    assert counts[[0, 2, 5]].sum() == 0
+
+
+def test_top_k_generation_is_seeded_and_k_1_is_greedy(tiny_dir, session, prompt):
+    kw = dict(backend="numpy", search=session.step.search)
+    greedy, _, _ = generate_ids(session, prompt, 8, repetition_penalty=1.1)
+    one = TopKSampler(session.config.vocab_size, 1, 0.5, 1.1, seed=0, **kw)
+    assert generate_ids(session, prompt, 8, repetition_penalty=1.1, sampler=one)[0] == greedy
+    five = TopKSampler(session.config.vocab_size, 5, 1.5, 1.1, seed=7, **kw)
+    a, _, profiles = generate_ids(session, prompt, 8, sampler=five)
+    b, _, _ = generate_ids(session, prompt, 8, sampler=five)  # (reset: the same seed again)
+    assert a == b and len(a) == 8 and len(profiles) == 8
+    res = llama_1b.generate(tiny_dir, "neural networks", max_new_tokens=6, top_k=5, temperature=1.5,
+                            ignore_eos=True, seed=7, **kw)
+    assert len(res.ids) == 6 and res.ids == llama_1b.generate(
+        tiny_dir, "neural networks", max_new_tokens=6, top_k=5, temperature=1.5, ignore_eos=True, seed=7, **kw).ids
+
+
+@pytest.mark.parametrize("top_k, temperature, match", [(-1, 1.0, "top_k must be an int >= 0"),
+                                                      (2.5, 1.0, "top_k must be an int"),
+                                                      (3, 0.0, "temperature must be > 0"),
+                                                      (10 ** 9, 1.0, "more than the vocabulary")])
+def test_bad_sampling_options(tiny_dir, no_long_work, top_k, temperature, match):
+    with pytest.raises(ModelInputError, match=match):
+        llama_1b.generate(tiny_dir, "hi", max_new_tokens=2, backend="numpy", top_k=top_k,
+                          temperature=temperature)
 
 
 # ---- bad input: a clear message before any long work --------------------------------------------

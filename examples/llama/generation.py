@@ -1,5 +1,6 @@
 """The generation loop of the seed: one jitted step, the KV cache kept on the device (donated and
-returned each step), greedy sampling with a repetition penalty, per-step timing (TTFT, TPOT)."""
+returned each step), greedy sampling with a repetition penalty, per-step timing (TTFT, TPOT);
+and top-k sampling at a temperature on the device (TopKSampler)."""
 from __future__ import annotations
 
 import dataclasses
@@ -56,6 +57,45 @@ def sample_greedy(logits_row: np.ndarray, seen: set, repetition_penalty: float) 
         vals = row[idx]
         row[idx] = np.where(vals > 0, vals / repetition_penalty, vals * repetition_penalty)
     return int(np.argmax(row))
+
+
+class TopKSampler:
+    """Top-k sampling at a temperature, on the logits' device (model.top_k_token, jitted once):
+    the k largest of the last row, a Gumbel-max draw among them with noise from a NumPy
+    generator seeded by ``seed``, and the seed's repetition penalty through a mask of the tokens
+    drawn so far. :meth:`reset` (each generate_ids call) starts both over: the same seed, the
+    same tokens. k = 1 is greedy decoding."""
+
+    def __init__(self, vocab_size: int, k: int, temperature: float = 1.0, repetition_penalty: float = 1.0,
+                 seed: int = 0, *, backend=None, search=None, buckets=None):
+        if not (isinstance(k, int) and 0 < k <= vocab_size):
+            raise ValueError(f"TopKSampler: k must be an int in [1, {vocab_size}], got {k!r}")
+        if not temperature > 0:
+            raise ValueError(f"TopKSampler: temperature must be > 0 (k = 1 is greedy), got {temperature!r}")
+        self.k = k
+        self.fn = model.make_top_k_sampler(k, float(temperature), float(repetition_penalty), backend=backend,
+                                           search=search, buckets=buckets)
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.seen = np.zeros(vocab_size, bool)
+
+    def reset(self):
+        self.seen[:] = False
+        self.rng = np.random.default_rng(self.seed)
+
+    def warm_up(self, rows: int = 1) -> float:
+        """Trace, search and compile at ``rows`` logits rows (a step's: 1); the seconds taken."""
+        t0 = time.perf_counter()
+        zeros = np.zeros((rows, self.seen.size), np.float32)
+        np.asarray(self.fn(zeros, np.zeros(self.k, np.float32), self.seen))
+        return time.perf_counter() - t0
+
+    def __call__(self, logits) -> int:
+        """The next token from a step's logits (s, vocab), still on the device; waits for it."""
+        gumbel = self.rng.gumbel(size=self.k).astype(np.float32)
+        token = int(np.asarray(self.fn(logits, gumbel, self.seen)).reshape(-1)[0])
+        self.seen[token] = True
+        return token
 
 
 class LlamaSession:
@@ -144,14 +184,17 @@ class LlamaSession:
 
 
 def generate_ids(session: LlamaSession, prompt_ids: list, max_new_tokens: int, stop_ids=(),
-                 repetition_penalty: float = 1.05, on_token=None) -> tuple:
-    """Prefill then decode, greedily. Returns (generated ids, the stop token's reason, profiles).
-    The stop token itself is not part of the ids; ``on_token(id)`` sees every kept token.
-    Plain greedy decoding (penalty 1.0) picks tokens on the device and runs one step ahead."""
-    if repetition_penalty == 1.0:
+                 repetition_penalty: float = 1.05, on_token=None, sampler: TopKSampler | None = None) -> tuple:
+    """Prefill then decode, greedily (or with ``sampler``, which applies its own penalty).
+    Returns (generated ids, the stop token's reason, profiles). The stop token itself is not part
+    of the ids; ``on_token(id)`` sees every kept token. Plain greedy decoding (penalty 1.0, no
+    sampler) picks tokens on the device and runs one step ahead."""
+    if repetition_penalty == 1.0 and sampler is None:
         return generate_ids_pipelined(session, prompt_ids, max_new_tokens, stop_ids, on_token)
     stop_ids = set(stop_ids)
     session.reset()
+    if sampler is not None:
+        sampler.reset()
     ids: list = []
     profiles: list = []
     seen: set = set()
@@ -163,10 +206,18 @@ def generate_ids(session: LlamaSession, prompt_ids: list, max_new_tokens: int, s
         if session.length + len(pending) > session.max_seq_len:
             reason = "max_seq_len"
             break
-        row, prof = session.run(pending)
+        if sampler is None:
+            row, prof = session.run(pending)
+            token = sample_greedy(row, seen, repetition_penalty)
+            seen.add(token)
+        else:
+            t0 = time.perf_counter()
+            logits = session._logits(pending)
+            t1 = time.perf_counter()
+            token = sampler(logits)
+            t2 = time.perf_counter()
+            prof = StepProfile(total=t2 - t0, execute=t1 - t0, logits=t2 - t1)
         profiles.append(prof)
-        token = sample_greedy(row, seen, repetition_penalty)
-        seen.add(token)
         if not _keep(token, ids, stop_ids, on_token):
             reason = "stop token"
             break
