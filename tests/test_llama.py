@@ -358,6 +358,19 @@ def test_top_k_token_is_the_gumbel_max_draw_among_the_k_largest():
         assert got == _numpy_top_k_draw(logits, g, seen, 4, 0.7, 1.3), trial
 
 
+@pytest.mark.gpu
+def test_top_k_token_on_the_gpu():
+    """A vocabulary-sized row on CUDA (the top_k_rows kernel's two launches, then the draw)."""
+    rng = np.random.default_rng(4)
+    fn = model.make_top_k_sampler(40, 0.8, 1.2, backend="cuda")
+    for trial in range(5):
+        logits = rng.standard_normal((1, 128256)).astype(np.float32)
+        seen = rng.random(128256) < 0.01
+        g = rng.gumbel(size=40).astype(np.float32)
+        got = int(np.asarray(fn(logits, g, seen))[0])
+        assert got == _numpy_top_k_draw(logits, g, seen, 40, 0.8, 1.2), trial
+
+
 def test_top_k_sampling_draws_from_the_softmax_of_the_k_largest():
     """4000 draws (k = 3 of 6 tokens, temperature 0.7, no penalty) against softmax(top 3 / 0.7):
     every count within 4 standard deviations, the other tokens never drawn."""
