@@ -106,7 +106,7 @@ def _pick(rng, kind, i, pool):
             return None
         return (widths, mode)
     if kind == "cumsum":  # (the scans: a running sum, product or max)
-        return (ax, str(rng.choice(["sum", "prod", "max"])))
+        return (ax, str(rng.choice(["sum", "prod", "max", "min"])))
     if kind in ("flip", "argmax", "sort", "argsort", "logsumexp", "count"):
         return (ax,)
     if kind == "quantile":
@@ -214,8 +214,10 @@ def apply(xp, step, pool):
         ax, how = p
         if how == "prod":  # factors near 1, as for prod
             return xp.cumprod(xp.tanh(x) * 0.5 + 1.0, axis=ax)
-        if how == "max":
-            return np.maximum.accumulate(x, axis=ax) if xp is np else xp.cummax(x, axis=ax)
+        if how in ("max", "min"):
+            if xp is np:
+                return (np.maximum if how == "max" else np.minimum).accumulate(x, axis=ax)
+            return xp.cummax(x, axis=ax) if how == "max" else xp.cummin(x, axis=ax)
         return xp.cumsum(x, axis=ax)
     if kind == "softmax":
         e = xp.exp(x - xp.max(x, axis=p[0], keepdims=True))
