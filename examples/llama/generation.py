@@ -75,6 +75,7 @@ class TopKSampler:
         self.k = k
         self.fn = model.make_top_k_sampler(k, float(temperature), float(repetition_penalty), backend=backend,
                                            search=search, buckets=buckets)
+        self.penalized = float(repetition_penalty) != 1.0
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         self.seen = np.zeros(vocab_size, bool)
@@ -87,15 +88,18 @@ class TopKSampler:
         """Trace, search and compile at ``rows`` logits rows (a step's: 1); the seconds taken."""
         t0 = time.perf_counter()
         zeros = np.zeros((rows, self.seen.size), np.float32)
-        np.asarray(self.fn(zeros, np.zeros(self.k, np.float32), self.seen))
+        np.asarray(self.fn(zeros, np.zeros(self.k, np.float32), *self._mask()))
         return time.perf_counter() - t0
 
     def __call__(self, logits) -> int:
         """The next token from a step's logits (s, vocab), still on the device; waits for it."""
         gumbel = self.rng.gumbel(size=self.k).astype(np.float32)
-        token = int(np.asarray(self.fn(logits, gumbel, self.seen)).reshape(-1)[0])
+        token = int(np.asarray(self.fn(logits, gumbel, *self._mask())).reshape(-1)[0])
         self.seen[token] = True
         return token
+
+    def _mask(self) -> tuple:
+        return (self.seen,) if self.penalized else ()
 
 
 class LlamaSession:
@@ -173,14 +177,15 @@ class LlamaSession:
         step (so reading it waits for this step only, not for a step queued after it)."""
         return self._queue(self.greedy_step, tokens).copy_to_host_async()
 
-    def run(self, tokens) -> tuple:
-        """Append ``tokens`` at the end of the context; returns (last logits row, StepProfile)."""
+    def run(self, tokens, read=None) -> tuple:
+        """Append ``tokens`` at the end of the context; returns (the last logits row, or
+        ``read(logits)`` of the step's device logits, e.g. a TopKSampler's token; StepProfile)."""
         t0 = time.perf_counter()
         logits = self._logits(list(tokens))
         t1 = time.perf_counter()
-        row = np.asarray(logits)[-1]
+        out = np.asarray(logits)[-1] if read is None else read(logits)
         t2 = time.perf_counter()
-        return row, StepProfile(total=t2 - t0, execute=t1 - t0, logits=t2 - t1)
+        return out, StepProfile(total=t2 - t0, execute=t1 - t0, logits=t2 - t1)
 
 
 def generate_ids(session: LlamaSession, prompt_ids: list, max_new_tokens: int, stop_ids=(),
@@ -211,12 +216,7 @@ def generate_ids(session: LlamaSession, prompt_ids: list, max_new_tokens: int, s
             token = sample_greedy(row, seen, repetition_penalty)
             seen.add(token)
         else:
-            t0 = time.perf_counter()
-            logits = session._logits(pending)
-            t1 = time.perf_counter()
-            token = sampler(logits)
-            t2 = time.perf_counter()
-            prof = StepProfile(total=t2 - t0, execute=t1 - t0, logits=t2 - t1)
+            token, prof = session.run(pending, sampler)
         profiles.append(prof)
         if not _keep(token, ids, stop_ids, on_token):
             reason = "stop token"

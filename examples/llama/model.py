@@ -168,12 +168,13 @@ def make_step(config: LlamaConfig, *, backend=None, buckets=None, search=None, a
                   backend=backend, donate_argnames="cache")
 
 
-def top_k_token(logits, gumbel, seen, *, k: int, temperature: float, penalty: float):
+def top_k_token(logits, gumbel, seen=None, *, k: int, temperature: float, penalty: float = 1.0):
     """A draw from the softmax of the last logits row's k largest values at ``temperature``, as
     a (1,) int32 token: the argmax of those values / temperature plus ``gumbel`` ((k,) standard
     Gumbel noise, drawn by the caller: the Gumbel-max trick). ``seen`` ((vocab,) bool): tokens
     the seed's repetition penalty applies to first (positive logits divided by it, negative ones
-    multiplied). Ties among the k keep jax.lax.top_k's order (the lower token first)."""
+    multiplied; not read, and may be None, for a penalty of 1). Ties among the k keep
+    jax.lax.top_k's order (the lower token first)."""
     row = logits[-1]
     if penalty != 1.0:
         row = lnp.where(seen, lnp.where(row > 0, row / penalty, row * penalty), row)
@@ -183,11 +184,15 @@ def top_k_token(logits, gumbel, seen, *, k: int, temperature: float, penalty: fl
 
 def make_top_k_sampler(k: int, temperature: float, penalty: float = 1.0, *, backend=None, search=None,
                        buckets=None):
-    """top_k_token jitted once (its logits' rows a dynamic dim): (logits, gumbel, seen) -> token."""
+    """top_k_token jitted once (its logits' rows a dynamic dim): (logits, gumbel, seen) -> token;
+    without a penalty (logits, gumbel), so no seen-mask is sent to the device a token."""
     s_buckets = {"s": buckets["s"]} if buckets and "s" in buckets else None
-
-    def sample_top_k(logits, gumbel, seen):
-        return top_k_token(logits, gumbel, seen, k=k, temperature=temperature, penalty=penalty)
+    if penalty == 1.0:
+        def sample_top_k(logits, gumbel):
+            return top_k_token(logits, gumbel, k=k, temperature=temperature)
+    else:
+        def sample_top_k(logits, gumbel, seen):
+            return top_k_token(logits, gumbel, seen, k=k, temperature=temperature, penalty=penalty)
 
     return lf.jit(sample_top_k, dynamic_axes={"logits": {0: "s"}}, backend=backend, search=search,
                   buckets=s_buckets)

@@ -59,6 +59,11 @@ def view_term(inner: str, v: View) -> str:
     return f"(V {inner} {list_term(v.shape)} {list_term(v.strides)} {expr_term(v.offset)} {mask_term(v.mask)})"
 
 
+def edge_term(inner: str, v: View, producer_shape) -> str:
+    """An input edge: the producer's term itself where the view reads it whole, else a view."""
+    return inner if v.reads_whole(producer_shape) else view_term(inner, v)
+
+
 def int_literal(node):
     """The value of an int32 Constant holding one element (a scalar literal), else None."""
     if node.dtype.name != "int32":
@@ -114,8 +119,7 @@ def encode(g: Graph) -> Encoded:
     for node in g.live_nodes():
         ins = []
         for i, v in node.inputs:
-            inner = names[i]
-            ins.append(inner if v.reads_whole(g.nodes[i].shape) else view_term(inner, v))
+            ins.append(edge_term(names[i], v, g.nodes[i].shape))
         op = node.op
         if op == "Input":
             term = f"(Inp {node.attrs['index']})"
@@ -158,7 +162,7 @@ def encode(g: Graph) -> Encoded:
     for c in g.composites:  # the front end's named kernels, in their node's e-class
         ins = "(INil)"
         for i, v in reversed(c.inputs):
-            ins = f"(ICons {names[i] if v.reads_whole(g.nodes[i].shape) else view_term(names[i], v)} {ins})"
+            ins = f"(ICons {edge_term(names[i], v, g.nodes[i].shape)} {ins})"
         enc.commands.append(f'(union {names[c.node]} (Kernel "{c.name}" {ins} {list_term(c.params)}))')
     return enc
 

@@ -138,6 +138,10 @@ def _lowest(d: dt.DType):
     return int(np.iinfo(np.int32).min)
 
 
+def _highest(d: dt.DType):
+    return float("inf") if d.is_float else int(np.iinfo(np.int32).max)
+
+
 def ptp(a, axis=None, keepdims=False):
     return m.subtract(max(a, axis, keepdims), min(a, axis, keepdims))
 
@@ -344,10 +348,8 @@ def _cumulative_extreme(a, axis, op: str):
     combine, reduce_ = (m.maximum, max) if op == "max" else (m.minimum, min)
     if a.dtype.is_bool:
         fill = op == "min"
-    elif op == "max":
-        fill = _lowest(a.dtype)
     else:
-        fill = float("inf") if a.dtype.is_float else int(np.iinfo(np.int32).max)
+        fill = (_lowest if op == "max" else _highest)(a.dtype)
 
     def along(x, ax):
         if isinstance(to_int_or_expr(x.shape[ax]), int):

@@ -15,6 +15,7 @@ from ..tracer import (Tracer, _ctx_of, _new, binary, broadcast_to, cast, iota, l
                       reshape_any, result_dtype, static_int)
 from . import _math as m
 from ._index import dim_value, take
+from ._reduce import _positions
 from ._reduce import sum as rsum
 from ._shape import _slice_axis, expand_dims, moveaxis
 
@@ -73,8 +74,7 @@ def _sort_last(x: Tracer, descending: bool, values: bool, indices: bool):
         out.append(name_kernel(_new(ctx, "Scatter", [dest, flat, x], shape, x.dtype, mode="set"),
                                "sort_rows", [x], params))
     if indices:
-        n = shape[-1]
-        src = broadcast_to(reshape_any(iota(None, n, ctx), (1,) * (len(shape) - 1) + (n,)), shape)
+        src = _positions(x, x.ndim - 1)
         dest = broadcast_to(lift(0, ctx, dt.int32), shape)
         out.append(name_kernel(_new(ctx, "Scatter", [dest, flat, src], shape, dt.int32, mode="set"),
                                "argsort_rows", [x], params))
@@ -131,7 +131,7 @@ def _top_k_positions(x: Tracer, k: int) -> Tracer:
     rank = _ranks(x, True)
     past = binary("Mul", cast(m.greater_equal(rank, k), dt.int32), dim_value(prod(lead) * k, ctx))
     flat = binary("Add", binary("Add", rank, _row_starts(x, k)), past)
-    src = broadcast_to(reshape_any(iota(None, n, ctx), (1,) * len(lead) + (n,)), x.shape)
+    src = _positions(x, x.ndim - 1)
     dest = broadcast_to(lift(0, ctx, dt.int32), lead + (k,))
     out = _new(ctx, "Scatter", [dest, flat, src], lead + (k,), dt.int32, mode="set")
     return name_kernel(out, "top_k_rows", [x], (prod(lead), n, k))
