@@ -273,7 +273,9 @@ def test_repeated_layers_share_genes():
     eg = build_egraph(traced.hlir)
     tied = Extractor(eg, traced.hlir)
     untied = Extractor(eg, traced.hlir, tie_repeats=False)
-    assert len(tied.genes) * 2 < len(untied.genes)
+    # (47 of 95 before unreachable classes lost their genes, 46 of 89 after: six layers, the
+    # first and last unlike the rest)
+    assert len(tied.genes) < 0.55 * len(untied.genes)
     ref = x.astype(np.float64)
     for w in ws:
         h = ref @ w

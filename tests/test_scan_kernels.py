@@ -95,6 +95,59 @@ def test_a_dynamic_axis_runs_only_the_kernel(op):
     assert kinds.count("scan_rows") == 1 and "fused_reduce" not in kinds
 
 
+def _genome_graphs(ex, n=24, seed=0):
+    rng = np.random.default_rng(seed)
+    genomes = [tuple(int(rng.integers(g.n_options)) for g in ex.genes) for _ in range(n)]
+    return [ex.extract(g) for g in genomes]
+
+
+def test_a_long_static_axis_runs_only_the_kernel():
+    """Past SCAN_STEPS_SEARCHED_UP_TO (1024) the doubling steps are not offered: every genome
+    extracts the scan_rows kernel, and the steps' e-classes carry no genes (a reader of the scan
+    may not compute its last steps either). At 1024 the search still has both."""
+    from luminal_fn.frontend.numpy._reduce import SCAN_STEPS_SEARCHED_UP_TO as UP_TO
+
+    fn = lambda a: lnp.cumsum(a[-1]) * 2.0  # noqa: E731  (a reader that could fuse the scan's steps)
+    x = _data(np.float32, (2, UP_TO + 1), seed=3)
+    traced = lf.jit(fn).trace(x)
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir, kernel_kinds=NUMPY.kernel_kinds)
+    assert len(ex.genes) <= 3, ex.genes
+    for llir in _genome_graphs(ex):
+        assert _kinds(llir).count("scan_rows") == 1 and len(_kinds(llir)) <= 3, _kinds(llir)
+        got = NUMPY.compile(llir).run([x], {})[0]
+        np.testing.assert_allclose(got, 2 * np.cumsum(x[-1].astype(np.float64)), rtol=1e-5, atol=1e-4)
+    short = x[:, :UP_TO]
+    traced = lf.jit(fn).trace(short)
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir, kernel_kinds=NUMPY.kernel_kinds)
+    assert any("scan_rows" not in _kinds(g) for g in _genome_graphs(ex, 40))
+
+
+def test_the_steps_extract_without_exploring_every_tree():
+    """Without the kernel, 14 shifted adds (a static axis of 2^14) read through padded views:
+    computing each level through the views above it doubles the trees a level, so a kernel tree
+    stops view-inlining past fused_tree.MAX_VISITS nodes visited. Counted, not timed: the whole
+    extraction visits a bounded number of tree nodes, and its result is still the scan."""
+    from luminal_fn.optimize import fused_tree
+
+    x = _data(np.float32, (1, 2 ** 14), seed=4)
+    traced = lf.jit(lambda a: lnp.cumsum(a, axis=-1)).trace(x)
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir, kernel_kinds=frozenset())
+    visits = [0]
+    inner = fused_tree.FusedTreeBuilder._tree_node
+
+    def counted(self, *a):
+        visits[0] += 1
+        return inner(self, *a)
+
+    fused_tree.FusedTreeBuilder._tree_node = counted
+    try:
+        llir = ex.extract()
+    finally:
+        fused_tree.FusedTreeBuilder._tree_node = inner
+    assert visits[0] <= 20_000, visits[0]  # (8004 with MAX_VISITS 1024; 85954, 6.6 s, without it)
+    _check(NUMPY.compile(llir).run([x], {})[0], x, "sum", -1)
+
+
 def test_prod_along_a_dynamic_axis_scans_once():
     x = _data(np.float32, (4, 30), seed=2)
     f = lf.jit(lambda a: lnp.prod(a, axis=1), dynamic_axes={"a": {1: "n"}})

@@ -1,9 +1,9 @@
 """Kernels the front end names for a subgraph it traced (Graph.composites): the subgraph stays
 the definition, and a backend that lists the kernel among its kernel kinds may run the kernel in
-its place. With ``only`` (sorts; scans along a dynamic axis) the optimizer offers nothing else for
+its place. With ``only`` (sorts; scans along a dynamic or long axis) the optimizer offers nothing else for
 that tensor there (optimize/extract.py): sorting by ranks compares every pair of a row (n^2 work
 and, on a backend that materialises the comparisons, n^2 memory). Otherwise the kernel is one
-more option the search times (scans along a static axis, arctan2).
+more option the search times (scans along a short static axis, arctan2).
 
 name            inputs          params          value
 sort_rows       x (R, N)        R N DESC        x sorted along its last axis: ascending, stable,

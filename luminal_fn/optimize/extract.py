@@ -90,7 +90,8 @@ class Extractor(IntegerDecoder):
         self.genes: list = []
         self.gene_of: dict = {}  # e-class -> the name of the gene choosing for it
         groups: dict = {}
-        for cls in sorted((c for c in self.options if self.n_choices(c) > 1), key=_class_key):
+        live = self._reachable()
+        for cls in sorted((c for c in live if self.n_choices(c) > 1), key=_class_key):
             key = self._signature(cls, sigs) if sigs is not None else cls
             name = groups.get(key)
             if name is None:
@@ -148,12 +149,50 @@ class Extractor(IntegerDecoder):
         one more option for the search."""
         only = {(self.eg.node_of[c.node], c.name) for c in self.hlir.composites
                 if c.only and c.node in self.eg.node_of}
+        kept = set()
         for cls, name in only:
             opts = self.options.get(cls, ())
             kernel = next((n for n in opts if n.op == "Kernel" and self._tag(n) == name), None)
             if kernel is not None:
                 self.options[cls] = [kernel] + [n for n in opts if n is not kernel]
                 self.choosable[cls] = 1
+                kept.add(cls)
+        if not kept:
+            return
+        # nor may a reader compute it in its own kernel (the value's elementwise last steps, its
+        # FT class, directly or through a view): it reads the kernel's buffer. A long static
+        # scan's reader explored its doubling steps through views (seconds a genome)
+        closed = set()
+        for ft, opts in self.options.items():
+            leaves = [n for n in opts if n.op == "FLeaf" and n.children[0] in kept]
+            if leaves and self.eg.sorts.get(ft) == "FT":
+                self.options[ft] = leaves
+                closed.add(ft)
+        for ft, (inner, _) in list(self.through.items()):
+            if inner in closed:
+                del self.through[ft]
+                self.options[ft] = [n for n in self.options[ft] if n.op != VIEW_INLINE]
+
+    def _reachable(self) -> set:
+        """The IR and FT classes some genome can reach from the outputs (through any choosable
+        option, view or view-inline). Others get no gene: a choice there changes no graph (a
+        kernel named ``only`` leaves its primitive form unreachable, and a long static scan's
+        35 genes made every genome extract again to the same graph)."""
+        seen, stack = set(), list(self.eg.output_of.values())
+        while stack:
+            cls = stack.pop()
+            if cls in seen:
+                continue
+            seen.add(cls)
+            nodes = (self.options[cls][:self.n_choices(cls)] if cls in self.options
+                     else self.eg.classes.get(cls, ()))
+            if cls in self.views:  # (a view's class has no kernel of its own: its producer's)
+                nodes = list(nodes) + [self.views[cls]]
+            for n in nodes:
+                if n.op == VIEW_INLINE:
+                    stack.append(self.through[cls][0])
+                stack.extend(c for c in n.children if isinstance(c, str) and c not in seen)
+        return seen & self.options.keys()
 
     def n_choices(self, cls) -> int:
         return self.choosable.get(cls, len(self.options[cls]))

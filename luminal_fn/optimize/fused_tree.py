@@ -17,6 +17,11 @@ MAX_TREE = 96  # fused trees beyond this many nodes stop inlining (code size, re
 # a subtree met again in one kernel is the same object, but every backend walks the tree as a
 # tree: past this many nodes so counted, a subtree read again reads its buffer
 MAX_EXPANDED = 1024
+# nodes one kernel's tree may visit, counting the options tried and rolled back, before it
+# stops computing producers through views: a read that cannot be composed through the views
+# above it forces the level below open, so a chain of L shifted adds (a static scan's steps)
+# explored 2^L trees (139 s of search for a cumsum over 128256 elements)
+MAX_VISITS = MAX_EXPANDED
 
 _Cycle = DecodeCycle  # one exception for "this option refers back to itself": repaired alike
 
@@ -36,11 +41,12 @@ class FusedTreeBuilder:
         saved_depth, self.recomputing = self.recomputing, 0
         saved_transform, self.transform = self.transform, ()
         saved_slack, self.slack = self.slack, 1
+        saved_visits, self.visits = getattr(self, "visits", 0), 0
         try:
             return self.tree(ft, root, edges, [0])
         finally:
             self.memo, self.recomputing, self.transform = saved, saved_depth, saved_transform
-            self.slack = saved_slack
+            self.slack, self.visits = saved_slack, saved_visits
 
     def tree(self, ft, root, edges: list, size: list):
         """The LLIR tree for FT class ``ft`` inside the kernel computing ``root``; appends the
@@ -162,6 +168,9 @@ class FusedTreeBuilder:
         return ("iota", expr)
 
     def _tree_node(self, n, ft, root, edges, size):
+        self.visits += 1
+        if self.transform and self.visits > MAX_VISITS:
+            raise _Cycle()  # give up computing through views: see MAX_VISITS
         lit = self.eg.literal
         ch = n.children
         if n.op == "FLeaf":

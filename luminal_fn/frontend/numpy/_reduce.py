@@ -294,19 +294,25 @@ def _cumsum_along(x: Tracer, ax: int) -> Tracer:
 
 
 SCAN_OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3}  # scan_rows's OP (ir/composites.py)
+# Along a static axis up to this long the search times the doubling steps against the kernel
+# (NumPy kept the steps for 512 x 1024). Past it the kernel won every row measured (128256 and
+# 4096 long: NumPy, H100, H200; docs/benchmarks.md), and the 11+ steps' extraction made a
+# 128256-long cumsum's search take minutes: there the kernel is the only option.
+SCAN_STEPS_SEARCHED_UP_TO = 1024
 
 
 def _named_scan(x: Tracer, ax: int, op: str, along) -> Tracer:
     """``along(x, axis)``, the scan in primitives, run along the last axis of x with ``ax`` moved
     there, and named the scan_rows kernel of that (float32 and int32: the kernels' types). Along
-    a dynamic axis the primitives are n^2 work or 31 steps: there a backend with the kernel runs
-    nothing else; along a static one the search times both."""
+    a dynamic axis the primitives are n^2 work or 31 steps, along a static one past
+    SCAN_STEPS_SEARCHED_UP_TO 11 or more steps: there a backend with the kernel runs nothing
+    else; along a shorter static one the search times both."""
     xl = moveaxis(x, ax, -1)
     r = along(xl, xl.ndim - 1)
     if x.dtype in (dt.float32, dt.int32):
         n = to_int_or_expr(xl.shape[-1])
         r = name_kernel(r, "scan_rows", [xl], (prod(xl.shape[:-1]), xl.shape[-1], SCAN_OPS[op]),
-                        only=not isinstance(n, int))
+                        only=not isinstance(n, int) or n > SCAN_STEPS_SEARCHED_UP_TO)
     return moveaxis(r, -1, ax)
 
 
