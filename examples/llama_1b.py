@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the llama/ hel
 
 from llama import checkpoint, model  # noqa: E402
 from llama.config import LlamaConfig, ModelInputError, llama_3_2_1b_config, load_config  # noqa: E402
-from llama.generation import (GenerationResult, LlamaSession, TopKSampler, compile_report,  # noqa: E402
+from llama.generation import (GenerationResult, LlamaSession, Sampler, compile_report,  # noqa: E402
                               generate_ids, ttft_tpot_ms)
 from llama.hub import DEFAULT_REPO, resolve_repo  # noqa: E402
 from llama.tiny import build_tiny_random  # noqa: E402
@@ -50,7 +50,7 @@ def search_options(limit: int, max_memory_mib: float | None, seed: int, **more):
 
 
 def _check_args(dtype, max_new_tokens, max_seq_len, repetition_penalty, search_graphs, max_memory_mib,
-                top_k=0, temperature=1.0):
+                top_k=0, temperature=1.0, top_p=1.0):
     if dtype not in checkpoint.LOAD_DTYPES:
         raise ModelInputError(f"dtype {dtype!r} is not supported; use one of "
                               f"{', '.join(checkpoint.LOAD_DTYPES)}")
@@ -65,9 +65,11 @@ def _check_args(dtype, max_new_tokens, max_seq_len, repetition_penalty, search_g
     if max_memory_mib is not None and not max_memory_mib > 0:
         raise ModelInputError(f"max_memory_mib must be > 0, got {max_memory_mib!r}")
     if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 0:
-        raise ModelInputError(f"top_k must be an int >= 0 (0: greedy decoding), got {top_k!r}")
+        raise ModelInputError(f"top_k must be an int >= 0 (0: no top-k cut), got {top_k!r}")
+    if not 0 < top_p <= 1:
+        raise ModelInputError(f"top_p must be in (0, 1] (1: no nucleus cut), got {top_p!r}")
     if not temperature > 0:
-        raise ModelInputError(f"temperature must be > 0 (top_k 1 or 0 is greedy), got {temperature!r}")
+        raise ModelInputError(f"temperature must be > 0 (top_k 1 is greedy), got {temperature!r}")
 
 
 def _backend(backend):
@@ -86,10 +88,12 @@ def generate(model_dir: str | None, prompt: str = DEFAULT_PROMPT, max_new_tokens
              max_seq_len: int = 2048, seed: int = 0, chat: bool = True,
              random_weights: bool = False, prompt_ids: list | None = None,
              ignore_eos: bool = False, search=None, out=None, rehearse: bool = False,
-             top_k: int = 0, temperature: float = 1.0) -> GenerationResult:
-    """Generate from the Llama checkpoint in ``model_dir`` (Hugging Face layout): greedily, or
-    with ``top_k`` > 0 by top-k sampling at ``temperature`` on the backend's device (seeded by
-    ``seed``; the repetition penalty applies before it).
+             top_k: int = 0, temperature: float = 1.0, top_p: float = 1.0) -> GenerationResult:
+    """Generate from the Llama checkpoint in ``model_dir`` (Hugging Face layout): greedily, or,
+    with ``top_k`` > 0 or ``top_p`` < 1, by sampling on the backend's device as Hugging Face's
+    generate(do_sample=True) does: the repetition penalty, ``temperature``, the ``top_k`` most
+    likely tokens (0: all), then the nucleus of probability ``top_p`` (seeded by ``seed``).
+    A ``temperature`` other than 1 alone samples from the whole vocabulary.
 
     Returns a :class:`GenerationResult`; ``ids, text, ttft_ms, tpot_ms = generate(...)``.
     ``random_weights``: random weights of the config's shape instead of the checkpoint (with
@@ -103,7 +107,7 @@ def generate(model_dir: str | None, prompt: str = DEFAULT_PROMPT, max_new_tokens
     CUDA graph). Bad input raises ModelInputError before any long work."""
     say = (lambda *a, **k: print(*a, **k, file=out, flush=True)) if out is not None else (lambda *a, **k: None)
     _check_args(dtype, max_new_tokens, max_seq_len, repetition_penalty, search_graphs, max_memory_mib,
-                top_k, temperature)
+                top_k, temperature, top_p)
     be = _backend(backend)
     timings: dict = {}
 
@@ -167,12 +171,13 @@ def generate(model_dir: str | None, prompt: str = DEFAULT_PROMPT, max_new_tokens
     say(f"  Weight load: {timings['weight_load_s']:.2f} s")
 
     # plain greedy decoding picks its tokens inside the step (on the device); a penalty needs
-    # the logits on the host, top-k sampling a second jitted call on the device
-    greedy_on_device = repetition_penalty == 1.0 and top_k == 0
+    # the logits on the host, sampling a second jitted call on the device
+    sampling = top_k > 0 or top_p < 1.0 or temperature != 1.0
+    greedy_on_device = repetition_penalty == 1.0 and not sampling
     session = LlamaSession(config, weights, max_seq_len=max_seq_len, buckets=buckets,
                            search=search, backend=be, steps=("greedy",) if greedy_on_device else ("logits",))
-    sampler = (TopKSampler(config.vocab_size, top_k, temperature, repetition_penalty, seed, backend=be,
-                           search=search, buckets=buckets) if top_k else None)
+    sampler = (Sampler(config.vocab_size, top_k, top_p, temperature, repetition_penalty, seed, backend=be,
+                       search=search, buckets=buckets) if sampling else None)
     step = session.warmed[0]
     say(f"Compiling (buckets s {buckets['s']}, c {buckets['c']})...")
     timings["compile_s"] = session.warm_up() + (sampler.warm_up() if sampler is not None else 0.0)
@@ -233,8 +238,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="storage of the weight matrices (activations and the cache are float32)")
     p.add_argument("--repetition-penalty", type=float, default=1.05, help="1.0 is plain greedy")
     p.add_argument("--top-k", type=int, default=0, help="sample among the k most likely tokens on the "
-                   "device (0: greedy decoding)")
-    p.add_argument("--temperature", type=float, default=1.0, help="top-k sampling's temperature")
+                   "device (0: no cut; greedy decoding unless --top-p or --temperature is given)")
+    p.add_argument("--top-p", type=float, default=1.0, help="sample from the most likely tokens whose "
+                   "probability reaches p (nucleus sampling; after --top-k when both are given)")
+    p.add_argument("--temperature", type=float, default=1.0, help="the sampling's temperature (alone: "
+                   "sampling from the whole vocabulary)")
     p.add_argument("--search-graphs", type=int, default=None, help="candidates timed per bucket "
                    f"(default {SEARCH_GRAPHS}, as the seed; {TINY_SEARCH_GRAPHS} with --tiny-random)")
     p.add_argument("--max-memory-mib", type=float, default=1536, help="memory budget of a candidate")
@@ -253,7 +261,7 @@ def main(argv=None) -> int:
               dtype=args.dtype, repetition_penalty=args.repetition_penalty,
               search_graphs=args.search_graphs, max_memory_mib=args.max_memory_mib,
               max_seq_len=args.max_seq_len, seed=args.seed, ignore_eos=args.ignore_eos, out=out,
-              top_k=args.top_k, temperature=args.temperature)
+              top_k=args.top_k, temperature=args.temperature, top_p=args.top_p)
     try:
         if args.tiny_random:
             with tempfile.TemporaryDirectory(prefix="llama_tiny_random_") as tmp:
@@ -266,7 +274,7 @@ def main(argv=None) -> int:
             generate(args.model_dir, random_weights=True, **kw)
         else:
             _check_args(args.dtype, args.max_new_tokens, args.max_seq_len, args.repetition_penalty,
-                        args.search_graphs, args.max_memory_mib, args.top_k, args.temperature)
+                        args.search_graphs, args.max_memory_mib, args.top_k, args.temperature, args.top_p)
             model_dir = args.model_dir or resolve_repo(args.repo)
             generate(model_dir, **kw)
     except ModelInputError as e:

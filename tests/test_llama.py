@@ -22,7 +22,7 @@ sys.path.insert(0, EXAMPLES)
 import llama_1b  # noqa: E402
 from llama import checkpoint, model  # noqa: E402
 from llama.config import ModelInputError, load_config  # noqa: E402
-from llama.generation import LlamaSession, TopKSampler, compile_report, generate_ids, sample_greedy  # noqa: E402
+from llama.generation import LlamaSession, Sampler, compile_report, generate_ids, sample_greedy  # noqa: E402
 from llama.tiny import build_tiny_random  # noqa: E402
 from llama.tokenizer import encode_chat, load_tokenizer  # noqa: E402
 
@@ -336,82 +336,133 @@ def test_generate_returns_ids_text_and_times(tiny_dir, session):
     assert ids == want
 
 
-# ---- top-k sampling on the device ----------------------------------------------------------------
-def _numpy_top_k_draw(logits, gumbel, seen, k, temperature, penalty):
-    """The draw top_k_token makes, in NumPy: the penalty, jax.lax.top_k's k (ties: the lower
-    token first), the Gumbel-max argmax, all in float32."""
+# ---- sampling on the device (top-k, top-p, temperature) ------------------------------------------
+def _numpy_draw(logits, u, seen, k, temperature, top_p=1.0, penalty=1.0):
+    """The draw sample_token makes, in float64 NumPy: the penalty, jax.lax.top_k's k (ties: the
+    lower token first), the nucleus (a token stays while the probability before it is below
+    top_p), then the kept tokens' cumulative probability inverted at u. Also the draw's margin:
+    how far u is from the nearest boundary between two kept tokens (float32 rounding may move a
+    draw across a boundary closer than that)."""
     row = logits[-1].astype(np.float32)
-    row = np.where(seen, np.where(row > 0, row / np.float32(penalty), row * np.float32(penalty)), row)
+    if seen is not None:
+        row = np.where(seen, np.where(row > 0, row / np.float32(penalty), row * np.float32(penalty)), row)
     top = np.argsort(-row, kind="stable")[:k]
-    return int(top[np.argmax(row[top] / np.float32(temperature) + gumbel)])
+    p = np.exp((row[top].astype(np.float64) - row[top[0]]) / temperature)
+    p /= p.sum()
+    before = np.cumsum(p) - p
+    kept = int(np.sum(before < top_p)) if top_p < 1 else k
+    cum = np.cumsum(p[:kept]) / p[:kept].sum()
+    pick = min(int(np.sum(cum <= u)), kept - 1)
+    return int(top[pick]), float(np.min(np.abs(cum[:-1] - u))) if kept > 1 else 1.0
 
 
-def test_top_k_token_is_the_gumbel_max_draw_among_the_k_largest():
-    rng = np.random.default_rng(3)
-    fn = model.make_top_k_sampler(4, 0.7, 1.3, backend="numpy")
-    for trial in range(20):
-        logits = rng.standard_normal((1 + trial % 3, 50)).astype(np.float32)
+def _check_draws(fn, rng, shape, k, temperature, top_p, penalty, trials):
+    """``trials`` draws of ``fn`` (model.make_sampler's) against _numpy_draw; draws within 1e-4
+    of a boundary are skipped (at most a few)."""
+    checked = 0
+    for trial in range(trials):
+        logits = (2 * rng.standard_normal(shape)).astype(np.float32)
         logits[-1, ::7] = logits[-1, 3]  # ties, some of them among the k largest
-        seen = rng.random(50) < 0.3
-        g = rng.gumbel(size=4).astype(np.float32)
-        got = int(np.asarray(fn(logits, g, seen))[0])
-        assert got == _numpy_top_k_draw(logits, g, seen, 4, 0.7, 1.3), trial
+        seen = rng.random(shape[1]) < 0.3 if penalty != 1.0 else None
+        u = rng.random(1, dtype=np.float32)
+        got = int(np.asarray(fn(logits, u, *(() if seen is None else (seen,))))[0])
+        want, margin = _numpy_draw(logits, float(u[0]), seen, k, temperature, top_p, penalty)
+        if margin > 1e-4:
+            assert got == want, (trial, got, want)
+            checked += 1
+    assert checked >= trials - 3
+
+
+@pytest.mark.parametrize("k, temperature, top_p, penalty", [
+    (4, 0.7, 1.0, 1.3),   # top-k, the penalty
+    (20, 1.2, 0.8, 1.0),  # top-k then top-p
+    (50, 0.9, 0.5, 1.1),  # top-p alone (k: the whole row)
+    (1, 1.0, 1.0, 1.0),   # greedy
+])
+def test_sample_token_is_the_inverse_cdf_draw_of_the_kept_tokens(k, temperature, top_p, penalty):
+    fn = model.make_sampler(k, temperature, top_p, penalty, backend="numpy")
+    _check_draws(fn, np.random.default_rng(3), (2, 50), k, temperature, top_p, penalty, 20)
 
 
 @pytest.mark.gpu
-def test_top_k_token_on_the_gpu():
-    """A vocabulary-sized row on CUDA (the top_k_rows kernel's two launches, then the draw)."""
-    rng = np.random.default_rng(4)
-    fn = model.make_top_k_sampler(40, 0.8, 1.2, backend="cuda")
-    for trial in range(5):
-        logits = rng.standard_normal((1, 128256)).astype(np.float32)
-        seen = rng.random(128256) < 0.01
-        g = rng.gumbel(size=40).astype(np.float32)
-        got = int(np.asarray(fn(logits, g, seen))[0])
-        assert got == _numpy_top_k_draw(logits, g, seen, 40, 0.8, 1.2), trial
+@pytest.mark.parametrize("k, top_p", [(40, 1.0), (40, 0.9), (128256, 0.9)])
+def test_sample_token_on_the_gpu(k, top_p):
+    """A vocabulary-sized row on CUDA: the top_k_rows kernel (k = the row: the whole sort), the
+    scan of the k probabilities, the draw."""
+    fn = model.make_sampler(k, 0.8, top_p, 1.2, backend="cuda")
+    _check_draws(fn, np.random.default_rng(4), (1, 128256), k, 0.8, top_p, 1.2, 5)
+
+
+def _draw_counts(sampler, logits, n=4000):
+    counts = np.zeros(logits.shape[-1])
+    for _ in range(n):
+        counts[sampler(logits)] += 1
+        sampler.seen[:] = False
+    return counts
+
+
+def _within_4_sd(counts, p):
+    n = counts.sum()
+    sd = np.sqrt(n * p * (1 - p))
+    assert np.all(np.abs(counts - n * p) <= 4 * sd + 1e-9), (counts, n * p)
 
 
 def test_top_k_sampling_draws_from_the_softmax_of_the_k_largest():
     """4000 draws (k = 3 of 6 tokens, temperature 0.7, no penalty) against softmax(top 3 / 0.7):
     every count within 4 standard deviations, the other tokens never drawn."""
     logits = np.float32([[0.5, 2.0, -1.0, 1.5, 1.9, 0.0]])
-    sampler = TopKSampler(6, 3, 0.7, 1.0, seed=5, backend="numpy")
-    counts = np.zeros(6)
-    for _ in range(4000):
-        counts[sampler(logits)] += 1
-        sampler.seen[:] = False
+    counts = _draw_counts(Sampler(6, 3, 1.0, 0.7, 1.0, seed=5, backend="numpy"), logits)
     p = np.zeros(6)
     top = [1, 4, 3]
     e = np.exp(logits[0, top] / 0.7 - np.max(logits[0, top] / 0.7))
     p[top] = e / e.sum()
-    sd = np.sqrt(4000 * p * (1 - p))
-    assert np.all(np.abs(counts - 4000 * p) <= 4 * sd + 1e-9), (counts, 4000 * p)
+    _within_4_sd(counts, p)
     assert counts[[0, 2, 5]].sum() == 0
 
 
-def test_top_k_generation_is_seeded_and_k_1_is_greedy(tiny_dir, session, prompt):
+def test_top_p_sampling_draws_from_the_nucleus():
+    """Probabilities 0.4, 0.3, 0.2, 0.1 (as logits): top_p 0.65 keeps the first two (0.4 is below
+    it, 0.7 is not), top_p 0.75 the first three; the kept tokens at their renormalised odds."""
+    probs = np.array([0.1, 0.4, 0.2, 0.3])
+    logits = np.log(probs).astype(np.float32)[None]
+    for top_p, kept in ((0.65, [1, 3]), (0.75, [1, 3, 2])):
+        counts = _draw_counts(Sampler(4, 0, top_p, 1.0, 1.0, seed=11, backend="numpy"), logits)
+        p = np.zeros(4)
+        p[kept] = probs[kept] / probs[kept].sum()
+        _within_4_sd(counts, p)
+        assert counts[[i for i in range(4) if i not in kept]].sum() == 0, (top_p, counts)
+
+
+def test_sampled_generation_is_seeded_and_k_1_is_greedy(tiny_dir, session, prompt):
     kw = dict(backend="numpy", search=session.step.search)
+    vocab = session.config.vocab_size
     greedy, _, _ = generate_ids(session, prompt, 8, repetition_penalty=1.1)
-    one = TopKSampler(session.config.vocab_size, 1, 0.5, 1.1, seed=0, **kw)
+    one = Sampler(vocab, 1, 0.9, 0.5, 1.1, seed=0, **kw)
     assert generate_ids(session, prompt, 8, repetition_penalty=1.1, sampler=one)[0] == greedy
-    five = TopKSampler(session.config.vocab_size, 5, 1.5, 1.1, seed=7, **kw)
+    five = Sampler(vocab, 5, 0.9, 1.5, 1.1, seed=7, **kw)
     a, _, profiles = generate_ids(session, prompt, 8, sampler=five)
     b, _, _ = generate_ids(session, prompt, 8, sampler=five)  # (reset: the same seed again)
     assert a == b and len(a) == 8 and len(profiles) == 8
-    res = llama_1b.generate(tiny_dir, "neural networks", max_new_tokens=6, top_k=5, temperature=1.5,
-                            ignore_eos=True, seed=7, **kw)
-    assert len(res.ids) == 6 and res.ids == llama_1b.generate(
-        tiny_dir, "neural networks", max_new_tokens=6, top_k=5, temperature=1.5, ignore_eos=True, seed=7, **kw).ids
+
+    def run(**opts):
+        return llama_1b.generate(tiny_dir, "neural networks", max_new_tokens=6, ignore_eos=True, seed=7,
+                                 **kw, **opts).ids
+
+    ids = run(top_k=5, top_p=0.9, temperature=1.5)
+    assert len(ids) == 6 and ids == run(top_k=5, top_p=0.9, temperature=1.5)
+    # a temperature alone samples the whole vocabulary: top_k = the vocabulary's size
+    assert run(temperature=1.5) == run(top_k=vocab, temperature=1.5)
 
 
-@pytest.mark.parametrize("top_k, temperature, match", [(-1, 1.0, "top_k must be an int >= 0"),
-                                                      (2.5, 1.0, "top_k must be an int"),
-                                                      (3, 0.0, "temperature must be > 0"),
-                                                      (10 ** 9, 1.0, "more than the vocabulary")])
-def test_bad_sampling_options(tiny_dir, no_long_work, top_k, temperature, match):
+@pytest.mark.parametrize("opts, match", [(dict(top_k=-1), "top_k must be an int >= 0"),
+                                         (dict(top_k=2.5), "top_k must be an int"),
+                                         (dict(top_k=3, temperature=0.0), "temperature must be > 0"),
+                                         (dict(top_p=0.0), r"top_p must be in \(0, 1\]"),
+                                         (dict(top_p=1.5), r"top_p must be in \(0, 1\]"),
+                                         (dict(top_k=10 ** 9), "more than the vocabulary")])
+def test_bad_sampling_options(tiny_dir, no_long_work, opts, match):
     with pytest.raises(ModelInputError, match=match):
-        llama_1b.generate(tiny_dir, "hi", max_new_tokens=2, backend="numpy", top_k=top_k,
-                          temperature=temperature)
+        llama_1b.generate(tiny_dir, "hi", max_new_tokens=2, backend="numpy", **opts)
 
 
 # ---- bad input: a clear message before any long work --------------------------------------------

@@ -1,6 +1,6 @@
 """The generation loop of the seed: one jitted step, the KV cache kept on the device (donated and
 returned each step), greedy sampling with a repetition penalty, per-step timing (TTFT, TPOT);
-and top-k sampling at a temperature on the device (TopKSampler)."""
+and sampling (top-k, top-p, temperature) on the device (Sampler)."""
 from __future__ import annotations
 
 import dataclasses
@@ -59,22 +59,26 @@ def sample_greedy(logits_row: np.ndarray, seen: set, repetition_penalty: float) 
     return int(np.argmax(row))
 
 
-class TopKSampler:
-    """Top-k sampling at a temperature, on the logits' device (model.top_k_token, jitted once):
-    the k largest of the last row, a Gumbel-max draw among them with noise from a NumPy
-    generator seeded by ``seed``, and the seed's repetition penalty through a mask of the tokens
-    drawn so far. :meth:`reset` (each generate_ids call) starts both over: the same seed, the
-    same tokens. k = 1 is greedy decoding."""
+class Sampler:
+    """Sampling on the logits' device (model.sample_token, jitted once): the seed's repetition
+    penalty through a mask of the tokens drawn so far, the temperature, the ``top_k`` largest
+    logits (0: the whole vocabulary), then the nucleus of probability ``top_p`` (1.0: all of
+    them), drawn with a uniform number from a NumPy generator seeded by ``seed``. :meth:`reset`
+    (each generate_ids call) starts the mask and the generator over: the same seed, the same
+    tokens. top_k = 1 is greedy decoding."""
 
-    def __init__(self, vocab_size: int, k: int, temperature: float = 1.0, repetition_penalty: float = 1.0,
-                 seed: int = 0, *, backend=None, search=None, buckets=None):
-        if not (isinstance(k, int) and 0 < k <= vocab_size):
-            raise ValueError(f"TopKSampler: k must be an int in [1, {vocab_size}], got {k!r}")
+    def __init__(self, vocab_size: int, top_k: int = 0, top_p: float = 1.0, temperature: float = 1.0,
+                 repetition_penalty: float = 1.0, seed: int = 0, *, backend=None, search=None, buckets=None):
+        if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or not 0 <= top_k <= vocab_size:
+            raise ValueError(f"Sampler: top_k must be an int in [0, {vocab_size}] (0: the whole "
+                             f"vocabulary), got {top_k!r}")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"Sampler: top_p must be in (0, 1] (1: no nucleus cut), got {top_p!r}")
         if not temperature > 0:
-            raise ValueError(f"TopKSampler: temperature must be > 0 (k = 1 is greedy), got {temperature!r}")
-        self.k = k
-        self.fn = model.make_top_k_sampler(k, float(temperature), float(repetition_penalty), backend=backend,
-                                           search=search, buckets=buckets)
+            raise ValueError(f"Sampler: temperature must be > 0 (top_k = 1 is greedy), got {temperature!r}")
+        self.k = int(top_k) or vocab_size
+        self.fn = model.make_sampler(self.k, float(temperature), float(top_p), float(repetition_penalty),
+                                     backend=backend, search=search, buckets=buckets)
         self.penalized = float(repetition_penalty) != 1.0
         self.seed = seed
         self.rng = np.random.default_rng(seed)
@@ -88,13 +92,13 @@ class TopKSampler:
         """Trace, search and compile at ``rows`` logits rows (a step's: 1); the seconds taken."""
         t0 = time.perf_counter()
         zeros = np.zeros((rows, self.seen.size), np.float32)
-        np.asarray(self.fn(zeros, np.zeros(self.k, np.float32), *self._mask()))
+        np.asarray(self.fn(zeros, np.zeros(1, np.float32), *self._mask()))
         return time.perf_counter() - t0
 
     def __call__(self, logits) -> int:
         """The next token from a step's logits (s, vocab), still on the device; waits for it."""
-        gumbel = self.rng.gumbel(size=self.k).astype(np.float32)
-        token = int(np.asarray(self.fn(logits, gumbel, *self._mask())).reshape(-1)[0])
+        u = self.rng.random(1, dtype=np.float32)
+        token = int(np.asarray(self.fn(logits, u, *self._mask())).reshape(-1)[0])
         self.seen[token] = True
         return token
 
@@ -179,7 +183,7 @@ class LlamaSession:
 
     def run(self, tokens, read=None) -> tuple:
         """Append ``tokens`` at the end of the context; returns (the last logits row, or
-        ``read(logits)`` of the step's device logits, e.g. a TopKSampler's token; StepProfile)."""
+        ``read(logits)`` of the step's device logits, e.g. a Sampler's token; StepProfile)."""
         t0 = time.perf_counter()
         logits = self._logits(list(tokens))
         t1 = time.perf_counter()
@@ -189,7 +193,7 @@ class LlamaSession:
 
 
 def generate_ids(session: LlamaSession, prompt_ids: list, max_new_tokens: int, stop_ids=(),
-                 repetition_penalty: float = 1.05, on_token=None, sampler: TopKSampler | None = None) -> tuple:
+                 repetition_penalty: float = 1.05, on_token=None, sampler: Sampler | None = None) -> tuple:
     """Prefill then decode, greedily (or with ``sampler``, which applies its own penalty).
     Returns (generated ids, the stop token's reason, profiles). The stop token itself is not part
     of the ids; ``on_token(id)`` sees every kept token. Plain greedy decoding (penalty 1.0, no

@@ -168,33 +168,45 @@ def make_step(config: LlamaConfig, *, backend=None, buckets=None, search=None, a
                   backend=backend, donate_argnames="cache")
 
 
-def top_k_token(logits, gumbel, seen=None, *, k: int, temperature: float, penalty: float = 1.0):
-    """A draw from the softmax of the last logits row's k largest values at ``temperature``, as
-    a (1,) int32 token: the argmax of those values / temperature plus ``gumbel`` ((k,) standard
-    Gumbel noise, drawn by the caller: the Gumbel-max trick). ``seen`` ((vocab,) bool): tokens
-    the seed's repetition penalty applies to first (positive logits divided by it, negative ones
-    multiplied; not read, and may be None, for a penalty of 1). Ties among the k keep
-    jax.lax.top_k's order (the lower token first)."""
+def sample_token(logits, u, seen=None, *, k: int, temperature: float, top_p: float = 1.0,
+                 penalty: float = 1.0):
+    """A draw from the last logits row as a (1,) int32 token, its filters in Hugging Face's
+    order: the seed's repetition penalty on the tokens in ``seen`` ((vocab,) bool; not read, and
+    may be None, for a penalty of 1), the temperature, the k largest logits (jax.lax.top_k's
+    order: among ties the lower token first), then the fewest of those, most likely first, whose
+    probability reaches ``top_p`` (nucleus sampling; 1.0 keeps all k). The draw inverts the kept
+    tokens' cumulative probability at ``u`` ((1,) float32, uniform in [0, 1), drawn by the
+    caller): one number crosses to the device a token, not k of noise."""
     row = logits[-1]
     if penalty != 1.0:
         row = lnp.where(seen, lnp.where(row > 0, row / penalty, row * penalty), row)
     vals, idx = lnp.top_k(row, k)
-    return lnp.take(idx, lnp.argmax(vals / temperature + gumbel)).astype(lnp.int32).reshape(1)
-
-
-def make_top_k_sampler(k: int, temperature: float, penalty: float = 1.0, *, backend=None, search=None,
-                       buckets=None):
-    """top_k_token jitted once (its logits' rows a dynamic dim): (logits, gumbel, seen) -> token;
-    without a penalty (logits, gumbel), so no seen-mask is sent to the device a token."""
-    s_buckets = {"s": buckets["s"]} if buckets and "s" in buckets else None
-    if penalty == 1.0:
-        def sample_top_k(logits, gumbel):
-            return top_k_token(logits, gumbel, k=k, temperature=temperature)
+    p = lnp.exp((vals - vals[0]) / temperature)  # unnormalised: the most likely token's is 1
+    cum = lnp.cumsum(p)
+    if top_p < 1.0:
+        # a token stays while the probability before it is below top_p (the first always does)
+        kept = lnp.sum((cum - p) < top_p * cum[-1])
+        total = lnp.take(cum, kept - 1)
     else:
-        def sample_top_k(logits, gumbel, seen):
-            return top_k_token(logits, gumbel, seen, k=k, temperature=temperature, penalty=penalty)
+        kept, total = k, cum[-1]
+    pick = lnp.minimum(lnp.sum(cum <= u * total), kept - 1)
+    return lnp.take(idx, pick).astype(lnp.int32).reshape(1)
 
-    return lf.jit(sample_top_k, dynamic_axes={"logits": {0: "s"}}, backend=backend, search=search,
+
+def make_sampler(k: int, temperature: float, top_p: float = 1.0, penalty: float = 1.0, *,
+                 backend=None, search=None, buckets=None):
+    """sample_token jitted once (its logits' rows a dynamic dim): (logits, u, seen) -> token;
+    without a penalty (logits, u), so no seen-mask is sent to the device a token."""
+    s_buckets = {"s": buckets["s"]} if buckets and "s" in buckets else None
+    opts = dict(k=k, temperature=temperature, top_p=top_p)
+    if penalty == 1.0:
+        def sample(logits, u):
+            return sample_token(logits, u, **opts)
+    else:
+        def sample(logits, u, seen):
+            return sample_token(logits, u, seen, penalty=penalty, **opts)
+
+    return lf.jit(sample, dynamic_axes={"logits": {0: "s"}}, backend=backend, search=search,
                   buckets=s_buckets)
 
 
