@@ -377,6 +377,23 @@ inline int __syncthreads_or(int p) {  // every thread's flag posted, then each r
   __syncthreads();
   return r;
 }
+// warp votes as CUDA's with every lane of the warp taking part (the only use here): bit l of
+// __ballot_sync is lane l's predicate. The votes alternate between two slot arrays, so one warp
+// barrier a vote keeps a lane's next vote from overwriting a slot another lane still reads.
+static unsigned lf_vote_slots[2][1024];
+static thread_local unsigned lf_vote_turn;
+inline unsigned __ballot_sync(unsigned, int p) {
+  const unsigned t = threadIdx.x, base = t & ~31u;
+  unsigned* slots = lf_vote_slots[lf_vote_turn ^= 1u];
+  slots[t] = p != 0;
+  lf_warp_bar[t / 32]->arrive_and_wait();
+  unsigned r = 0;
+  for (unsigned l = 0; l < 32; ++l) r |= slots[base + l] << l;
+  return r;
+}
+// __syncwarp: a barrier of the warp
+inline void __syncwarp(unsigned = 0xffffffffu) { lf_warp_bar[threadIdx.x / 32]->arrive_and_wait(); }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
 // the attr-driven attention kernels of attention.cu need it to compile; they are not run here
 inline float __shfl_sync(unsigned, float, int) { std::abort(); }
 """

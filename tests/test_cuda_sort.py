@@ -1,8 +1,9 @@
 """The CUDA sort_rows / argsort_rows kernel (kernels/sort.cu, backends/cuda/sortkernels.py): a
-bitonic network over unique (value word, position) keys, a row in shared memory up to 4096 keys
-and through a global scratch beyond. Checked against np.argsort(kind="stable") and JAX's
-descending order (tests/test_sort_kernels.py's references) on the CPU emulation of CUDA (g++),
-compiled with nvcc where there is one, and on the GPU where there is one.
+bitonic network over unique (value word, position) keys for a row in shared memory up to 4096
+keys, an LSD radix sort of those keys (a pass a byte of the word) beyond. Checked against
+np.argsort(kind="stable") and JAX's descending order (tests/test_sort_kernels.py's references) on
+the CPU emulation of CUDA (g++), compiled with nvcc where there is one, and on the GPU where
+there is one.
 """
 import shutil
 
@@ -40,14 +41,17 @@ def _rows(dtype, shape, seed=0):
     if shape[1] > 100:
         x[:, 50::101] = -0.0
         x[0, 77::203] = np.nan
+    if shape[1] > 4100:  # NaN of both signs, both zeros and ties on either side of the first tile's end
+        x[:, 4090:4102] = [np.nan, -0.0, 0.0, 0.5, -np.nan, 0.0, -0.0, 0.5, np.nan, -0.0, 0.5, 0.0]
     return x.astype(dtype)
 
 
-# (rows, N, dtype): in shared memory (N <= 4096, and one row of exactly a tile), and through the
-# scratch (N > 4096: the wider merge steps over global memory)
+# (rows, N, dtype): in shared memory (N <= 4096, and one row of exactly a tile), and the radix
+# sort (N > 4096): 4 passes (float32, int32 with its extremes), 2 (float16, bfloat16), 1 (bool);
+# several rows, a last tile of one key, ten tiles
 CASES = [(6, 9, np.float32), (6, 9, ml_dtypes.bfloat16), (6, 9, np.int32), (6, 9, np.bool_),
          (3, 1000, np.float32), (2, 4096, np.float32), (2, 5000, np.float32), (1, 9000, np.float16),
-         (1, 40000, np.float32)]  # (P = 65536: three and four wide steps in one launch)
+         (2, 8193, ml_dtypes.bfloat16), (3, 5000, np.int32), (2, 9000, np.bool_), (1, 40000, np.float32)]
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the CUDA emulation needs it")
@@ -87,6 +91,25 @@ def test_dynamic_rows_and_length_on_the_cpu_emulation(tmp_path):
         assert _same(idx, ref_idx) and _same(vals, ref_vals), (r, n)
 
 
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed: the CUDA emulation needs it")
+def test_dynamic_long_rows_on_the_cpu_emulation(tmp_path):
+    """The radix sort planned for 3 rows of 9000 (three tiles) and run at fewer rows and shorter
+    lengths (one tile and a key, one partial tile, a length the shared-memory path would take),
+    descending."""
+    import cuda_model_emulation as emu
+    from luminal_fn.backends.cuda.executable import plan_graph
+
+    x = _rows(np.float32, (3, 9000), seed=5)
+    llir = _llir(_both(True), x, {"a": {0: "r", 1: "n"}})
+    bp = plan_graph(llir, {"r": 3, "n": 9000})
+    lib = emu.build_with_hand(bp, ("sort.cu",), str(tmp_path))
+    for r, n in ((2, 4097), (1, 3000), (3, 6001)):
+        part = np.ascontiguousarray(x[:r, :n])
+        vals, idx = emu.run(lib, bp, [part], {"r": r, "n": n})
+        ref_vals, ref_idx = _reference(part, True)
+        assert _same(idx, ref_idx) and _same(vals, ref_vals), (r, n)
+
+
 def test_the_cuda_module_compiles():
     from luminal_fn.backends.cuda.executable import plan_graph
     from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
@@ -94,10 +117,9 @@ def test_the_cuda_module_compiles():
     kernels = []
     for rows, n, dtype in CASES:
         kernels += plan_graph(_llir(_both(True), _rows(dtype, (rows, n))), {}).kernels()
-    # a launch an output up to 4096 keys; longer rows: tiles, the wider stages' steps (up to four
-    # a launch) and tile merges, outputs (P = 8192: 4 launches; 16384: 6; 65536: 10)
-    launches = {8192: 4, 16384: 6, 65536: 10}
-    want = sum(2 * launches.get(1 << (n - 1).bit_length(), 1) for _, n, _ in CASES)
+    # a launch an output up to 4096 keys; longer rows three (counts, places, scatter) a byte of
+    # the element
+    want = sum(2 * (1 if n <= 4096 else 3 * np.dtype(dtype).itemsize) for _, n, dtype in CASES)
     assert sum(k.kind.startswith(("sort_rows", "argsort_rows")) for k in kernels) == want
     if not nvcc_available():
         pytest.skip("nvcc is not installed: the plans were made, the module not compiled")
@@ -106,7 +128,8 @@ def test_the_cuda_module_compiles():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("descending", [False, True])
-@pytest.mark.parametrize("rows,n,dtype", CASES + [(1, 128256, np.float32), (64, 2048, ml_dtypes.bfloat16)])
+@pytest.mark.parametrize("rows,n,dtype", CASES + [(1, 128256, np.float32), (64, 2048, ml_dtypes.bfloat16),
+                                                  (1, 1_000_000, np.float32), (8, 70000, ml_dtypes.bfloat16)])
 def test_the_cuda_kernel_on_the_gpu(rows, n, dtype, descending):
     cuda = get_backend("cuda")
     x = _rows(dtype, (rows, n), seed=n)
@@ -120,8 +143,9 @@ def test_the_cuda_kernel_on_the_gpu(rows, n, dtype, descending):
 
 # (rows, N, k): a row in one tile (the whole sort, its first k out), longer rows (each tile's k
 # best, then a block a row over those: in one batch, and in several for 40 tiles x 200), and a k
-# past TOP_K_MAX (the whole long sort, its first k out)
-TOP_K_CASES = [(6, 9, 4), (3, 1000, 1), (2, 5000, 50), (1, 9000, 1), (2, 160000, 200), (1, 12000, 2500)]
+# past TOP_K_MAX (the whole long sort, its first k out: one row and several)
+TOP_K_CASES = [(6, 9, 4), (3, 1000, 1), (2, 5000, 50), (1, 9000, 1), (2, 160000, 200), (1, 12000, 2500),
+               (3, 9000, 4097)]
 
 
 def _top_k_plan(x, k, axes=None, dims=None):
@@ -166,7 +190,8 @@ def test_the_top_k_module_compiles():
     from luminal_fn.backends.cuda.source import module_source, nvcc_available, nvcc_check
 
     kernels = [kd for r, n, k in TOP_K_CASES for kd in _top_k_plan(_rows(np.float32, (r, n)), k).kernels()]
-    assert {kd.kind for kd in kernels} >= {"top_k_rows", "top_k_rows_tiles", "top_k_rows_step", "top_k_rows_out"}
+    assert {kd.kind for kd in kernels} >= {"top_k_rows", "top_k_rows_tiles", "top_k_rows_count", "top_k_rows_scan",
+                                           "top_k_rows_scatter"}
     if not nvcc_available():
         pytest.skip("nvcc is not installed: the plans were made, the module not compiled")
     nvcc_check(module_source(kernels))

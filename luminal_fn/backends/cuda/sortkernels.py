@@ -1,16 +1,19 @@
 """CUDA lowerings of sort_rows and argsort_rows (ir/composites.py; semantics in
-backends/numpy/sort_kernels.py): kernels/sort.cu's bitonic network over unique 64-bit keys
-(value word, position). Rows of up to LF_SORT_TILE (4096) keys at the bucket's largest dims are
-one launch, a block a row in shared memory. Longer rows keep their keys in a global scratch of
-rows x P (P the length rounded up to a power of two) and take several launches over the whole
-grid, so one long row is not one SM's work: for P = 2^20, 22 (the tiles, 36 wide steps in 12
-launches, 8 tile merges, the outputs). A smaller call in the same bucket runs the same launches; those of stages
-past its own P return at once.
+backends/numpy/sort_kernels.py), kernels/sort.cu. Each element is a 64-bit key (an order-keeping
+word of its value, its position). Rows of up to LF_SORT_TILE (4096) keys at the bucket's largest
+dims are one launch, a block a row: a bitonic network over the unique keys in shared memory.
+Longer rows take an LSD radix sort, stable (so ties keep their positions), a pass a byte of the
+word (float32 / int32 4, float16 / bfloat16 2 on their own 16 bits, bool 1), each pass three
+launches over rows x tiles of RADIX_TILE keys: every tile's digit counts, a block a row to turn
+them into every tile's first place for each digit, and the scatter (the tile's keys stably
+ranked in shared memory by per-warp ballots, then written to their places). The first pass reads
+x, the middle ones ping-pong between two key scratches, the last writes the outputs (the first
+F of each row): 12 launches for a float32 row of 10^6 (the bitonic network took 22). A smaller
+call in the same bucket runs the same grids; its own rows and length bound every loop.
 
 top_k_rows (the first K positions of the descending order) sorts each tile of a longer row and
 keeps its first K keys, then one block a row sorts those candidates (kernels/sort.cu,
-lf_top_k_*): two launches where a whole sort of a vocabulary row took 17. Past K = 2048 it is the
-whole sort, its first K written out."""
+lf_top_k_*): two launches. Past K = 2048 it is the whole sort, its first K written out."""
 from __future__ import annotations
 
 from ...ir import dtypes as dt
@@ -20,10 +23,11 @@ from .plan import lowerer
 from .rowkernels import _at_most, _direct
 
 SORT_BLOCK = 512  # a row's tile in shared memory
-STEP_BLOCK = 256  # the launches over every key (a step of the wider stages, the outputs)
 SORT_TILE = 4096  # kernels/sort.cu's LF_SORT_TILE
-STEPS_AT_ONCE = 4  # the wide steps one launch takes (kernels/sort.cu's lf_sort_steps: 16 keys a thread)
 TOP_K_MAX = SORT_TILE // 2  # kernels/sort.cu's lf_top_k_merge keeps K candidates beside a batch
+RADIX_TILE = 4096  # kernels/sort.cu's LF_RADIX_TILE (its block: LF_RADIX_BLOCK)
+RADIX_BLOCK = 256
+RADIX_SCAN_BLOCK = 1024  # lf_radix_scan: a block a row
 
 
 def padded_length(n: int) -> int:
@@ -52,33 +56,33 @@ def _lower_sort(pl, node, kind: str, desc: int, first=None):
         pl.add_kernel(hand_source(pl, kind, body, [x_buf, out_buf], SORT_BLOCK, rows, 1),
                       [b_x, pl.node_buf[node.id]], node.id, kind)
         return
-    # longer rows: the keys in a scratch (int32 pairs, 256-byte aligned, read as 64-bit keys),
-    # each launch over the whole grid (kernels/sort.cu, steps 1-4)
-    keys = pl.scratch(dt.int32, 2 * _at_most(pl, rows) * p_max)
-    g_buf = ("scratch", "sk", dt.int32, False)
-    g = f"(unsigned long long*)sk, {p_max}LL"
-    tiles = as_expr(rows) * (p_max // SORT_TILE)
-
-    def launch(label, body, bufs, ids, block, work, per_block):
-        pl.add_kernel(hand_source(pl, f"{kind}_{label}", body, bufs, block, work, per_block),
-                      ids, node.id, f"{kind} ({label})")
-
-    launch("tiles", [f"lf_sort_tiles<{TX}, {SORT_BLOCK}>({x}, {R}, {n}, {desc}, {g});"],
-           [x_buf, g_buf], [b_x, keys], SORT_BLOCK, tiles, 1)
-    k = 2 * SORT_TILE
-    while k <= p_max:
-        j = k // 2
-        while j >= SORT_TILE:  # up to STEPS_AT_ONCE steps a launch, their keys in registers
-            S = min(STEPS_AT_ONCE, (j // SORT_TILE).bit_length())
-            launch("step", [f"lf_sort_steps<{STEP_BLOCK}, {S}>({R}, {n}, {g}, {k}, {j});"], [g_buf], [keys],
-                   STEP_BLOCK, as_expr(rows) * (p_max >> S), STEP_BLOCK * 4)
-            j >>= S
-        launch("merge", [f"lf_sort_merge_tiles<{SORT_BLOCK}>({R}, {n}, {g}, {k});"], [g_buf], [keys],
-               SORT_BLOCK, tiles, 1)
-        k *= 2
-    launch("out", [f"lf_sort_out<{TX}, {STEP_BLOCK}>({x}, {R}, {F}, (const unsigned long long*)sk, "
-                   f"{p_max}LL, {outs});"], [x_buf, g_buf, out_buf], [b_x, keys, pl.node_buf[node.id]],
-           STEP_BLOCK, as_expr(rows) * (N if first is None else first), STEP_BLOCK * 4)
+    # longer rows: the radix passes (kernels/sort.cu, lf_radix_*), a byte of the element's word each
+    passes, rows_max, n_max = xd.itemsize, _at_most(pl, rows), _at_most(pl, N)
+    tiles_max = -(-n_max // RADIX_TILE)
+    hist = pl.scratch(dt.int32, rows_max * 256 * tiles_max)
+    keys = [pl.scratch(dt.int32, 2 * rows_max * n_max) for _ in range(min(passes - 1, 2))]  # (64-bit keys)
+    work = as_expr(rows) * tiles_max
+    for p in range(passes):
+        shift, last = 32 + 8 * p, p == passes - 1
+        bufs, ids, g_in, g_out = [x_buf], [b_x], "(const unsigned long long*)0", "(unsigned long long*)0"
+        if p > 0:
+            bufs.append(("scratch_keys", "gi", dt.int32, True))
+            ids.append(keys[(p - 1) % 2])
+            g_in = "(const unsigned long long*)gi"
+        counts = f"lf_radix_count<{TX}>({x}, {R}, {n}, {desc}, {shift}, {g_in}, h);"
+        pl.add_kernel(hand_source(pl, f"{kind}_count", [counts], bufs + [("scratch", "h", dt.int32, False)],
+                                  RADIX_BLOCK, work, 1), ids + [hist], node.id, f"{kind} (counts {p})")
+        pl.add_kernel(hand_source(pl, f"{kind}_scan", [f"lf_radix_scan<{RADIX_SCAN_BLOCK}>({R}, {n}, h);"],
+                                  [("scratch", "h", dt.int32, False)], RADIX_SCAN_BLOCK, rows, 1),
+                      [hist], node.id, f"{kind} (places {p})")
+        if last:
+            tail, tail_ids, out = [out_buf], [pl.node_buf[node.id]], outs
+        else:  # (the next pass's keys; no outputs)
+            tail, tail_ids = [("scratch_keys_out", "go", dt.int32, False)], [keys[p % 2]]
+            g_out, out = "(unsigned long long*)go", f"({TX}*)0, (int*)0"
+        body = [f"lf_radix_scatter<{TX}>({x}, {R}, {n}, {F}, {desc}, {shift}, {g_in}, h, {g_out}, {out});"]
+        pl.add_kernel(hand_source(pl, f"{kind}_scatter", body, bufs + [("scratch", "h", dt.int32, True)] + tail,
+                                  RADIX_BLOCK, work, 1), ids + [hist] + tail_ids, node.id, f"{kind} (scatter {p})")
 
 
 @lowerer("sort_rows")
@@ -115,5 +119,5 @@ def lower_top_k_rows(pl, node):
                   [cand, pl.node_buf[node.id]], node.id, "top_k_rows")
 
 
-__all__ = ["SORT_BLOCK", "SORT_TILE", "STEP_BLOCK", "TOP_K_MAX", "lower_argsort_rows", "lower_sort_rows",
-           "lower_top_k_rows", "padded_length"]
+__all__ = ["RADIX_BLOCK", "RADIX_TILE", "SORT_BLOCK", "SORT_TILE", "TOP_K_MAX", "lower_argsort_rows",
+           "lower_sort_rows", "lower_top_k_rows", "padded_length"]
