@@ -398,6 +398,7 @@ class _Extraction(FusedTreeBuilder):
         self.memo: dict = {}
         self.recomputing = 0  # shared values being inlined around the current tree node
         self.slack = 0  # extra reads the current kernel may still take to avoid storing a value
+        self.visits = 0  # tree nodes the current kernel has visited (fused_tree.MAX_VISITS)
         # ViewThroughs from the current tree node's coordinates out to its kernel's (innermost
         # last): non-empty while computing a producer inlined through a view
         self.transform: tuple = ()

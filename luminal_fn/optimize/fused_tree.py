@@ -32,7 +32,8 @@ class ExtractionError(RuntimeError):
 
 class FusedTreeBuilder:
     """The fused-tree half of one genome's extraction (extract._Extraction): needs ``ex``,
-    ``memo``, ``recomputing``, ``slack``, ``transform``, ``ordered`` and ``materialize``."""
+    ``memo``, ``recomputing``, ``slack``, ``transform``, ``visits``, ``ordered`` and
+    ``materialize``."""
 
     def kernel_tree(self, ft, root, edges):
         """The whole tree of one fused kernel (leaves may materialise other kernels, each with
@@ -41,7 +42,7 @@ class FusedTreeBuilder:
         saved_depth, self.recomputing = self.recomputing, 0
         saved_transform, self.transform = self.transform, ()
         saved_slack, self.slack = self.slack, 1
-        saved_visits, self.visits = getattr(self, "visits", 0), 0
+        saved_visits, self.visits = self.visits, 0
         try:
             return self.tree(ft, root, edges, [0])
         finally:
