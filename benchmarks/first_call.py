@@ -1,0 +1,77 @@
+"""Seconds of a first call (trace, e-graph, search, compile, run) of functions whose search
+explores long chains of views: cumsum along a static axis (doubling steps, each a shifted read)
+and the Llama example's sampler over a vocabulary row (top_k, then a cumsum of the k kept
+probabilities). Each call runs with a fresh search cache in a process of its own.
+
+    python benchmarks/first_call.py [--backend numpy] [--limit 100]
+
+To compare two commits, run it with PYTHONPATH at a checkout of each."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+CASES = ["cumsum 1024", "cumsum 4096", "cumsum 16384", "cumsum 128256", "sampler 50 0.9", "sampler 128256 0.9"]
+
+CHILD = r"""
+import json, os, sys, time
+import numpy as np
+import luminal_fn as lf
+import luminal_fn.numpy as lnp
+kind, *args = sys.argv[1].split()
+backend, limit = sys.argv[2], int(sys.argv[3])
+search = lf.SearchOptions(limit=limit)
+if kind == "cumsum":
+    n = int(args[0])
+    x = np.random.default_rng(0).standard_normal((1, n)).astype(np.float32)
+    f = lf.jit(lambda a: lnp.cumsum(a[-1]), backend=backend, search=search)
+    t0 = time.perf_counter()
+    got = np.asarray(f(x))
+    seconds = time.perf_counter() - t0
+    err = float(np.max(np.abs(got - np.cumsum(x[-1].astype(np.float64)))))
+else:
+    sys.path.insert(0, os.path.join(sys.argv[4], "examples"))
+    from llama import model
+    k, top_p = int(args[0]), float(args[1])
+    try:
+        fn = model.make_sampler(k, 0.8, top_p, 1.1, backend=backend, search=search)
+        call = lambda l, u, s: fn(l, u, s)
+    except AttributeError:  # (before the sampler took top_p: top-k alone)
+        fn = model.make_top_k_sampler(k, 0.8, 1.1, backend=backend, search=search)
+        call = lambda l, u, s: fn(l, np.zeros(k, np.float32), s)
+    l = np.random.default_rng(0).standard_normal((1, 128256)).astype(np.float32)
+    t0 = time.perf_counter()
+    np.asarray(call(l, np.float32([0.5]), np.zeros(128256, bool)))
+    seconds, err = time.perf_counter() - t0, 0.0
+print(json.dumps({"seconds": seconds, "err": err}))
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backend", default="numpy")
+    ap.add_argument("--limit", type=int, default=100, help="SearchOptions(limit=...): candidates timed")
+    args = ap.parse_args()
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    print(f"| {args.backend}, search limit {args.limit} | first call s | max abs error |")
+    print("| --- | --- | --- |")
+    for case in CASES:
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, LUMINAL_CACHE_DIR=cache)
+            # (run in the cache folder: a child started here would import this checkout's
+            # luminal_fn before one on PYTHONPATH)
+            out = subprocess.run([sys.executable, "-c", CHILD, case, args.backend, str(args.limit), repo],
+                                 env=env, cwd=cache, capture_output=True, text=True, timeout=900)
+        if out.returncode:
+            print(f"| {case} | failed: {out.stderr.strip().splitlines()[-1][:120]} | |", flush=True)
+            continue
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"| {case} | {r['seconds']:.2f} | {r['err']:.2g} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
