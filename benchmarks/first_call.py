@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 
+TIMEOUT_S = 900
 CASES = ["cumsum 1024", "cumsum 4096", "cumsum 16384", "cumsum 128256", "sampler 50 0.9", "sampler 128256 0.9"]
 
 CHILD = r"""
@@ -64,8 +65,12 @@ def main():
             env = dict(os.environ, LUMINAL_CACHE_DIR=cache)
             # (run in the cache folder: a child started here would import this checkout's
             # luminal_fn before one on PYTHONPATH)
-            out = subprocess.run([sys.executable, "-c", CHILD, case, args.backend, str(args.limit), repo],
-                                 env=env, cwd=cache, capture_output=True, text=True, timeout=900)
+            try:
+                out = subprocess.run([sys.executable, "-c", CHILD, case, args.backend, str(args.limit), repo],
+                                     env=env, cwd=cache, capture_output=True, text=True, timeout=TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                print(f"| {case} | > {TIMEOUT_S} (stopped) | |", flush=True)
+                continue
         if out.returncode:
             print(f"| {case} | failed: {out.stderr.strip().splitlines()[-1][:120]} | |", flush=True)
             continue
