@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the llama/ hel
 
 from llama import checkpoint, model  # noqa: E402
 from llama.config import LlamaConfig, ModelInputError, llama_3_2_1b_config, load_config  # noqa: E402
-from llama.generation import (GenerationResult, LlamaSession, Sampler, compile_report,  # noqa: E402
+from llama.generation import (GenerationResult, LlamaSession, Sampler, check_sampling, compile_report,  # noqa: E402
                               generate_ids, ttft_tpot_ms)
 from llama.hub import DEFAULT_REPO, resolve_repo  # noqa: E402
 from llama.tiny import build_tiny_random  # noqa: E402
@@ -64,12 +64,7 @@ def _check_args(dtype, max_new_tokens, max_seq_len, repetition_penalty, search_g
         raise ModelInputError(f"repetition_penalty must be > 0 (1.0 is plain greedy), got {repetition_penalty!r}")
     if max_memory_mib is not None and not max_memory_mib > 0:
         raise ModelInputError(f"max_memory_mib must be > 0, got {max_memory_mib!r}")
-    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 0:
-        raise ModelInputError(f"top_k must be an int >= 0 (0: no top-k cut), got {top_k!r}")
-    if not 0 < top_p <= 1:
-        raise ModelInputError(f"top_p must be in (0, 1] (1: no nucleus cut), got {top_p!r}")
-    if not temperature > 0:
-        raise ModelInputError(f"temperature must be > 0 (top_k 1 is greedy), got {temperature!r}")
+    check_sampling(top_k, top_p, temperature)
 
 
 def _backend(backend):
@@ -143,8 +138,7 @@ def generate(model_dir: str | None, prompt: str = DEFAULT_PROMPT, max_new_tokens
     bad = [t for t in prompt_ids if not 0 <= t < config.vocab_size]
     if bad:
         raise ModelInputError(f"prompt token ids {bad[:4]} are outside the vocabulary (size {config.vocab_size})")
-    if top_k > config.vocab_size:
-        raise ModelInputError(f"top_k {top_k} is more than the vocabulary's {config.vocab_size} tokens")
+    check_sampling(top_k, top_p, temperature, config.vocab_size)
     if len(prompt_ids) > max_seq_len:
         raise ModelInputError(
             f"the prompt is {len(prompt_ids)} tokens, longer than max_seq_len {max_seq_len}; "

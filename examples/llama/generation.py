@@ -11,7 +11,7 @@ import numpy as np
 import luminal_fn as lf
 
 from . import model
-from .config import LlamaConfig
+from .config import LlamaConfig, ModelInputError
 
 
 @dataclasses.dataclass
@@ -59,6 +59,19 @@ def sample_greedy(logits_row: np.ndarray, seen: set, repetition_penalty: float) 
     return int(np.argmax(row))
 
 
+def check_sampling(top_k, top_p: float, temperature: float, vocab_size: int | None = None):
+    """Raise ModelInputError for sampling options no Sampler takes (``vocab_size``: also a top_k
+    past the vocabulary)."""
+    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 0:
+        raise ModelInputError(f"top_k must be an int >= 0 (0: no top-k cut), got {top_k!r}")
+    if vocab_size is not None and top_k > vocab_size:
+        raise ModelInputError(f"top_k {top_k} is more than the vocabulary's {vocab_size} tokens")
+    if not 0 < top_p <= 1:
+        raise ModelInputError(f"top_p must be in (0, 1] (1: no nucleus cut), got {top_p!r}")
+    if not temperature > 0:
+        raise ModelInputError(f"temperature must be > 0 (top_k 1 is greedy), got {temperature!r}")
+
+
 class Sampler:
     """Sampling on the logits' device (model.sample_token, jitted once): the seed's repetition
     penalty through a mask of the tokens drawn so far, the temperature, the ``top_k`` largest
@@ -69,13 +82,7 @@ class Sampler:
 
     def __init__(self, vocab_size: int, top_k: int = 0, top_p: float = 1.0, temperature: float = 1.0,
                  repetition_penalty: float = 1.0, seed: int = 0, *, backend=None, search=None, buckets=None):
-        if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or not 0 <= top_k <= vocab_size:
-            raise ValueError(f"Sampler: top_k must be an int in [0, {vocab_size}] (0: the whole "
-                             f"vocabulary), got {top_k!r}")
-        if not 0 < top_p <= 1:
-            raise ValueError(f"Sampler: top_p must be in (0, 1] (1: no nucleus cut), got {top_p!r}")
-        if not temperature > 0:
-            raise ValueError(f"Sampler: temperature must be > 0 (top_k = 1 is greedy), got {temperature!r}")
+        check_sampling(top_k, top_p, temperature, vocab_size)
         self.k = int(top_k) or vocab_size
         self.fn = model.make_sampler(self.k, float(temperature), float(top_p), float(repetition_penalty),
                                      backend=backend, search=search, buckets=buckets)
