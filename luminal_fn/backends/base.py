@@ -54,6 +54,11 @@ class Executable:
         times.sort()
         return times[len(times) // 2]
 
+    def memory_bytes(self, dims: dict) -> int | None:
+        """Bytes a run at ``dims`` needs beyond its inputs and the graph's values between
+        kernels (buffers kept from call to call, a kernel's own scratch); None: not known."""
+        return None
+
     def synchronize(self) -> None:
         pass
 
@@ -86,6 +91,12 @@ class Backend:
 
     def device_name(self) -> str:
         return self.name
+
+    def memory_budget(self) -> int | None:
+        """Bytes one search candidate may use when ``SearchOptions.max_memory`` is not given, so
+        a candidate that would exhaust the machine is dropped before it runs; None: no default
+        budget (the device reports running out as an error the search drops the candidate for)."""
+        return None
 
     def from_numpy(self, arr: np.ndarray):
         raise NotImplementedError

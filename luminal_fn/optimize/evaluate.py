@@ -2,7 +2,8 @@
 
 The search hands a genome; this module turns it into seconds or raises to drop it:
 
-* the LLIR's peak memory at the bucket's largest dims is estimated first (``max_memory``);
+* the LLIR's peak memory at the bucket's largest dims is estimated first, and again with the
+  compiled form's own buffers and scratch (``max_memory``, else the backend's default budget);
 * the first run (which includes the backend's lazy compilation) gets a generous bound; the
   backend's profile then times warm runs against ``profile_timeout``;
 * outputs must be finite wherever the reference candidate's were, and agree with it (relative
@@ -17,6 +18,7 @@ The search hands a genome; this module turns it into seconds or raises to drop i
 """
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -88,6 +90,14 @@ class CandidateEvaluator:
         self.max_dims = max_dims
         self.compile_options = compile_options
         self.inputs = [x if backend.is_buffer(x) else backend.from_numpy(x) for x in inputs]
+        # the backend's default where none is given: on the host, running out is not an error
+        # but the OOM killer ending the process
+        if options.max_memory is not None:
+            self.max_memory, self.budget = options.max_memory, "max_memory budget"
+        else:
+            self.max_memory = backend.memory_budget()
+            self.budget = (f"{backend.name} backend's default budget (part of the memory "
+                           "available; SearchOptions(max_memory=...) sets another)")
         self.reference = None  # outputs of the first candidate that ran
         self.by_graph: dict = {}  # LLIR hash -> seconds or the exception it raised
         self.graphs: dict = {}  # genome -> LLIR (for the winner)
@@ -113,8 +123,12 @@ class CandidateEvaluator:
 
     def _time(self, llir) -> float:
         opts = self.options
-        check_memory_budget(llir_peak_bytes(llir, self.max_dims), opts.max_memory)
+        values = llir_peak_bytes(llir, self.max_dims)
+        check_memory_budget(values, self.max_memory, budget=self.budget)
         exe = self.backend.compile(llir, self.compile_options)
+        scratch = exe.memory_bytes(self.max_dims) if self.max_memory is not None else None
+        if scratch:  # buffers and scratch only the compiled form knows (NumPy's temporaries)
+            check_memory_budget(values + scratch, self.max_memory, budget=self.budget)
         # The first run also builds what the backend compiles lazily (kernel modules, CUDA
         # graphs), so only a generous bound applies to it; profile_timeout applies to warm runs.
         t0 = time.perf_counter()
@@ -144,12 +158,14 @@ class CandidateEvaluator:
             t, _, llir, exe = entries[0]
             return t, llir, exe
         times = [[] for _ in entries]
-        timeout = self.options.profile_timeout or 1e9
         for _ in range(rounds):
             for k, (_, _, _, exe) in enumerate(entries):
-                times[k].append(exe.profile(self.inputs, self.run_dims, self.options.trials, timeout))
+                times[k].append(self._retime(exe, self.options.trials))
         # the fastest of many runs: noise on a shared machine only ever adds time
         fastest = [min(ts) for ts in times]
+        if all(t == math.inf for t in fastest):  # all over the timeout now: the search's times
+            e = min(entries, key=lambda e: e[0])
+            return e[0], e[2], e[3]
         best = 0
         for k in sorted(range(len(entries)), key=lambda k: fastest[k]):
             # a finalist must also beat the reference head to head; one that does not (a lucky
@@ -163,13 +179,21 @@ class CandidateEvaluator:
     def _beats(self, challenger, reference, pairs: int = 7) -> bool:
         """True when ``challenger`` is faster than ``reference`` in most of ``pairs`` back-to-back
         comparisons (a load that drifts during the search cannot fake that)."""
-        timeout = self.options.profile_timeout or 1e9
         wins = 0
         for _ in range(pairs):
-            t_ref = reference.profile(self.inputs, self.run_dims, 1, timeout)
-            t_new = challenger.profile(self.inputs, self.run_dims, 1, timeout)
+            t_ref = self._retime(reference, 1)
+            t_new = self._retime(challenger, 1)
             wins += t_new < t_ref
         return wins > pairs // 2
+
+    def _retime(self, exe, trials: int) -> float:
+        """Seconds of a finalist timed again; one over profile_timeout this time (a load that
+        came since, or a candidate close to the bound) is infinitely slow, not an error that
+        would end a search that already has its answer."""
+        try:
+            return exe.profile(self.inputs, self.run_dims, trials, self.options.profile_timeout or 1e9)
+        except TimeoutError:
+            return math.inf
 
     def _check(self, outs) -> None:
         host = [np.asarray(self.backend.to_numpy(o), dtype=np.float64) for o in outs]

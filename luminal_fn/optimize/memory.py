@@ -53,9 +53,11 @@ def estimate_peak_bytes(buffers: Iterable[tuple[int, int, int]]) -> int:
     return int(peak)
 
 
-def check_memory_budget(peak_bytes: int, max_memory: int | None, what: str = "candidate") -> None:
-    """Raise `CandidateRejected` when ``peak_bytes`` exceeds ``max_memory`` (None: no budget)."""
+def check_memory_budget(peak_bytes: int, max_memory: int | None, what: str = "candidate",
+                        budget: str = "max_memory budget") -> None:
+    """Raise `CandidateRejected` when ``peak_bytes`` exceeds ``max_memory`` (None: no budget);
+    ``budget`` names where the limit came from."""
     if max_memory is not None and peak_bytes > max_memory:
         raise CandidateRejected(
             f"{what} needs about {format_bytes(peak_bytes)} at its largest dims, over the "
-            f"max_memory budget of {format_bytes(max_memory)}")
+            f"{budget} of {format_bytes(max_memory)}")

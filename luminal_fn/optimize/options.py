@@ -99,7 +99,9 @@ class SearchOptions:
     group_timeout: wall-clock seconds for the whole search of one bucket (None: no limit).
     seed: makes the search repeatable.
     max_memory: bytes a candidate may use at its bucket's largest dims (int or "8GB"; None:
-        no limit); candidates estimated above it are rejected before they run.
+        the backend's default, which for NumPy is 60% of the host memory available when the
+        search starts, and none on GPUs, whose running out is an error the search drops the
+        candidate for); candidates estimated above it are rejected before they run.
     progress: show a progress bar; None shows it only when stderr is a terminal.
     cache: read and write the on-disk search cache.
     cache_dir: the cache's folder (default $LUMINAL_CACHE_DIR, else the user cache dir).

@@ -1,6 +1,8 @@
 """The NumPy backend: the default on every machine and the reference for the others."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ..base import Backend, Executable, register_backend
@@ -14,12 +16,34 @@ from .sort_kernels import SORT_KERNELS  # registers sort_rows, argsort_rows, top
 from .math_kernels import MATH_KERNELS  # registers arctan2 (ir/composites.py)
 
 
+HOST_MEMORY_SHARE = 0.6  # of the memory available, the default budget of one search candidate
+
+
+def available_host_memory() -> int | None:
+    """Bytes of host memory available now (Linux's MemAvailable, else the free physical pages),
+    or None where neither is known."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 class NumpyExecutable(Executable):
     def __init__(self, graph, kernels=None):
         self.plan = Plan(graph, kernels)
 
     def run(self, inputs, dims):
         return self.plan.run(inputs, dims)
+
+    def memory_bytes(self, dims):
+        return self.plan.memory_bytes(dims)
 
     def describe(self) -> str:
         return f"numpy plan of {len(self.plan.steps)} steps"
@@ -32,6 +56,12 @@ class NumpyBackend(Backend):
 
     def device_name(self) -> str:
         return "cpu"
+
+    def memory_budget(self) -> int | None:
+        # Host memory is not a device that fails cleanly: past what is free, Linux's OOM killer
+        # ends the process. A candidate may use part of what is available when it is timed.
+        avail = available_host_memory()
+        return None if avail is None else int(avail * HOST_MEMORY_SHARE)
 
     def from_numpy(self, arr):
         return np.asarray(arr, order="C")  # not ascontiguousarray: that turns 0-d into 1-d

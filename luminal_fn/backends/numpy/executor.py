@@ -6,13 +6,14 @@ node leaves a contiguous array of its shape; inputs are read through their views
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ...ir import dtypes as dt
-from ...ir.expr import Expr, compile_np
+from ...ir.expr import Expr, compile_np, evaluate
 from ...ir.view import View
 
 KERNELS: dict[str, Callable] = {}  # op name -> builder(node, readers) -> step(vals, dims)
@@ -344,7 +345,7 @@ class Plan:
         for prod, consumer in last.items():
             if prod in extra or graph.nodes[prod].op != "Input":
                 last_use.setdefault(consumer, []).append(prod)
-        steps, requests, flow = [], [], []
+        steps, requests, flow, built, padded = [], [], [], [], []
         for node in nodes:
             if node.op == "Input":
                 continue
@@ -355,6 +356,9 @@ class Plan:
             readers = [make_reader(i, v, *producer(i)) for i, v in node.inputs]
             free = tuple(i for i in last_use.get(node.id, ()) if i not in self.outputs)
             step = build(node, readers)
+            built.append(step)
+            padded.append([(v.shape, np.dtype(_np_dtype(producer(i)[1])).itemsize)
+                           for i, v in node.inputs if v.mask is not None])
             into = getattr(step, "into", None)
             reqs = getattr(step, "requests", None) if into is not None else None
             steps.append((node.id, getattr(step, "raw", step), into, free))
@@ -362,8 +366,22 @@ class Plan:
             produced = (node.id, *(vid for _, vid in node.attrs.get("_stash", ())))
             flow.append((produced, [i for i, _ in node.inputs], reqs is not None))
         self.steps = steps
+        self._scratch = [getattr(step, "scratch_bytes", None) for step in built]
+        self._padded_reads = padded  # a padded view is read into a zero-filled array of its shape
         self.layout = Layout(requests, lifetimes(flow, self.outputs))
         self._arenas = ArenaPool(self.layout)
+
+    def memory_bytes(self, dims) -> int:
+        """Bytes a run holds beyond its inputs and the values between steps: the arena, plus the
+        largest scratch a step allocates for itself (steps run one at a time)."""
+        def step_bytes(own, slots, padded):
+            n = sum(math.prod(evaluate(d, dims) for d in shape) * item for shape, item in padded)
+            if own is not None and slots is None:  # (a step given arena buffers uses those)
+                n += own(dims)
+            return n
+
+        steps = zip(self._scratch, self.layout.per_step, self._padded_reads)
+        return self.layout.nbytes + max((step_bytes(*s) for s in steps), default=0)
 
     def run(self, inputs, dims) -> list:
         vals = [None] * self.n

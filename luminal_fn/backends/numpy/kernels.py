@@ -50,6 +50,40 @@ def _repeated(tree) -> dict:
     return {t: k for k, t in enumerate(t for t, n in counts.items() if n > 1)}
 
 
+def tree_temp_bytes(tree) -> int:
+    """Bytes per element of the temporaries ``compile_tree`` holds at once while evaluating
+    ``tree`` (operands computed left to right, each fresh array kept until its parent ran, plus
+    the memoised repeats): the kernel's scratch is this times its iteration shape's size."""
+    shared = _repeated(tree)
+
+    def need(t) -> int:
+        held = peak = 0
+        for c in t[2:]:
+            if isinstance(c, tuple) and c[0] not in ("in", "const"):
+                peak = max(peak, held + need(c))
+                if _is_op(c, shared) or c[0] in ("iota", "Gather", "Cast"):
+                    held += _itemsize(c)
+        return max(peak, held + _itemsize(t))
+
+    return need(tree) + sum(_itemsize(t) for t in shared)
+
+
+def _itemsize(t) -> int:
+    if t[0] == "iota":
+        return 8  # int64 coordinates before the int32 cast
+    return np.dtype(_compute_dtype(dt.BY_NAME[t[1]])).itemsize
+
+
+def _program_bytes(program) -> int:
+    """Bytes of the buffers a tree program allocates when the plan's arena does not give them."""
+    return sum(int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize
+               for s, d in zip(program.buffer_shapes, program.buffer_dtypes))
+
+
+def _numel(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64)) if shape else 1
+
+
 def compile_tree(tree, out_shape_fn):
     """A function (args, dims) -> ndarray evaluating an LLIR expression tree with NumPy.
     ``args`` are the kernel's inputs already read through their views. A subtree that occurs
@@ -334,6 +368,7 @@ def _fused(node, readers):
 
         step = _guarded(fused_program)  # Plan runs the raw form inside its one errstate
         step.program = program
+        step.scratch_bytes = lambda dims, n=_program_bytes(program): n
         if shape and (program.root_buffer is not None or not program.root_is_temp
                       or program.root_shape != shape):
             step.into, step.requests = into, tuple(requests)
@@ -345,7 +380,11 @@ def _fused(node, readers):
         out = _at_shape(fn([r(vals, dims) for r in readers], dims), shape_fn(dims))
         return np.asarray(out, dtype=od, order="C")  # keeps 0-d
 
-    return _guarded(_join_step(tree, readers, od, tuple(node.shape), raw) or raw)  # Plan runs the raw form inside its one errstate
+    join = _join_step(tree, readers, od, tuple(node.shape), raw)  # writes its pieces: no scratch
+    step = _guarded(join or raw)  # Plan runs the raw form inside its one errstate
+    if join is None:
+        step.scratch_bytes = lambda dims, per=tree_temp_bytes(tree): per * _numel(shape_fn(dims))
+    return step
 
 
 @kernel("fused_reduce")
@@ -376,6 +415,7 @@ def _fused_reduce(node, readers):
 
         step = _guarded(reduce_program)
         step.program = program
+        step.scratch_bytes = lambda dims, n=_program_bytes(program): n
         shape = tuple(node.shape)
         reduced = tuple(d for j, d in enumerate(in_shape) if j != axis % len(in_shape))
         if np.dtype(od) == np.dtype(acc) and shape and reduced == shape:
@@ -393,7 +433,9 @@ def _fused_reduce(node, readers):
             out = np.max(x, axis=axis, initial=init)
         return np.asarray(out).astype(od, copy=False)
 
-    return _guarded(raw)
+    step = _guarded(raw)
+    step.scratch_bytes = lambda dims, per=tree_temp_bytes(tree): per * _numel(in_shape_fn(dims))
+    return step
 
 
 @kernel("matmul")
