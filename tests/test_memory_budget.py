@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import luminal_fn as lf
-import luminal_fn.backends.numpy as numpy_backend
+import luminal_fn.backends.host_memory as host_memory
 import luminal_fn.numpy as lnp
 from luminal_fn.backends import get_backend
 from luminal_fn.backends.numpy.kernels import tree_temp_bytes
@@ -91,7 +91,7 @@ def test_estimate_covers_what_numpy_allocates(case):
 
 def test_default_budget_drops_the_broadcast_matmul(monkeypatch):
     # 2 MiB available: the broadcast product (64 x 64 x 256 floats, 4 MiB) is over 60% of it
-    monkeypatch.setattr(numpy_backend, "available_host_memory", lambda: 2 << 20)
+    monkeypatch.setattr(host_memory, "available_host_memory", lambda: 2 << 20)
     assert get_backend("numpy").memory_budget() == int(0.6 * (2 << 20))
     a, b = _r(64, 256), _r(256, 64, seed=1)
     f = lf.jit(lambda a, b: a @ b, search=lf.SearchOptions(cache=False, limit=20))
@@ -103,7 +103,7 @@ def test_default_budget_drops_the_broadcast_matmul(monkeypatch):
 
 
 def test_max_memory_given_wins_over_the_default(monkeypatch):
-    monkeypatch.setattr(numpy_backend, "available_host_memory", lambda: 1 << 10)  # 1 KiB: nothing fits
+    monkeypatch.setattr(host_memory, "available_host_memory", lambda: 1 << 10)  # 1 KiB: nothing fits
     a, b = _r(8, 16), _r(16, 8, seed=1)
     f = lf.jit(lambda a, b: a @ b, search=lf.SearchOptions(cache=False, limit=5, max_memory="64MiB"))
     np.testing.assert_allclose(np.asarray(f(a, b)), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
@@ -140,3 +140,27 @@ def test_final_retiming_past_the_timeout_drops_that_entry():
     # everything over the timeout now: the search's own times decide
     ev = _evaluator([[0.9, "r", "ref", _Exe(2.0)], [0.8, "f", "fin", _Exe(2.0)]])
     assert ev.final()[1] == "fin"
+
+
+def test_host_budget_takes_the_smaller_bound(monkeypatch):
+    monkeypatch.setattr(host_memory, "available_host_memory", lambda: 10_000)
+    assert host_memory.host_memory_budget() == 6000
+    assert host_memory.host_memory_budget(5000) == 3000  # a device's own smaller bound
+    monkeypatch.setattr(host_memory, "available_host_memory", lambda: None)
+    assert host_memory.host_memory_budget() is None
+    assert host_memory.host_memory_budget(5000) == 3000
+
+
+def test_mlx_budget_reads_the_metal_working_set(monkeypatch):
+    pytest.importorskip("mlx.core", reason="mlx is not installed")
+    be = get_backend("mlx")
+    monkeypatch.setattr(host_memory, "available_host_memory", lambda: 10 << 30)
+    monkeypatch.setattr(be.mx, "device_info", lambda: {"max_recommended_working_set_size": 4 << 30})
+    assert be.memory_budget() == int(0.6 * (4 << 30))
+    monkeypatch.setattr(be.mx, "device_info", lambda: {"device_name": "cpu"})
+    assert be.memory_budget() == int(0.6 * (10 << 30))
+
+
+def test_tree_of_one_input_has_no_temporaries():
+    assert tree_temp_bytes(("in", 0)) == 0
+    assert tree_temp_bytes(("Gather", "float32", 0, ("in", 1))) == 4

@@ -99,7 +99,7 @@ class SearchOptions:
     group_timeout: wall-clock seconds for the whole search of one bucket (None: no limit).
     seed: makes the search repeatable.
     max_memory: bytes a candidate may use at its bucket's largest dims (int or "8GB"; None:
-        the backend's default, which for NumPy is 60% of the host memory available when the
+        the backend's default, which for NumPy and MLX is 60% of the host memory available when the
         search starts, and none on GPUs, whose running out is an error the search drops the
         candidate for); candidates estimated above it are rejected before they run.
     progress: show a progress bar; None shows it only when stderr is a terminal.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import Backend, BackendUnavailable, register_backend
+from ..host_memory import host_memory_budget
 
 INSTALL_HINT = 'pip install "luminal-fn[mlx]"'
 
@@ -58,6 +59,16 @@ class MLXBackend(Backend):
             except Exception:
                 return "metal"
         return "mlx-cpu"
+
+    def memory_budget(self) -> int | None:
+        # Apple GPUs share the host's memory: a share of what is available, and of the working
+        # set Metal recommends
+        info = {}
+        try:
+            info = dict(self.mx.device_info())
+        except Exception:
+            pass
+        return host_memory_budget(info.get("max_recommended_working_set_size") or info.get("memory_size"))
 
     def from_numpy(self, arr):
         from .ops import to_mlx

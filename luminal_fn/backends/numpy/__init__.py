@@ -1,11 +1,10 @@
 """The NumPy backend: the default on every machine and the reference for the others."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from ..base import Backend, Executable, register_backend
+from ..host_memory import host_memory_budget
 from .executor import KERNELS, Plan, kernel, read_view
 from . import kernels as _kernels  # noqa: F401  (registers fused, fused_reduce, matmul)
 from .model_kernels import MODEL_KERNELS, MULTI_TABLE_KERNELS  # registers the model kernels (issue 7)
@@ -14,25 +13,6 @@ from .rope_kernels import ROPE_KERNELS  # registers rope_half
 from .attention_kernels import ATTENTION_KERNELS  # registers attention_rows
 from .sort_kernels import SORT_KERNELS  # registers sort_rows, argsort_rows, top_k_rows (ir/composites.py)
 from .math_kernels import MATH_KERNELS  # registers arctan2 (ir/composites.py)
-
-
-HOST_MEMORY_SHARE = 0.6  # of the memory available, the default budget of one search candidate
-
-
-def available_host_memory() -> int | None:
-    """Bytes of host memory available now (Linux's MemAvailable, else the free physical pages),
-    or None where neither is known."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return None
 
 
 class NumpyExecutable(Executable):
@@ -58,10 +38,7 @@ class NumpyBackend(Backend):
         return "cpu"
 
     def memory_budget(self) -> int | None:
-        # Host memory is not a device that fails cleanly: past what is free, Linux's OOM killer
-        # ends the process. A candidate may use part of what is available when it is timed.
-        avail = available_host_memory()
-        return None if avail is None else int(avail * HOST_MEMORY_SHARE)
+        return host_memory_budget()
 
     def from_numpy(self, arr):
         return np.asarray(arr, order="C")  # not ascontiguousarray: that turns 0-d into 1-d

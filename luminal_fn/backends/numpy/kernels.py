@@ -69,9 +69,11 @@ def tree_temp_bytes(tree) -> int:
 
 
 def _itemsize(t) -> int:
-    if t[0] == "iota":
-        return 8  # int64 coordinates before the int32 cast
-    return np.dtype(_compute_dtype(dt.BY_NAME[t[1]])).itemsize
+    """Bytes an element of the array node ``t`` computes (0 for an input or a literal)."""
+    if t[0] in ("in", "const"):
+        return 0
+    d = dt.BY_NAME.get(t[1]) if isinstance(t[1], str) else None
+    return 8 if d is None else np.dtype(_compute_dtype(d)).itemsize  # (iota: int64 coordinates)
 
 
 def _program_bytes(program) -> int:
