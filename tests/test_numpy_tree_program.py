@@ -294,3 +294,23 @@ def test_a_shared_reciprocal_is_not_read_back_into_a_division():
         jf = lf.jit(lnp.floor_divide, backend="numpy",
                     search=lf.SearchOptions(limit=limit, cache=False, progress=False))
         np.testing.assert_array_equal(np.asarray(jf(x, y)), np.floor_divide(x, y))
+
+
+def test_cached_programs_tell_negative_zero_literals_apart():
+    """Tree programs and rewrites are cached by the tree's value across plans; 0.0 == -0.0 as
+    tuples, so the cache key must carry the literal's sign (1 / -0.0 is -inf)."""
+    from luminal_fn.backends.numpy.tree_cache import value_key
+    from luminal_fn.backends.numpy.tree_peephole import rewrite
+    from luminal_fn.ir import dtypes as dt
+
+    def tree(zero):
+        return ("Recip", "float32", ("Add", "float32", ("in", 0), ("const", zero, "float32")))
+
+    assert value_key(tree(0.0)) != value_key(tree(-0.0))
+    assert value_key(tree(0.0)) == value_key(tree(0.0))
+    assert value_key(("const", 1, "int32")) != value_key(("const", 1.0, "int32"))
+    for zero, want in ((-0.0, -np.inf), (0.0, np.inf), (-0.0, -np.inf)):
+        t = rewrite(tree(zero))
+        fn = compile_program(t, [(3,)], [dt.float32], "float32")
+        np.testing.assert_array_equal(fn(np.full(3, -0.0, np.float32)), np.full(3, want, np.float32))
+    assert rewrite(tree(0.0)) is rewrite(tree(0.0))  # a hit: the same rewritten object

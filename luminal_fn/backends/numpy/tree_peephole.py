@@ -22,6 +22,7 @@ import numpy as np
 
 from ...ir import series
 from ...ir.llir import exp_argument, literal_value
+from .tree_cache import cached_on_trees
 
 LN2 = 0.6931471805599453
 _TOL = 1e-12
@@ -140,6 +141,7 @@ def _select_of_one_function(t):
     return None
 
 
+@cached_on_trees(maxsize=8192)  # a search rewrites mostly the same trees in each candidate
 def rewrite(tree):
     """The tree with recognised whole functions replaced (bottom-up), then the float tests no
     function took (peephole_predicates). A subtree met twice is one object (x * x), rewritten

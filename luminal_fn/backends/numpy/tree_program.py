@@ -30,6 +30,7 @@ from ...ir import dtypes as dt
 from ...ir.llir import quotient
 from .executor import _fmod, float_to_int32
 from .peephole_predicates import PREDICATE_NAMES
+from .tree_cache import cached_on_trees
 
 UFUNC_NAMES = {"Add": "add", "Mul": "multiply", "Exp2": "exp2", "Log2": "log2", "Sin": "sin",
            "Sqrt": "sqrt", "Recip": "reciprocal",
@@ -199,6 +200,13 @@ class _Unsupported(Exception):
 
 
 def compile_program(tree, arg_shapes, arg_dtypes, dtype: str, keep=()):
+    """The cached ``_compile_program`` (a search compiles mostly the same kernels again in each
+    candidate; a program is a pure function of its arguments, so plans may share one)."""
+    return _compile_cached(tree, tuple(map(tuple, arg_shapes)), tuple(arg_dtypes), dtype, tuple(keep))
+
+
+@cached_on_trees(maxsize=4096)
+def _compile_cached(tree, arg_shapes, arg_dtypes, dtype: str, keep=()):
     """``fn(*args) -> ndarray`` evaluating ``tree`` (already peephole-rewritten) over arguments of
     the given static compact shapes, or None when the tree is outside this path (see module
     doc). The result is the root's value at its own (broadcastable) shape; when the root is an

@@ -1,0 +1,73 @@
+"""Caches of work done on kernel trees, keyed by the tree's value: a search builds a plan for each
+of its candidates, and most of their kernels' trees are the same (a gcd's 48 Euclid steps: 99% of
+the tree programs compiled were compiled before). Trees are nested tuples, but equal tuples are
+not always the same tree: 0.0 == -0.0 (and 1 == 1.0), so the key tells literals apart by type and
+sign bit."""
+from __future__ import annotations
+
+import functools
+import math
+
+
+def value_key(tree):
+    """``tree`` with each literal's type and sign bit written beside it (memoised on shared
+    subtrees, which a tree may hold many times)."""
+    memo: dict = {}
+
+    def key(t):
+        if not isinstance(t, tuple):
+            return t
+        done = memo.get(id(t))
+        if done is None:
+            if t and t[0] == "const":
+                v = t[1]
+                done = (t, type(v).__name__, math.copysign(1.0, v) if isinstance(v, float) else 0)
+            else:
+                done = tuple(key(c) for c in t)
+            memo[id(t)] = done
+        return done
+
+    return key(tree)
+
+
+def cached_on_trees(maxsize: int):
+    """Decorator: ``fn(*args)`` cached on the value keys of its arguments (trees, or tuples of
+    them, and plain values); calls whose arguments cannot be hashed are not cached."""
+    def wrap(fn):
+        @functools.lru_cache(maxsize=maxsize)
+        def cached(key, box):
+            return fn(*box.args)
+
+        @functools.wraps(fn)
+        def call(*args):
+            try:
+                return cached(value_key(args), _Args(args))
+            except TypeError as e:
+                if "unhashable" not in str(e):
+                    raise
+                return fn(*args)
+
+        call.cache_info = cached.cache_info
+        call.cache_clear = cached.cache_clear
+        return call
+
+    return wrap
+
+
+class _Args:
+    """Carries the arguments themselves to the function past the cache's key (these all compare
+    equal, so the key alone decides a hit)."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, args):
+        self.args = args
+
+    def __eq__(self, other):
+        return isinstance(other, _Args)
+
+    def __hash__(self):
+        return 0
+
+
+__all__ = ["cached_on_trees", "value_key"]
