@@ -50,14 +50,18 @@ class EGraph:
     node_of: dict = field(default_factory=dict)  # HLIR node id -> class id
     output_of: dict = field(default_factory=dict)  # output index -> class id
     stats: dict = field(default_factory=dict)
+    _literals: dict = field(default_factory=dict, repr=False, compare=False)  # class id -> value
 
     def literal(self, cls: str):
         """The Python value of a primitive class (i64 or String)."""
+        try:
+            return self._literals[cls]
+        except KeyError:
+            pass
         (node,) = self.classes[cls][:1]
         text = node.op
-        if self.sorts[cls] == "String":
-            return json.loads(text)
-        return int(text)
+        value = self._literals[cls] = json.loads(text) if self.sorts[cls] == "String" else int(text)
+        return value
 
     def n_nodes(self) -> int:
         return sum(len(v) for v in self.classes.values())

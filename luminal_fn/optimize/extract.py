@@ -73,6 +73,7 @@ class Extractor(IntegerDecoder):
         self.through: dict = {}  # FT class read through a view -> (producer's FT class, ViewThrough)
         self._add_view_inlines()
         self._ft_dtype: dict = {}
+        self._plain_views: dict = {}  # IR class -> the View of its whole tensor
         self._readers: dict = {}
         for n in hlir.live_nodes():
             for i, _ in n.inputs:
@@ -350,6 +351,13 @@ class Extractor(IntegerDecoder):
                                   "(a rule must union new kernels into an existing tensor's class)")
         return node.shape, node.dtype
 
+    def plain_view(self, cls) -> View:
+        """The contiguous view of an IR class's whole tensor (made once: every genome reads it)."""
+        hit = self._plain_views.get(cls)
+        if hit is None:
+            hit = self._plain_views[cls] = View.contiguous(self.tensor(cls)[0])
+        return hit
+
     def ft_dtype(self, cls) -> dt.DType:
         hit = self._ft_dtype.get(cls)
         if hit is not None:
@@ -402,6 +410,7 @@ class _Extraction(FusedTreeBuilder):
         # ViewThroughs from the current tree node's coordinates out to its kernel's (innermost
         # last): non-empty while computing a producer inlined through a view
         self.transform: tuple = ()
+        self._ordered: dict = {}  # e-class -> its options, the genome's choice first
 
     def run(self) -> Graph:
         ex, g = self.ex, self.g
@@ -419,11 +428,15 @@ class _Extraction(FusedTreeBuilder):
         return dce(g)
 
     def ordered(self, cls) -> list:
+        hit = self._ordered.get(cls)
+        if hit is not None:
+            return hit
         opts = self.ex.options.get(cls)
         if not opts:
             raise ExtractionError(f"e-class {cls} has no implementation this backend can run")
         k = self.choice.get(self.ex.gene_of.get(cls), 0)
-        return [opts[k]] + opts[:k] + opts[k + 1:]
+        hit = self._ordered[cls] = [opts[k]] + opts[:k] + opts[k + 1:]  # (callers only read it)
+        return hit
 
     # ---- tensors ------------------------------------------------------------------------------
     def edge(self, cls):
@@ -434,8 +447,7 @@ class _Extraction(FusedTreeBuilder):
             if inner in self.ex.views:
                 raise ExtractionError(f"a view of a view (e-class {cls}) cannot be extracted")
             return self.materialize(inner), self.ex.view_of(v)
-        shape, _ = self.ex.tensor(cls)
-        return self.materialize(cls), View.contiguous(shape)
+        return self.materialize(cls), self.ex.plain_view(cls)
 
     def materialize(self, cls) -> int:
         hit = self.buf.get(cls)
