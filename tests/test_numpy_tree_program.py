@@ -314,3 +314,21 @@ def test_cached_programs_tell_negative_zero_literals_apart():
         fn = compile_program(t, [(3,)], [dt.float32], "float32")
         np.testing.assert_array_equal(fn(np.full(3, -0.0, np.float32)), np.full(3, want, np.float32))
     assert rewrite(tree(0.0)) is rewrite(tree(0.0))  # a hit: the same rewritten object
+
+
+def test_cache_key_of_a_deeply_shared_tree_is_flat():
+    """x = x * x sixty times is 61 distinct nodes but 2^60 as a tree: the cache key lists each
+    distinct node once, so hashing and comparing it never walks the tree (lcm's search took 236 s
+    with nested tuples as keys)."""
+    from luminal_fn.backends.numpy.tree_cache import value_key
+    from luminal_fn.backends.numpy.tree_peephole import rewrite
+
+    def deep():
+        t = ("in", 0)
+        for _ in range(60):
+            t = ("Mul", "float32", t, t)
+        return t
+
+    key = value_key(deep())
+    assert len(key) == 61 and key == value_key(deep()) and hash(key) == hash(value_key(deep()))
+    assert rewrite(deep())[0] == "Mul"

@@ -1,8 +1,8 @@
 """Caches of work done on kernel trees, keyed by the tree's value: a search builds a plan for each
 of its candidates, and most of their kernels' trees are the same (a gcd's 48 Euclid steps: 99% of
 the tree programs compiled were compiled before). Trees are nested tuples, but equal tuples are
-not always the same tree: 0.0 == -0.0 (and 1 == 1.0), so the key tells literals apart by type and
-sign bit."""
+not always the same tree: 0.0 == -0.0 (and 1 == 1.0), so the key tells literals apart by their
+repr, type and sign bit (repr writes every NaN alike)."""
 from __future__ import annotations
 
 import functools
@@ -10,24 +10,30 @@ import math
 
 
 def value_key(tree):
-    """``tree`` with each literal's type and sign bit written beside it (memoised on shared
-    subtrees, which a tree may hold many times)."""
-    memo: dict = {}
+    """A hashable key equal for equal trees: a flat table of the tree's distinct nodes (children
+    as row numbers), each literal with its type and sign bit. Flat, because a tree shares
+    subtrees (x * x, a value read at every level), and hashing or comparing the nested tuples
+    walks them as trees: exponential in the depth of such sharing."""
+    rows: list = []
+    index: dict = {}  # id(subtree) -> its row
 
-    def key(t):
+    def row(t):
         if not isinstance(t, tuple):
             return t
-        done = memo.get(id(t))
-        if done is None:
+        k = index.get(id(t))
+        if k is None:
             if t and t[0] == "const":
                 v = t[1]
-                done = (t, type(v).__name__, math.copysign(1.0, v) if isinstance(v, float) else 0)
+                entry = ("const", repr(v), type(v).__name__,
+                         math.copysign(1.0, v) if isinstance(v, float) else 0, t[2:])
             else:
-                done = tuple(key(c) for c in t)
-            memo[id(t)] = done
-        return done
+                entry = tuple(("#", row(c)) if isinstance(c, tuple) else c for c in t)
+            rows.append(entry)
+            k = index[id(t)] = len(rows) - 1
+        return k
 
-    return key(tree)
+    row(tree)
+    return tuple(rows)
 
 
 def cached_on_trees(maxsize: int):
