@@ -1,7 +1,8 @@
 """Seconds of a first call (trace, e-graph, search, compile, run) of functions whose search
-explores long chains of views: cumsum along a static axis (doubling steps, each a shifted read)
-and the Llama example's sampler over a vocabulary row (top_k, then a cumsum of the k kept
-probabilities). Each call runs with a fresh search cache in a process of its own.
+explores long chains: cumsum along a static axis (doubling steps, each a shifted read), the
+Llama example's sampler over a vocabulary row (top_k, then a cumsum of the k kept
+probabilities), and gcd / lcm (48 Euclid steps, each a where and a remainder). Each call runs
+with a fresh search cache in a process of its own.
 
     python benchmarks/first_call.py [--backend numpy] [--limit 100]
 
@@ -16,7 +17,8 @@ import sys
 import tempfile
 
 TIMEOUT_S = 900
-CASES = ["cumsum 1024", "cumsum 4096", "cumsum 16384", "cumsum 128256", "sampler 50 0.9", "sampler 128256 0.9"]
+CASES = ["cumsum 1024", "cumsum 4096", "cumsum 16384", "cumsum 128256", "sampler 50 0.9", "sampler 128256 0.9",
+         "gcd 1000", "lcm 1000"]
 
 CHILD = r"""
 import json, os, sys, time
@@ -34,6 +36,14 @@ if kind == "cumsum":
     got = np.asarray(f(x))
     seconds = time.perf_counter() - t0
     err = float(np.max(np.abs(got - np.cumsum(x[-1].astype(np.float64)))))
+elif kind in ("gcd", "lcm"):
+    a = np.arange(1, int(args[0]) + 1, dtype=np.int32)
+    b = (a * 7 + 3) % 500 + 1
+    f = lf.jit(getattr(lnp, kind), backend=backend, search=search)
+    t0 = time.perf_counter()
+    got = np.asarray(f(a, b))
+    seconds = time.perf_counter() - t0
+    err = float(np.max(np.abs(got.astype(np.int64) - getattr(np, kind)(a, b))))
 else:
     sys.path.insert(0, os.path.join(sys.argv[4], "examples"))
     from llama import model
@@ -52,11 +62,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", default="numpy")
     ap.add_argument("--limit", type=int, default=100, help="SearchOptions(limit=...): candidates timed")
+    ap.add_argument("--cases", default=None, help="comma-separated kinds to run (cumsum, sampler, gcd, "
+                    "lcm; default: all)")
     args = ap.parse_args()
+    kinds = None if args.cases is None else set(args.cases.split(","))
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     print(f"| {args.backend}, search limit {args.limit} | first call s | max abs error |")
     print("| --- | --- | --- |")
     for case in CASES:
+        if kinds is not None and case.split()[0] not in kinds:
+            continue
         with tempfile.TemporaryDirectory() as cache:
             env = dict(os.environ, LUMINAL_CACHE_DIR=cache)
             # (run in the cache folder: a child started here would import this checkout's
