@@ -164,3 +164,12 @@ def test_mlx_budget_reads_the_metal_working_set(monkeypatch):
 def test_tree_of_one_input_has_no_temporaries():
     assert tree_temp_bytes(("in", 0)) == 0
     assert tree_temp_bytes(("Gather", "float32", 0, ("in", 1))) == 4
+
+
+def test_temporaries_of_a_deeply_shared_tree_are_counted_once():
+    # x = x * x twenty times: 2^20 nodes as a tree, 21 distinct; each level's product is a
+    # repeat held for the kernel (compile_tree memoises it), so the count stays linear
+    t = ("in", 0)
+    for _ in range(20):
+        t = ("Mul", "float32", t, t)
+    assert 4 <= tree_temp_bytes(t) <= 4 * 22

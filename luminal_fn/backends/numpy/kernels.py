@@ -55,15 +55,20 @@ def tree_temp_bytes(tree) -> int:
     ``tree`` (operands computed left to right, each fresh array kept until its parent ran, plus
     the memoised repeats): the kernel's scratch is this times its iteration shape's size."""
     shared = _repeated(tree)
+    memo: dict = {}  # id(subtree) -> its need (a subtree may occur many times)
 
     def need(t) -> int:
+        hit = memo.get(id(t))
+        if hit is not None:
+            return hit
         held = peak = 0
         for c in t[2:]:
             if isinstance(c, tuple) and c[0] not in ("in", "const"):
                 peak = max(peak, held + need(c))
                 if _is_op(c, shared) or c[0] in ("iota", "Gather", "Cast"):
                     held += _itemsize(c)
-        return max(peak, held + _itemsize(t))
+        memo[id(t)] = out = max(peak, held + _itemsize(t))
+        return out
 
     return need(tree) + sum(_itemsize(t) for t in shared)
 
@@ -385,7 +390,7 @@ def _fused(node, readers):
     join = _join_step(tree, readers, od, tuple(node.shape), raw)  # writes its pieces: no scratch
     step = _guarded(join or raw)  # Plan runs the raw form inside its one errstate
     if join is None:
-        step.scratch_bytes = lambda dims, per=tree_temp_bytes(tree): per * _numel(shape_fn(dims))
+        step.scratch_bytes = lambda dims: tree_temp_bytes(tree) * _numel(shape_fn(dims))
     return step
 
 
@@ -436,7 +441,7 @@ def _fused_reduce(node, readers):
         return np.asarray(out).astype(od, copy=False)
 
     step = _guarded(raw)
-    step.scratch_bytes = lambda dims, per=tree_temp_bytes(tree): per * _numel(in_shape_fn(dims))
+    step.scratch_bytes = lambda dims: tree_temp_bytes(tree) * _numel(in_shape_fn(dims))
     return step
 
 
