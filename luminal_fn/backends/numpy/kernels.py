@@ -1,6 +1,8 @@
 """The NumPy backend's LLIR kernels: fused trees, fused reductions and np.matmul."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...ir import dtypes as dt
@@ -83,12 +85,7 @@ def _itemsize(t) -> int:
 
 def _program_bytes(program) -> int:
     """Bytes of the buffers a tree program allocates when the plan's arena does not give them."""
-    return sum(int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize
-               for s, d in zip(program.buffer_shapes, program.buffer_dtypes))
-
-
-def _numel(shape) -> int:
-    return int(np.prod(shape, dtype=np.int64)) if shape else 1
+    return sum(Request(tuple(s), d).nbytes for s, d in zip(program.buffer_shapes, program.buffer_dtypes))
 
 
 def compile_tree(tree, out_shape_fn):
@@ -375,7 +372,7 @@ def _fused(node, readers):
 
         step = _guarded(fused_program)  # Plan runs the raw form inside its one errstate
         step.program = program
-        step.scratch_bytes = lambda dims, n=_program_bytes(program): n
+        step.scratch_bytes = lambda dims: _program_bytes(program)  # (asked once a candidate)
         if shape and (program.root_buffer is not None or not program.root_is_temp
                       or program.root_shape != shape):
             step.into, step.requests = into, tuple(requests)
@@ -390,7 +387,7 @@ def _fused(node, readers):
     join = _join_step(tree, readers, od, tuple(node.shape), raw)  # writes its pieces: no scratch
     step = _guarded(join or raw)  # Plan runs the raw form inside its one errstate
     if join is None:
-        step.scratch_bytes = lambda dims: tree_temp_bytes(tree) * _numel(shape_fn(dims))
+        step.scratch_bytes = lambda dims: tree_temp_bytes(tree) * math.prod(shape_fn(dims))
     return step
 
 
@@ -422,7 +419,7 @@ def _fused_reduce(node, readers):
 
         step = _guarded(reduce_program)
         step.program = program
-        step.scratch_bytes = lambda dims, n=_program_bytes(program): n
+        step.scratch_bytes = lambda dims: _program_bytes(program)  # (asked once a candidate)
         shape = tuple(node.shape)
         reduced = tuple(d for j, d in enumerate(in_shape) if j != axis % len(in_shape))
         if np.dtype(od) == np.dtype(acc) and shape and reduced == shape:
@@ -441,7 +438,7 @@ def _fused_reduce(node, readers):
         return np.asarray(out).astype(od, copy=False)
 
     step = _guarded(raw)
-    step.scratch_bytes = lambda dims: tree_temp_bytes(tree) * _numel(in_shape_fn(dims))
+    step.scratch_bytes = lambda dims: tree_temp_bytes(tree) * math.prod(in_shape_fn(dims))
     return step
 
 

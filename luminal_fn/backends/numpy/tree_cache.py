@@ -38,7 +38,7 @@ def value_key(tree):
 
 def cached_on_trees(maxsize: int):
     """Decorator: ``fn(*args)`` cached on the value keys of its arguments (trees, or tuples of
-    them, and plain values); calls whose arguments cannot be hashed are not cached."""
+    them, and plain hashable values)."""
     def wrap(fn):
         @functools.lru_cache(maxsize=maxsize)
         def cached(key, box):
@@ -46,12 +46,7 @@ def cached_on_trees(maxsize: int):
 
         @functools.wraps(fn)
         def call(*args):
-            try:
-                return cached(value_key(args), _Args(args))
-            except TypeError as e:
-                if "unhashable" not in str(e):
-                    raise
-                return fn(*args)
+            return cached(value_key(args), _Args(args))
 
         call.cache_info = cached.cache_info
         call.cache_clear = cached.cache_clear
