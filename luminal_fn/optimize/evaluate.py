@@ -5,7 +5,10 @@ The search hands a genome; this module turns it into seconds or raises to drop i
 * the LLIR's peak memory at the bucket's largest dims is estimated first, and again with the
   compiled form's own buffers and scratch (``max_memory``, else the backend's default budget);
 * the first run (which includes the backend's lazy compilation) gets a generous bound; the
-  backend's profile then times warm runs against ``profile_timeout``;
+  backend's profile then times warm runs against ``profile_timeout``. A candidate whose first
+  run and one profiled run are each over ``SLOW`` times the fastest timed so far is timed no
+  further: its rank among the fast ones cannot matter, and the trials of such candidates were
+  most of a DLRM search's time on the NumPy backend;
 * outputs must be finite wherever the reference candidate's were, and agree with it (relative
   error below ``AGREEMENT``): the first candidate that runs is the reference (the program times
   the genome without backend kernels first), and every later one computes the same function or
@@ -30,6 +33,9 @@ from .memory import CandidateRejected, check_memory_budget, estimate_peak_bytes
 FINALISTS = 3  # fastest candidates kept compiled for the final re-timing
 FIRST_RUN_BOUND = 60.0  # seconds a candidate's first run may take, compilation included
 AGREEMENT = 2e-2  # relative L2 error; loose enough for bf16 accumulation-order differences
+# times the fastest candidate's seconds past which a candidate is left at one profiled run: two runs
+# that slow (its first, then a warm one) are not a hiccup of a shared machine
+SLOW = 4.0
 
 
 def llir_peak_bytes(graph, dims) -> int:
@@ -139,7 +145,7 @@ class CandidateEvaluator:
         if first > bound:
             raise TimeoutError(f"first run (with its compilation) took {first:.3g} s > {bound:g} s")
         self._check(outs)
-        t = exe.profile(self.inputs, self.run_dims, opts.trials, opts.profile_timeout or 1e9)
+        t = self._profile(exe, first)
         entry = [t, llir.structural_hash(), llir, exe]
         if self.reference_entry is None:
             self.reference_entry = entry
@@ -148,6 +154,18 @@ class CandidateEvaluator:
             self.finalists.sort(key=lambda e: e[0])
             del self.finalists[FINALISTS:]  # drop the rest's executables (device memory)
         return t
+
+    def _profile(self, exe, first: float) -> float:
+        """The candidate's seconds: its backend's profile over ``trials`` runs, or over one run
+        when its first run and that one are each over SLOW times the fastest so far."""
+        timeout = self.options.profile_timeout or 1e9
+        timed = [e[0] for e in ([self.reference_entry] if self.reference_entry else []) + self.finalists]
+        if timed and first > SLOW * min(timed):
+            # (one warm run, not the first alone: the first includes lazy compilation)
+            t = exe.profile(self.inputs, self.run_dims, 1, timeout)
+            if t > SLOW * min(timed):
+                return t
+        return exe.profile(self.inputs, self.run_dims, self.options.trials, timeout)
 
     def final(self, rounds: int = 4):
         """Re-time the reference and the fastest candidates, interleaved so that noise hits

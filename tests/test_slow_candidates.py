@@ -1,0 +1,75 @@
+"""A candidate far slower than the fastest timed so far is timed over one warm run, not the
+search's trials (optimize/evaluate.py SLOW); one whose slowness was its first run alone (lazy
+compilation, a hiccup) gets its full trials; the search still finds the fastest."""
+from __future__ import annotations
+
+import numpy as np
+
+import luminal_fn as lf
+import luminal_fn.numpy as lnp
+from luminal_fn.optimize.evaluate import SLOW, CandidateEvaluator
+from luminal_fn.optimize.options import SearchOptions
+
+
+class _Exe:
+    """Warm runs of ``warm`` seconds; records the trials of each profile asked for."""
+
+    def __init__(self, warm):
+        self.warm, self.asked = warm, []
+
+    def profile(self, inputs, dims, trials, timeout):
+        self.asked.append(trials)
+        return self.warm
+
+
+def _evaluator(best):
+    ev = CandidateEvaluator.__new__(CandidateEvaluator)
+    ev.options, ev.inputs, ev.run_dims = SearchOptions(trials=3), [], {}
+    ev.reference_entry, ev.finalists = ([best * 2, "r", "ref", None] if best else None), []
+    if best:
+        ev.finalists = [[best, "f", "fast", None]]
+    return ev
+
+
+def test_slow_first_and_warm_runs_stop_after_one_trial():
+    exe = _Exe(warm=0.1)
+    assert _evaluator(best=0.01)._profile(exe, first=0.1) == 0.1
+    assert exe.asked == [1]
+
+
+def test_a_slow_first_run_alone_gets_the_full_trials():
+    exe = _Exe(warm=0.012)  # its first run compiled something; warm it is close to the best
+    assert _evaluator(best=0.01)._profile(exe, first=0.5) == 0.012
+    assert exe.asked == [1, 3]
+
+
+def test_candidates_near_the_best_or_first_get_the_full_trials():
+    exe = _Exe(warm=0.03)
+    _evaluator(best=0.01)._profile(exe, first=SLOW * 0.01 * 0.9)
+    _evaluator(best=None)._profile(exe, first=100.0)  # nothing timed yet: no yardstick
+    assert exe.asked == [3, 3]
+
+
+def test_search_with_slow_candidates_still_answers_right(monkeypatch):
+    # a matmul searched on NumPy: its broadcast-product forms are many times slower than the
+    # matmul kernel, and are left at one warm run; the answer and the winner are unchanged
+    asked = []
+    real = CandidateEvaluator._profile
+
+    def recording(self, exe, first):
+        calls = []
+        profile = exe.profile
+        exe.profile = lambda inputs, dims, trials, timeout: calls.append(trials) or profile(inputs, dims, trials, timeout)
+        try:
+            return real(self, exe, first)
+        finally:
+            asked.append(calls)
+            del exe.profile
+
+    monkeypatch.setattr(CandidateEvaluator, "_profile", recording)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((256, 256)).astype(np.float32)
+    b = rng.standard_normal((256, 256)).astype(np.float32)
+    f = lf.jit(lambda a, b: lnp.tanh(a @ b), search=lf.SearchOptions(cache=False, limit=30, trials=3))
+    np.testing.assert_allclose(np.asarray(f(a, b)), np.tanh(a.astype(np.float64) @ b), rtol=1e-4, atol=1e-4)
+    assert [1] in asked and [3] in asked, asked
