@@ -93,7 +93,8 @@ class SearchOptions:
         $LUMINAL_SEARCH_LIMIT when set).
     generation_size: offspring bred per generation.
     mutations: each offspring flips between 1 and ``mutations`` genes of its parent.
-    trials: timing runs per candidate (the backend reports their aggregate).
+    trials: timing runs per candidate (the backend reports their aggregate); one for a candidate
+        whose first runs are over 4x the fastest so far.
     keep_best: how many of the fastest candidates are parents of the next generation.
     profile_timeout: seconds one candidate may take; slower ones are dropped (None: no limit).
     group_timeout: wall-clock seconds for the whole search of one bucket (None: no limit).
