@@ -19,8 +19,9 @@ scan_rows       x (R, N)        R N OP          the inclusive scan along the las
                                                 from a NaN on); x float32
                                                 or int32 (int32 wraps), the result x's dtype
 arctan2         y, x (the       -               atan2(y, x) elementwise, float32 / float64 (C's
-                result's shape)                 atan2: NumPy's np.arctan2 on the NumPy backend)
-arcsin, arccos  x               -               asin(x), acos(x) elementwise, float32 / float64
+                result's shape)                 atan2: np.arctan2 on NumPy, mx.arctan2 on MLX,
+                                                atan2f on CUDA; half operands computed in float32)
+arcsin, arccos  x               -               asin(x), acos(x) elementwise, as arctan2
 Bool rows sort as int32 0 / 1; +0.0 and -0.0 are equal keys (ties). A scan's float rounding is
 the kernel's own order of additions (NumPy's is sequential; the front end's pairwise).
 """

@@ -27,7 +27,8 @@ KERNEL_KINDS = frozenset({"embedding_bag", "embedding_bag_multi", "embedding_bag
                           "attention_rows",  # specialize_attention.egg (attentionkernels.py)
                           "argmax_rows",  # specialize_argmax.egg (rowkernels.py)
                           "sort_rows", "argsort_rows", "top_k_rows",  # ir/composites.py (sortkernels.py)
-                          "scan_rows"})  # ir/composites.py (rowkernels.py)
+                          "scan_rows",  # ir/composites.py (rowkernels.py)
+                          "arctan2", "arcsin", "arccos"})  # ir/composites.py (mathkernels.py)
 
 # DLPack imports of these dtypes are the backend's storage already (bfloat16 is viewed as uint16)
 _STORED_AS_IS = frozenset(np.dtype(t) for t in (np.float32, np.float16, np.int32, np.bool_))

@@ -35,6 +35,7 @@ from . import ropekernels as _rope  # noqa: F401  (registers rope)
 from . import attentionkernels as _attention  # noqa: F401  (registers attention)
 from . import rowkernels as _rows  # noqa: F401  (registers rms_norm_rows, softmax_rows, argmax_rows)
 from . import sortkernels as _sorts  # noqa: F401  (registers sort_rows, argsort_rows)
+from . import mathkernels as _math  # noqa: F401  (registers arctan2, arcsin, arccos)
 from . import modelkernels as _models  # noqa: F401  (registers the specialize_models.egg kernels)
 
 PINNED_SLOTS = 32

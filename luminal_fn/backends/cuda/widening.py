@@ -1,4 +1,4 @@
-"""Row kernels read a half-precision tensor where the graph widens it first.
+"""Row kernels and the math kernels read a half-precision tensor where the graph widens it first.
 
 ``lf.nn.softmax`` of a bfloat16 array traces ``Cast(x, float32)`` before the formula (math in
 float32, as XLA does), so the softmax_rows kernel the rule offers reads a float32 copy that an
@@ -21,7 +21,8 @@ from ...ir import dtypes as dt
 from ...ir.expr import same
 from ..render import index as ix
 
-READS_NARROW = ("softmax_rows", "rms_norm_rows", "attention_rows")
+READS_NARROW = ("softmax_rows", "rms_norm_rows", "attention_rows",
+                "arctan2", "arcsin", "arccos")  # (mathkernels.py: elementwise, any float operand)
 
 
 def read_through(graph) -> dict:

@@ -46,7 +46,8 @@ class MLXBackend(Backend):
                                          "embedding_bag_multi_raw", "dlrm_interact",
                                          "conv2d_bias", "linear_bias", "matmul_t",
                                          "rms_norm_rows", "softmax_rows", "argmax_rows", "scan_rows",
-                                         "sort_rows", "argsort_rows", "top_k_rows"})  # sort_kernels.py
+                                         "sort_rows", "argsort_rows", "top_k_rows",  # sort_kernels.py
+                                         "arctan2", "arcsin", "arccos"})  # math_kernels.py
 
     def __init__(self):
         self.mx = import_mlx()

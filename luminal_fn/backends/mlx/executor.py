@@ -15,6 +15,7 @@ from . import kernels as _kernels  # noqa: F401  (registers fused, fused_reduce,
 from .model_kernels import MODEL_KINDS, MULTI_TABLE_KINDS
 from .row_kernels import ROW_KINDS
 from .sort_kernels import SORT_KINDS
+from .math_kernels import MATH_KINDS
 from .ops import OPS, make_reader
 
 
@@ -60,7 +61,7 @@ class MLXExecutable(Executable):
                     raise NotImplementedError(
                         f"MLX backend: no kernel for {name!r} (node %{node.id}); it runs the HLIR "
                         f"primitives, the kinds fused, fused_reduce, matmul and the model and row kernels "
-                        f"{sorted(MODEL_KINDS + MULTI_TABLE_KINDS + ROW_KINDS + SORT_KINDS)}")
+                        f"{sorted(MODEL_KINDS + MULTI_TABLE_KINDS + ROW_KINDS + SORT_KINDS + MATH_KINDS)}")
                 step = build(node, readers)
             free = tuple(i for i in last_use.get(node.id, ()) if i not in self.outputs)
             self.steps.append((node.id, step, free))

@@ -350,7 +350,8 @@ CUDA = Language(
     # "Exp": the front end's exp2(x * log2 e) as expf (within 2 ulp; the product's rounding costs
     # up to |x| * 6e-8). Metal has no entry: its exp under fast math is not known to be better.
     math={"Exp2": "exp2f", "Log2": "log2f", "Sin": "sinf", "Sqrt": "sqrtf", "fmod": "fmodf",
-          "Exp": "expf", "exp": "__expf", "rsqrt": "rsqrtf"},
+          "Exp": "expf", "exp": "__expf", "rsqrt": "rsqrtf",
+          "Atan2": "atan2f", "Asin": "asinf", "Acos": "acosf"},  # (tree.LIBRARY_FUNCTIONS)
     inf="LF_INF",
     nan="LF_NAN",
     load={"float32": "{x}", "float16": "__half2float({x})", "bfloat16": "__bfloat162float({x})",

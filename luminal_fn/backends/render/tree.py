@@ -18,6 +18,9 @@ from .lang import Language, as_stored, compute_type, convert
 Leaf = Callable[[int], tuple]  # input index -> (C expression, compute type)
 GatherFn = Callable[[int, str], tuple]  # (input index, C int index expression) -> (expr, type)
 IotaFn = Callable[[object], str]  # Expr -> C int expression
+# tree tags no HLIR primitive has: a language's library function of float arguments, written by a
+# backend that lowers a named kernel (ir/composites.py) as one elementwise tree
+LIBRARY_FUNCTIONS = ("Atan2", "Asin", "Acos")
 
 
 def literal(lang: Language, value, dtype_name: str) -> tuple:
@@ -103,6 +106,11 @@ class TreeRenderer:
                 return self._tmp(ct, convert(lang, e, "float", ct)), ct
             # integer reciprocal: the reference computes 1.0 / x in float and truncates
             return self._tmp(ct, convert(lang, f"1.0f / (float)({a})", "float", ct)), ct
+        if tag in LIBRARY_FUNCTIONS:  # a named kernel's own function (backends/cuda/mathkernels.py)
+            if tag not in lang.math:
+                raise NotImplementedError(f"{lang.name} has no {tag} function")
+            args = [convert(lang, *self.render(c), "float") for c in tree[2:]]
+            return self._tmp(ct, convert(lang, f"{lang.math[tag]}({', '.join(args)})", "float", ct)), ct
         q = quotient(tree)
         if q is not None:  # a * recip(b): one correctly rounded division (IEEE without fast math)
             a, at = self.render(q[0])
