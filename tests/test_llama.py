@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 import luminal_fn as lf
-import luminal_fn.numpy as lnp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
