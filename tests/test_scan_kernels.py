@@ -95,12 +95,14 @@ def test_a_dynamic_axis_runs_only_the_kernel(op):
     assert kinds.count("scan_rows") == 1 and "fused_reduce" not in kinds
 
 
-@pytest.mark.parametrize("backend, bound", [("numpy", 5e-7), ("mlx", 5e-6)])
+@pytest.mark.parametrize("backend, bound", [("numpy", 5e-7), ("mlx", 5e-6),
+                                            pytest.param("cuda", 2e-6, marks=pytest.mark.gpu)])
 def test_a_vocabulary_row_sums_without_losing_its_small_terms(backend, bound):
     """The Llama sampler's scan: a 128256 row of probabilities relative to the largest (one of
     them 1, most far below a float32 ulp of the running total). Added in float32 one by one, the
     small terms round away: NumPy's own float32 cumsum (and mx.cumsum on the CPU) ends 3e-4 low.
-    Both kernels add a long row in blocks, each block's prefixes plus the blocks before it."""
+    Both kernels add a long row in blocks, each block's prefixes plus the blocks before it (as
+    CUDA's does across a block's threads and a row's parts)."""
     if backend == "mlx" and importlib.util.find_spec("mlx") is None:
         pytest.skip("mlx is not installed: the MLX backend cannot run")
     rng = np.random.default_rng(4)
