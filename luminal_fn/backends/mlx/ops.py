@@ -244,11 +244,32 @@ for _n in BINARY_FN:
     OPS[_n] = _binary_builder(_n)
 
 
+SUM_BLOCK = 256  # a float sum over a longer axis on MLX's CPU device adds blocks this long first
+
+
+def float_sum(x, axis: int, keepdims: bool = False):
+    """mx.sum of a float32 array; on MLX's CPU device an axis past 4 * SUM_BLOCK is summed in
+    blocks, then the blocks' sums: its loop adds one by one in float32, so a 128256-long row of
+    probabilities came out 3e-4 low (its small terms rounded away). Metal adds in a tree."""
+    n = x.shape[axis]
+    if n <= 4 * SUM_BLOCK or mx.default_device().type != mx.cpu:
+        return mx.sum(x, axis=axis, keepdims=keepdims)
+    axis %= x.ndim
+    nb = -(-n // SUM_BLOCK)
+    if nb * SUM_BLOCK != n:
+        widths = [(0, 0)] * x.ndim
+        widths[axis] = (0, nb * SUM_BLOCK - n)
+        x = mx.pad(x, widths)
+    x = mx.reshape(x, x.shape[:axis] + (nb, SUM_BLOCK) + x.shape[axis + 1:])
+    out = mx.sum(mx.sum(x, axis=axis + 1), axis=axis)
+    return mx.expand_dims(out, axis) if keepdims else out
+
+
 def reduce_array(x, axis: int, kind: str, d: dt.DType):
     """Sum (float accumulation in float32) or NaN-propagating max over one axis."""
     if kind == "sum":
         if d.is_float:
-            return mx.sum(x.astype(mx.float32), axis=axis).astype(mx_dtype(d))
+            return float_sum(x.astype(mx.float32), axis).astype(mx_dtype(d))
         if d.is_bool:
             return mx.any(x, axis=axis)
         return mx.sum(x, axis=axis).astype(mx_dtype(d))
@@ -342,4 +363,4 @@ def _output(node, readers):
 
 
 __all__ = ["OPS", "op", "read_view", "make_reader", "to_mlx", "to_numpy", "mx_dtype", "cast",
-           "unary", "binary", "reduce_array", "gather_flat", "scatter", "iota_values"]
+           "unary", "binary", "reduce_array", "float_sum", "gather_flat", "scatter", "iota_values"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import mlx.core as mx
 
 from ...ir.ops import RMS_ROWS_ROUNDING
-from .ops import MX_DTYPES, cast, op
+from .ops import MX_DTYPES, cast, float_sum, op
 
 ROW_KINDS = ("rms_norm_rows", "softmax_rows", "argmax_rows", "scan_rows")
 SCAN_BLOCK = 256
@@ -42,7 +42,7 @@ def _rms_norm_rows(node, readers):
 
     def step(vals, dims):
         x = _f32(r_x, vals, dims)
-        ms = mx.sum(x * x, axis=-1, keepdims=True) * _scalar(r_inv, vals, dims)
+        ms = float_sum(x * x, -1, keepdims=True) * _scalar(r_inv, vals, dims)
         r = 1.0 / mx.sqrt(ms + _scalar(r_eps, vals, dims))
         y = x * r
         if rounded is not None:  # normalised, then rounded to x's half dtype, then weighted
@@ -63,7 +63,7 @@ def _softmax_rows(node, readers):
             x = x * _scalar(scaled[0], vals, dims) + _f32(scaled[1], vals, dims)
         m = mx.max(x, axis=-1, keepdims=True)
         e = mx.power(2.0, (x + m * _scalar(r_neg, vals, dims)) * _scalar(r_l2e, vals, dims))
-        return cast(e * (1.0 / mx.sum(e, axis=-1, keepdims=True)), node.dtype)
+        return cast(e * (1.0 / float_sum(e, -1, keepdims=True)), node.dtype)
 
     return step
 
