@@ -15,6 +15,7 @@ from numpy.lib.stride_tricks import as_strided
 from ...ir import dtypes as dt
 from ...ir.expr import Expr, compile_np, evaluate
 from ...ir.view import View
+from .sums import add_reduce
 
 KERNELS: dict[str, Callable] = {}  # op name -> builder(node, readers) -> step(vals, dims)
 
@@ -242,7 +243,7 @@ def _sum(node, readers):
     axis = node.attrs["axis"]
     acc = np.float32 if node.dtype.is_float else _np_dtype(node.dtype)
     od = _np_dtype(node.dtype)
-    return lambda vals, dims: np.sum(r(vals, dims), axis=axis, dtype=acc).astype(od, copy=False)
+    return lambda vals, dims: np.asarray(add_reduce(r(vals, dims), axis, acc)).astype(od, copy=False)
 
 
 @kernel("MaxReduce")

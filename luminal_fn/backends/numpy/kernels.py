@@ -11,6 +11,7 @@ from ...ir.join_plan import join_planner
 from ...ir.llir import quotient
 from ...ir.view import View
 from .arena import Request
+from .sums import add_reduce
 from .executor import (KERNELS, _compute_dtype, _fmod, _guarded, _np_dtype, float_to_int32, kernel,
                        write_region)
 from .peephole_predicates import PREDICATE_NAMES
@@ -412,7 +413,7 @@ def _fused_reduce(node, readers):
             if not full:
                 x = np.broadcast_to(x, in_shape)
             if op == "sum":  # the ufunc's own reduce: np.sum / np.max minus their wrappers
-                r = np.add.reduce(x, axis=axis, dtype=acc, out=out)
+                r = add_reduce(x, axis, acc, out=out)
             else:
                 r = np.maximum.reduce(x, axis=axis, initial=init, out=out)
             return r if out is not None else np.asarray(r).astype(od, copy=False)
@@ -432,7 +433,7 @@ def _fused_reduce(node, readers):
     def raw(vals, dims):
         x = _at_shape(fn([r(vals, dims) for r in readers], dims), in_shape_fn(dims))
         if op == "sum":
-            out = np.sum(x, axis=axis, dtype=acc)
+            out = add_reduce(x, axis, acc)
         else:
             out = np.max(x, axis=axis, initial=init)
         return np.asarray(out).astype(od, copy=False)
