@@ -15,7 +15,7 @@ import luminal_fn.numpy as lnp
 
 needs_mlx = pytest.mark.skipif(importlib.util.find_spec("mlx") is None,
                                reason="mlx is not installed: the MLX backend cannot run")
-BACKENDS = ["numpy", pytest.param("mlx", marks=needs_mlx)]
+BACKENDS = ["numpy", pytest.param("mlx", marks=needs_mlx), pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
 def _probabilities(n=128256, seed=4):
