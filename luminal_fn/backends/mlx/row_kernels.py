@@ -10,7 +10,7 @@ argmax_rows     x (N,) or (R, N)                                     R N
                 all), found as first hits so that it holds whatever mx.argmax does with ties
 scan_rows       x (.., N) float32 / int32                            R N OP
                 mx.cumsum (OP 0), mx.cumprod (OP 1), mx.cummax (OP 2) or mx.cummin (OP 3)
-                along the last axis; a long float sum in blocks of SCAN_BLOCK, each block's
+                along the last axis; a long float sum in blocks of SUM_BLOCK, each block's
                 prefixes plus the sum of the blocks before it (mx.cumsum on the CPU adds one
                 by one in float32: along a 128256 row of probabilities it ends 3e-4 low, its
                 small terms rounded away)
@@ -20,10 +20,9 @@ from __future__ import annotations
 import mlx.core as mx
 
 from ...ir.ops import RMS_ROWS_ROUNDING
-from .ops import MX_DTYPES, cast, float_sum, op
+from .ops import MX_DTYPES, SUM_BLOCK, cast, float_sum, op
 
 ROW_KINDS = ("rms_norm_rows", "softmax_rows", "argmax_rows", "scan_rows")
-SCAN_BLOCK = 256
 
 
 def _f32(reader, vals, dims):
@@ -94,7 +93,7 @@ def _scan_rows(node, readers):
 
     def step(vals, dims):
         x = r_x(vals, dims)
-        if scan is mx.cumsum and x.dtype == mx.float32 and x.shape[-1] > SCAN_BLOCK:
+        if scan is mx.cumsum and x.dtype == mx.float32 and x.shape[-1] > SUM_BLOCK:
             return cast(_blocked_cumsum(x), node.dtype)
         return cast(scan(x, axis=-1), node.dtype)
 
@@ -105,14 +104,14 @@ def _blocked_cumsum(x):
     """cumsum along the last axis with each prefix a block's own prefix plus the total of the
     blocks before it: a small term meets a running total of its block, not of the whole row."""
     n = x.shape[-1]
-    blocks = -(-n // SCAN_BLOCK)
-    pad = blocks * SCAN_BLOCK - n
+    blocks = -(-n // SUM_BLOCK)
+    pad = blocks * SUM_BLOCK - n
     if pad:
         x = mx.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)])
-    x = mx.reshape(x, x.shape[:-1] + (blocks, SCAN_BLOCK))
+    x = mx.reshape(x, x.shape[:-1] + (blocks, SUM_BLOCK))
     inner = mx.cumsum(x, axis=-1)
     before = mx.cumsum(inner[..., -1], axis=-1, inclusive=False)
-    out = mx.reshape(inner + mx.expand_dims(before, -1), x.shape[:-2] + (blocks * SCAN_BLOCK,))
+    out = mx.reshape(inner + mx.expand_dims(before, -1), x.shape[:-2] + (blocks * SUM_BLOCK,))
     return out[..., :n] if pad else out
 
 

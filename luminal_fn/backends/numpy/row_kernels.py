@@ -20,10 +20,8 @@ argmax_rows     x (N,) or (R, N) (optimize/rules/specialize_argmax.egg)   R N
 scan_rows       x (.., N) float32 / int32 (ir/composites.py)                R N OP
                 NumPy's cumsum (OP 0), cumprod (OP 1), maximum.accumulate (OP 2: cummax) or
                 minimum.accumulate (OP 3: cummin; NaN from the first NaN on) along the last
-                axis, in x's dtype; a long float sum in blocks of SCAN_BLOCK, each block's
-                prefixes plus the float64 sum of the blocks before it (NumPy's float32 loop
-                adds one by one: along a 128256 row of probabilities it ends 3e-4 low, its
-                small terms rounded away; a float64 loop is 3x slower than the blocks)
+                axis, in x's dtype; a long float sum in blocks (sums.blocked_cumsum: NumPy's
+                float32 loop adds one by one, and ended a 128256 row of probabilities 3e-4 low)
 """
 from __future__ import annotations
 
@@ -33,10 +31,10 @@ from ...ir import dtypes as dt
 from ...ir.ops import RMS_ROWS_ROUNDING
 from .executor import kernel
 from .model_kernels import _as, _store
+from .sums import SUM_BLOCK, blocked_cumsum
 
 ROW_KERNELS = ("rms_norm_rows", "softmax_rows", "argmax_rows", "scan_rows")
 SCAN_UFUNCS = (np.add, np.multiply, np.maximum, np.minimum)  # scan_rows's OP
-SCAN_BLOCK = 256
 
 
 def _f32(reader, vals, dims):
@@ -100,27 +98,11 @@ def _scan_rows(node, readers):
 
     def step(vals, dims):
         x = r_x(vals, dims)
-        if ufunc is np.add and x.dtype.kind == "f" and x.shape[-1] > SCAN_BLOCK:
-            return _store(node, _blocked_cumsum(x))
+        if ufunc is np.add and x.dtype.kind == "f" and x.shape[-1] > SUM_BLOCK:
+            return _store(node, blocked_cumsum(x))
         return _store(node, ufunc.accumulate(x, axis=-1, dtype=x.dtype))
 
     return step
-
-
-def _blocked_cumsum(x):
-    """cumsum along the last axis with each prefix a block's own prefix plus the total of the
-    blocks before it (summed in float64, rounded once): a small term meets a running total of
-    its block, not of the whole row."""
-    n = x.shape[-1]
-    nb = -(-n // SCAN_BLOCK)
-    padded = x
-    if nb * SCAN_BLOCK != n:
-        padded = np.zeros(x.shape[:-1] + (nb * SCAN_BLOCK,), x.dtype)
-        padded[..., :n] = x
-    blocks = np.add.accumulate(padded.reshape(x.shape[:-1] + (nb, SCAN_BLOCK)), axis=-1)
-    carry = np.cumsum(blocks[..., :-1, -1], axis=-1, dtype=np.float64).astype(x.dtype)
-    blocks[..., 1:, :] += carry[..., None]
-    return blocks.reshape(x.shape[:-1] + (nb * SCAN_BLOCK,))[..., :n]
 
 
 __all__ = ["ROW_KERNELS"]
