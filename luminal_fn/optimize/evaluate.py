@@ -159,19 +159,24 @@ class CandidateEvaluator:
         """The candidate's seconds: its backend's profile over ``trials`` runs, or over one run
         when its first run and that one are each over SLOW times the fastest so far."""
         timeout = self.options.profile_timeout or 1e9
-        timed = [e[0] for e in ([self.reference_entry] if self.reference_entry else []) + self.finalists]
-        if timed and first > SLOW * min(timed):
+        entries = self._entries()
+        slow = SLOW * min(e[0] for e in entries) if entries else math.inf
+        if first > slow:
             # (one warm run, not the first alone: the first includes lazy compilation)
             t = exe.profile(self.inputs, self.run_dims, 1, timeout)
-            if t > SLOW * min(timed):
+            if t > slow:
                 return t
         return exe.profile(self.inputs, self.run_dims, self.options.trials, timeout)
+
+    def _entries(self) -> list:
+        """The reference candidate's entry (when one ran), then the finalists'."""
+        return ([self.reference_entry] if self.reference_entry else []) + self.finalists
 
     def final(self, rounds: int = 4):
         """Re-time the reference and the fastest candidates, interleaved so that noise hits
         them alike, and return ``(seconds, LLIR, executable)`` of the one whose fastest run is
         fastest: a few noisy trials during the search must not pick a slower graph."""
-        entries = ([self.reference_entry] if self.reference_entry else []) + self.finalists
+        entries = self._entries()
         if len(entries) == 1:
             t, _, llir, exe = entries[0]
             return t, llir, exe

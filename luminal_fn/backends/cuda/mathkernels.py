@@ -21,14 +21,14 @@ TAGS = {"arctan2": "Atan2", "arcsin": "Asin", "arccos": "Acos"}
 MATH_KINDS = tuple(TAGS)
 
 
-def math_tree(node) -> tuple:
+def _math_tree(node) -> tuple:
     """The node's elementwise tree: its function of its inputs, in input order."""
     return (TAGS[node.attrs["name"]], node.dtype.name) + tuple(("in", k) for k in range(len(node.inputs)))
 
 
 def _lower_math(pl, node):
     ins = [pl.kernel_input(node, k) for k in range(len(node.inputs))]
-    src = render_elementwise(pl.lang, node.shape, node.dtype, math_tree(node), ins, pl.dims_max, pl.symbols)
+    src = render_elementwise(pl.lang, node.shape, node.dtype, _math_tree(node), ins, pl.dims_max, pl.symbols)
     pl.bind([Rendered(src, {f"in{k}": k for k in range(len(ins))})], node)
 
 
@@ -36,4 +36,4 @@ for _name in TAGS:
     lowerer(_name)(_lower_math)
 
 
-__all__ = ["MATH_KINDS", "math_tree"]
+__all__ = ["MATH_KINDS"]

@@ -90,10 +90,11 @@ def _argmax_rows(node, readers):
 def _scan_rows(node, readers):
     (r_x,) = readers
     scan = (mx.cumsum, mx.cumprod, mx.cummax, mx.cummin)[int(node.attrs["params"][2])]
+    blocked = scan is mx.cumsum and node.dtype.is_float  # (x's dtype: float32 or int32)
 
     def step(vals, dims):
         x = r_x(vals, dims)
-        if scan is mx.cumsum and x.dtype == mx.float32 and x.shape[-1] > SUM_BLOCK:
+        if blocked and x.shape[-1] > SUM_BLOCK:
             return cast(_blocked_cumsum(x), node.dtype)
         return cast(scan(x, axis=-1), node.dtype)
 

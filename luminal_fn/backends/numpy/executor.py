@@ -243,7 +243,7 @@ def _sum(node, readers):
     axis = node.attrs["axis"]
     acc = np.float32 if node.dtype.is_float else _np_dtype(node.dtype)
     od = _np_dtype(node.dtype)
-    return lambda vals, dims: np.asarray(add_reduce(r(vals, dims), axis, acc)).astype(od, copy=False)
+    return lambda vals, dims: add_reduce(r(vals, dims), axis, acc).astype(od, copy=False)
 
 
 @kernel("MaxReduce")

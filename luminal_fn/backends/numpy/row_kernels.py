@@ -95,10 +95,11 @@ def _argmax_rows(node, readers):
 def _scan_rows(node, readers):
     (r_x,) = readers
     ufunc = SCAN_UFUNCS[int(node.attrs["params"][2])]
+    blocked = ufunc is np.add and node.dtype.is_float  # (x's dtype: float32 or int32)
 
     def step(vals, dims):
         x = r_x(vals, dims)
-        if ufunc is np.add and x.dtype.kind == "f" and x.shape[-1] > SUM_BLOCK:
+        if blocked and x.shape[-1] > SUM_BLOCK:
             return _store(node, blocked_cumsum(x))
         return _store(node, ufunc.accumulate(x, axis=-1, dtype=x.dtype))
 
