@@ -14,6 +14,11 @@ UNIT = np.concatenate([np.sin(np.linspace(-4, 4, 301, dtype=F32)), VALUES,
                        F32([1.0, -1.0, 0.99999994, -0.99999994, 1.0000001, -1.0000001, 0.5, -0.5])])
 
 
+def kernel_names(llir) -> list:
+    """The names of an LLIR graph's CustomOp kernels, in order."""
+    return [n.attrs.get("name") for n in llir.live_nodes() if n.op == "CustomOp"]
+
+
 def ulps(got, want) -> np.ndarray:
     """The float32 distance between got and want in units in the last place (+0 and -0 the same
     point; subnormals one unit apart each)."""

@@ -17,7 +17,7 @@ from luminal_fn.backends import get_backend
 from luminal_fn.optimize.egraph import build_egraph
 from luminal_fn.optimize.extract import Extractor
 
-from math_kernel_checks import F32, UNIT, _pairs, check, truth
+from math_kernel_checks import F32, UNIT, _pairs, check, kernel_names as _kernels, truth
 
 FNS = {"arctan2": lnp.arctan2, "arcsin": lnp.arcsin, "arccos": lnp.arccos}
 DEVICE_ULP = {"arctan2": 3, "arcsin": 2, "arccos": 2}  # the CUDA Math API's maximum errors
@@ -30,10 +30,6 @@ def _llir(fn, args, axes=None, drop=()):
 
     traced = lf.jit(fn, dynamic_axes=axes).trace(*args)
     return Extractor(build_egraph(traced.hlir), traced.hlir, kernel_kinds=KERNEL_KINDS - set(drop)).extract()
-
-
-def _kernels(llir) -> list:
-    return [n.attrs.get("name") for n in llir.live_nodes() if n.op == "CustomOp"]
 
 
 def _inputs(llir, args) -> list:

@@ -18,7 +18,7 @@ from luminal_fn.optimize.egraph import build_egraph  # noqa: E402
 from luminal_fn.optimize.extract import Extractor  # noqa: E402
 
 from cuda_cases import B  # noqa: E402
-from math_kernel_checks import F32, UNIT, _pairs, check, ulps  # noqa: E402
+from math_kernel_checks import F32, UNIT, _pairs, check, kernel_names as _kernels, ulps  # noqa: E402
 
 MLX = get_backend("mlx")
 FNS = {"arctan2": lnp.arctan2, "arcsin": lnp.arcsin, "arccos": lnp.arccos}
@@ -31,10 +31,6 @@ def _plans(fn, *args):
     kinds = MLX.kernel_kinds
     return (Extractor(eg, traced.hlir, kernel_kinds=kinds).extract(),
             Extractor(eg, traced.hlir, kernel_kinds=kinds - set(FNS)).extract())
-
-
-def _kernels(llir) -> list:
-    return [n.attrs.get("name") for n in llir.live_nodes() if n.op == "CustomOp"]
 
 
 def _run(llir, args):
