@@ -8,6 +8,11 @@ NVRTC compiled without CuPy's -ftz=true, keyed by source, architecture and NVRTC
 ``$CUPY_CACHE_DIR``, default ``~/.cupy/kernel_cache``, folder luminal_fn): a second process loads
 the cubin instead of compiling. ``LUMINAL_CUDA_FTZ=1`` compiles through CuPy instead (float32
 subnormals flushed to zero).
+
+A plan's kernels are found one by one (``kernel_modules``): each is keyed by its text and the
+module prefix it is compiled after, and only the kernels no earlier plan compiled are compiled,
+together, as one module. Beside that module's cubin, a reference file a kernel names the cubin
+holding it, so a second process loads the chosen plan from the cubins the search wrote.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ import numpy as np
 
 from ...ir import dtypes as dt
 from ..base import BackendUnavailable
-from .source import source_key
+from .source import TRACE_SWITCH, distinct, kernel_keys, module_source, source_key
 from .switches import switch_on
 
 INSTALL_HINT = 'pip install "luminal-fn[cuda]"'
@@ -70,7 +75,8 @@ def host_to_storage(arr: np.ndarray) -> np.ndarray:
 
 
 # ---- modules -------------------------------------------------------------------------------------
-_MODULES: dict = {}
+_MODULES: dict = {}  # (module key, ftz) -> the loaded module
+_KERNELS: dict = {}  # (kernel key, ftz) -> the loaded module that holds the kernel
 OPTIONS = ("-std=c++17",)
 
 
@@ -96,16 +102,57 @@ def _header_dirs() -> list:
 
 def get_module(text: str):
     """A loaded RawModule for a module source (memory cache, then a cubin on disk)."""
+    return _module(text)[0]
+
+
+def kernel_modules(kernels) -> dict:
+    """name -> the loaded module holding that kernel, for each distinct kernel of a plan.
+
+    A kernel compiled before, by this process or by any process into a cubin on disk that a
+    reference file names, is not compiled again; the rest are compiled together as one module.
+    A search's candidates share most of their kernels (the same sorts, scans and GEMVs, other
+    fusions around them), so each candidate compiles only its new ones. While tracing
+    (``LUMINAL_CUDA_TRACE``) the plan is one module, as the trace records live in a module."""
+    if os.environ.get(TRACE_SWITCH):
+        mod = get_module(module_source(kernels))
+        return {name: mod for name in distinct(kernels)}
+    ftz = _ftz()
+    keys = kernel_keys(kernels)
+    found, missing = {}, []
+    for name, key in keys.items():
+        mod = _KERNELS.get((key, ftz))
+        if mod is None and not ftz:
+            mod = _module_named_by(key)
+        if mod is None:
+            missing.append(name)
+        else:
+            found[name] = _KERNELS[key, ftz] = mod
+    if missing:
+        by_name = distinct(kernels)
+        mod, module_key = _module(module_source([by_name[n] for n in missing]))
+        for name in missing:
+            found[name] = _KERNELS[keys[name], ftz] = mod
+            if not ftz:
+                _write_reference(keys[name], module_key)
+    return found
+
+
+def _ftz() -> bool:
+    return switch_on("LUMINAL_CUDA_FTZ", False, "CuPy's compile, which flushes float32 subnormals")
+
+
+def _module(text: str):
+    """(the loaded module of a module source, its key)."""
     key = source_key(text)
-    ftz = switch_on("LUMINAL_CUDA_FTZ", False, "CuPy's compile, which flushes float32 subnormals")
+    ftz = _ftz()
     mod = _MODULES.get((key, ftz))
     if mod is not None:
-        return mod
+        return mod, key
     try:
         if ftz:
             mod = _compile_through_cupy(text)
         else:
-            mod = cupy().RawModule(path=_cubin_path(text, key))
+            mod = _load_cubin(_cubin_path(text, key))
     except Exception as e:
         path = os.path.join(tempfile.gettempdir(), f"luminal_fn_cuda_{key}.cu")
         with open(path, "w") as f:
@@ -113,7 +160,61 @@ def get_module(text: str):
         raise RuntimeError(f"NVRTC failed to compile a CUDA module for {arch()} (source saved to "
                            f"{path}): {e}") from None
     _MODULES[key, ftz] = mod
+    return mod, key
+
+
+def _load_cubin(path: str):
+    return cupy().RawModule(path=path)
+
+
+def _cache_folder() -> str:
+    cache = os.environ.get("CUPY_CACHE_DIR") or os.path.expanduser("~/.cupy/kernel_cache")
+    return os.path.join(cache, "luminal_fn")
+
+
+def _toolchain() -> str:
+    """The architecture and NVRTC version a cubin is for (part of every cached file's name)."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    major, minor = nvrtc.getVersion()
+    return f"{arch()}-nvrtc{major}.{minor}"
+
+
+def _cubin_file(key: str) -> str:
+    return os.path.join(_cache_folder(), f"{key}-{_toolchain()}.cubin")
+
+
+def _reference_file(kernel_key: str) -> str:
+    return os.path.join(_cache_folder(), f"{kernel_key}-{_toolchain()}.ref")
+
+
+def _module_named_by(kernel_key: str):
+    """The loaded module whose cubin a reference file names as holding that kernel, or None."""
+    try:
+        with open(_reference_file(kernel_key)) as f:
+            module_key = f.read().strip()
+    except OSError:
+        return None
+    mod = _MODULES.get((module_key, False))
+    if mod is None:
+        path = _cubin_file(module_key)
+        if not os.path.exists(path):  # (a cleared cache: compile the kernel again)
+            return None
+        mod = _MODULES[module_key, False] = _load_cubin(path)
     return mod
+
+
+def _write_reference(kernel_key: str, module_key: str) -> None:
+    _write_atomically(_reference_file(kernel_key), module_key.encode())
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".part")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)  # a reader never sees half a file
 
 
 def _cubin_path(text: str, key: str) -> str:
@@ -121,20 +222,16 @@ def _cubin_path(text: str, key: str) -> str:
     NVRTC call (cupy/cupy#9576), which flushes float32 subnormals to zero where NumPy keeps
     them. Cached on disk by source, architecture and NVRTC version, beside CuPy's kernel cache
     ($CUPY_CACHE_DIR, default ~/.cupy/kernel_cache), so a second process loads it."""
+    path = _cubin_file(key)
+    if not os.path.exists(path):
+        _write_atomically(path, _compile_cubin(text))
+    return path
+
+
+def _compile_cubin(text: str) -> bytes:
     from cupy_backends.cuda.libs import nvrtc
 
-    major, minor = nvrtc.getVersion()
-    cache = os.environ.get("CUPY_CACHE_DIR") or os.path.expanduser("~/.cupy/kernel_cache")
-    folder = os.path.join(cache, "luminal_fn")
-    path = os.path.join(folder, f"{key}-{arch()}-nvrtc{major}.{minor}.cubin")
-    if not os.path.exists(path):
-        binary = _nvrtc_cubin(nvrtc, text)
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".part")
-        with os.fdopen(fd, "wb") as f:
-            f.write(binary)
-        os.replace(tmp, path)  # a reader never sees half a cubin
-    return path
+    return _nvrtc_cubin(nvrtc, text)
 
 
 def _nvrtc_cubin(nvrtc, text: str) -> bytes:
@@ -172,5 +269,5 @@ def _compile_finding_headers(compile_with):
         return compile_with(OPTIONS + tuple(f"-I{d}" for d in inc))
 
 
-__all__ = ["cupy", "cupy_dtype", "dtype_of_storage", "host_to_storage", "get_module", "arch",
+__all__ = ["cupy", "cupy_dtype", "dtype_of_storage", "host_to_storage", "get_module", "kernel_modules", "arch",
            "INSTALL_HINT"]

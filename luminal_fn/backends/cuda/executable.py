@@ -1,4 +1,4 @@
-"""Running a planned graph on the GPU: one module, one arena and one parameter table per bucket,
+"""Running a planned graph on the GPU: its kernels' modules, one arena and one parameter table per bucket,
 launches enqueued on the caller's current CuPy stream with no host synchronisation, and the
 whole step captured as a CUDA graph and replayed.
 
@@ -16,18 +16,16 @@ import contextlib
 import ctypes
 import itertools
 import operator
-import os
 import time
 
 import numpy as np
 
 from ...ir import dtypes as dt
 from ..base import Executable
-from .device import cupy, cupy_dtype, get_module, host_to_storage
+from .device import cupy, cupy_dtype, host_to_storage, kernel_modules
 from .launch import PlainLaunch, launch_shape
 from .plan import HostStep, KernelStep, Planner, evaluate
 from .pdl import PdlLaunch, function_handle, module_arch, pdl_supported
-from .source import module_source
 from .switches import switch_on
 from . import matmul as _matmul  # noqa: F401  (registers the matmul lowering)
 from . import handkernels as _hand  # noqa: F401  (registers rms_norm, softmax)
@@ -63,7 +61,9 @@ class _Bucket:
         nsym = len(self.symbols)
         self.nsym = nsym
         kernels = bp.kernels()
-        self.module = get_module(module_source(kernels)) if kernels else None
+        self.kernel_modules = kernel_modules(kernels) if kernels else {}
+        modules = list({id(m): m for m in self.kernel_modules.values()}.values())
+        self.module = modules[0] if len(modules) == 1 else None  # (while tracing, the one module)
         self.arena = cp.empty(max(bp.arena_bytes, 1), dtype=np.uint8)
         base = self.arena.data.ptr
         ptrs = np.zeros(nsym + len(bp.bufs), dtype=np.int64)
@@ -124,16 +124,16 @@ class _Bucket:
         self.cp = cp
         self.nbytes_P = int(self.P.nbytes)
         self.launches = []
-        self.pdl = exe.pdl and self.module is not None and module_arch(self.module) >= 900
+        self.pdl = exe.pdl and bool(modules) and min(module_arch(m) for m in modules) >= 900
         if self.pdl:
             try:
-                function_handle(self.module.get_function(bp.kernels()[0].name))
+                function_handle(self.kernel_modules[kernels[0].name].get_function(kernels[0].name))
             except AttributeError as e:  # a CuPy that hides the driver's handle: launch plainly
                 exe.pdl_error = f"programmatic dependent launch off: {e}"
                 self.pdl = False
         for s in bp.steps:
             if isinstance(s, KernelStep):
-                fn = self.module.get_function(s.source.name)
+                fn = self.kernel_modules[s.source.name].get_function(s.source.name)
                 grid, block = launch_shape(s.source, dims_max, exe.sm_count)
                 ints = tuple(nsym + b for b in s.bufs) + tuple(sym_index[d] for d in s.source.dims)
                 shm = int(s.source.shared_bytes)

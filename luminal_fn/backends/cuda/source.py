@@ -1,8 +1,10 @@
 """Assembling one CUDA module from a plan's kernels, and checking it with nvcc where present.
 
-All kernels of a bucket plan go into one module (one NVRTC compile instead of one per kernel:
+The kernels a plan compiles go into one module (one NVRTC compile instead of one per kernel:
 a cold compile costs 80-100 ms). The text is the CUDA prelude, the hand kernel sources when a
-hand kernel is used, then each distinct kernel once. Nothing here needs CuPy or a GPU.
+hand kernel is used, then each distinct kernel once. A kernel's key (``kernel_keys``) is its
+text and that prefix, so a kernel compiled into one plan's module serves every later plan
+(device.kernel_modules). Nothing here needs CuPy or a GPU.
 """
 from __future__ import annotations
 
@@ -30,20 +32,45 @@ HAND_MACRO_SWITCHES = (
 
 def module_source(kernels) -> str:
     """The text of one module holding every distinct kernel in ``kernels`` (KernelSource)."""
+    seen = distinct(kernels)
+    texts = [k.text for k in seen.values()]
+    return "\n".join([module_prefix(any(k.meta.get("hand") for k in seen.values()))] + texts) + "\n"
+
+
+def distinct(kernels) -> dict:
+    """name -> kernel, each distinct kernel once (a name is a digest of the kernel's text)."""
     seen: dict = {}
     for k in kernels:
         seen.setdefault(k.name, k)
+    return seen
+
+
+def module_prefix(hand: bool) -> str:
+    """What a module holds before its kernels: the trace records' size when tracing, the prelude,
+    and where a hand kernel is among them, the hand macros and files."""
     parts = [CUDA.prelude]
     trace = os.environ.get(TRACE_SWITCH, "")
     if trace:  # block timing (benchmarks/kernel_trace.py): the records the module holds
         if not trace.isdigit() or int(trace) < 1:
             raise ValueError(f"{TRACE_SWITCH}={trace!r}: give the number of block records to keep, such as 65536")
         parts.insert(0, f"#define LF_TRACE {int(trace)}")
-    if any(k.meta.get("hand") for k in seen.values()):
+    if hand:
         parts += hand_macros()
         parts += [kernel_file(f) for f in HAND_ORDER]
-    parts += [k.text for k in seen.values()]
-    return "\n".join(parts) + "\n"
+    return "\n".join(parts)
+
+
+def kernel_keys(kernels) -> dict:
+    """name -> a key of what compiling that kernel depends on: its text and the module prefix it
+    is compiled after (the hand macros and files for a hand kernel)."""
+    prefix = {}
+    keys = {}
+    for name, k in distinct(kernels).items():
+        hand = bool(k.meta.get("hand"))
+        if hand not in prefix:
+            prefix[hand] = source_key(module_prefix(hand))
+        keys[name] = source_key(k.text, prefix[hand])
+    return keys
 
 
 def hand_macros() -> list:
@@ -81,4 +108,5 @@ def nvcc_check(text: str, arch: str = "sm_90") -> str:
         return proc.stderr
 
 
-__all__ = ["hand_macros", "module_source", "source_key", "nvcc_available", "nvcc_check"]
+__all__ = ["distinct", "hand_macros", "kernel_keys", "module_prefix", "module_source", "source_key",
+           "nvcc_available", "nvcc_check"]
