@@ -6,6 +6,8 @@ table); every other integer comes from the view Expressions with ``render(e, "c"
 """
 from __future__ import annotations
 
+import functools
+import math
 from typing import Sequence
 
 from ...ir.expr import Expr, as_expr, render, same
@@ -152,6 +154,13 @@ def axis_valid(view: View, axis: int, c: str, names: dict) -> str | None:
 
 
 def numel(shape: Sequence):
+    if all(type(d) is int for d in shape):
+        return math.prod(shape)
+    return _symbolic_numel(tuple(shape))
+
+
+@functools.lru_cache(maxsize=4096)  # (a search plans the same symbolic shapes candidate after candidate)
+def _symbolic_numel(shape: tuple):
     n = as_expr(1)
     for d in shape:
         n = n * d
@@ -181,6 +190,7 @@ def index_type(sizes: Sequence, dims_max: dict | None) -> str:
     return "int"
 
 
+@functools.lru_cache(maxsize=4096)
 def view_extent(view: View):
     """The largest address a view can touch + 1 (offset plus sum of (d-1)*|stride|)."""
     e = as_expr(view.offset)

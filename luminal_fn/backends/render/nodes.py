@@ -8,15 +8,19 @@ it reads.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 from typing import Sequence
 
+from ...ir.graph import _freeze
 from ...ir.ops import BINARY, UNARY
 from .kernels import KernelInput, KernelSource, render_elementwise, render_scatter
 from .lang import Language
 from .reduce import render_reduce
 
 GENERIC = ("fused", "fused_reduce")
+RENDERED_KEPT = 4096  # render_node's memo: a search renders the same kernels candidate after candidate
+_RENDERED: OrderedDict = OrderedDict()  # key -> (the Language, [Rendered])
 
 
 @dataclass
@@ -56,6 +60,24 @@ def render_copy(lang: Language, out_shape, inp: KernelInput, dims_max=None, symb
 
 def render_node(lang: Language, node, inputs: Sequence[KernelInput], dims_max: dict | None = None,
                 symbols: Sequence[str] = (), sm_count: int = 132) -> list:
+    """The node's kernels. A node of the same op, shape, dtype and attributes over inputs of the
+    same views renders the same text, so the result is kept (the last RENDERED_KEPT) and later
+    plans get a copy: a search plans one candidate after another, mostly of the same kernels."""
+    key = (lang.name, id(lang), node.op, node.shape, node.dtype.name, _freeze(node.attrs),
+           tuple((i.view, i.dtype.name, _freeze(i.scalar)) for i in inputs),
+           tuple(sorted((dims_max or {}).items())), tuple(symbols), sm_count)
+    hit = _RENDERED.get(key)
+    if hit is None:
+        hit = _RENDERED[key] = (lang, _render_node(lang, node, inputs, dims_max, symbols, sm_count))
+        if len(_RENDERED) > RENDERED_KEPT:
+            _RENDERED.popitem(last=False)
+    else:
+        _RENDERED.move_to_end(key)
+    # (plan passes may set a kernel's meta: each plan gets its own)
+    return [Rendered(replace(r.kernel, meta=dict(r.kernel.meta)), dict(r.inmap)) for r in hit[1]]
+
+
+def _render_node(lang: Language, node, inputs: Sequence[KernelInput], dims_max, symbols, sm_count) -> list:
     op = node.op
     shape = node.shape
     tree = primitive_tree(node)
