@@ -1,0 +1,85 @@
+"""The search's check of each candidate's outputs against the reference candidate's
+(optimize/evaluate.py ``CandidateEvaluator._check``): a relative L2 error over the reference's finite
+elements above AGREEMENT rejects it, as does NaN or Inf where the reference is finite. Outputs
+are compared as float32 (floats of up to 32 bits) or float64 (the rest): checked here against
+float64 NumPy on the edge cases that could differ (huge values, bf16, ints, masks of NaN)."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+from luminal_fn.optimize.evaluate import AGREEMENT, CandidateEvaluator
+from luminal_fn.optimize.memory import CandidateRejected
+
+
+class _Host:
+    @staticmethod
+    def to_numpy(a):
+        return np.asarray(a)
+
+
+class _Checker:
+    """CandidateEvaluator._check with no search around it."""
+
+    backend = _Host()
+
+    def __init__(self, *reference):
+        self.reference = None
+        self.check(*reference)
+
+    def check(self, *outs):
+        CandidateEvaluator._check(self, list(outs))
+
+
+def _err64(got, ref):
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    fin = np.isfinite(ref)
+    return np.linalg.norm(got[fin] - ref[fin]) / np.linalg.norm(ref[fin])
+
+
+R = np.random.default_rng(0)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-20, 1e30])
+def test_agreement_as_float64_numpy_measures_it(scale):
+    ref = (R.standard_normal(100_000) * scale).astype(np.float32)
+    c = _Checker(ref)
+    for rel in (1e-3, 0.5 * AGREEMENT, 2 * AGREEMENT, 0.3):
+        got = (ref * (1 + rel * R.standard_normal(ref.size))).astype(np.float32)
+        err = _err64(got, ref)
+        if err <= AGREEMENT or np.abs(got - ref).max() <= 1e-5:
+            c.check(got)  # accepted (huge values squared do not overflow)
+        else:
+            with pytest.raises(CandidateRejected, match="relative error"):
+                c.check(got)
+    assert _err64((ref * 1.3).astype(np.float32), ref) > AGREEMENT
+    if scale >= 1:
+        with pytest.raises(CandidateRejected, match="relative error"):
+            c.check((ref * 1.3).astype(np.float32))
+    else:  # differences all below 1e-5: too small to reject, whatever their relative size
+        c.check((ref * 1.3).astype(np.float32))
+
+
+def test_non_finite_values():
+    ref = np.array([1.0, np.nan, np.inf, -2.0, 3.0], np.float32)
+    c = _Checker(ref)
+    c.check(np.array([1.0, 5.0, np.nan, -2.0, 3.0], np.float32))  # where the reference is not finite: free
+    for bad in (np.nan, np.inf, -np.inf):
+        with pytest.raises(CandidateRejected, match="NaN/Inf"):
+            c.check(np.array([1.0, np.nan, np.inf, bad, 3.0], np.float32))
+    big = np.float32(3e38)
+    c = _Checker(np.array([big, -big], np.float32))
+    with pytest.raises(CandidateRejected, match="relative error"):  # (the difference overflows float32)
+        c.check(np.array([-big, big], np.float32))
+
+
+def test_bfloat16_and_int_outputs_beside_each_other():
+    logits = R.standard_normal((4, 300)).astype(ml_dtypes.bfloat16)
+    token = np.array([7], np.int32)
+    c = _Checker(logits, token)
+    near = (logits.astype(np.float32) + np.float32(0.01)).astype(ml_dtypes.bfloat16)
+    c.check(near, token)
+    with pytest.raises(CandidateRejected, match="output 1"):
+        c.check(near, np.array([9], np.int32))
+    with pytest.raises(CandidateRejected, match="output 0"):
+        c.check(-logits, token)
+    assert c.reference[0].values.dtype == np.float32 and c.reference[1].values.dtype == np.float64
