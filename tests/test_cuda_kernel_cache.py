@@ -154,3 +154,26 @@ def test_a_traced_plan_is_one_module(plans, monkeypatch, tmp_path):
     assert len(tc.compiled) == 2 and tc.compiled[1] == module_source(second)
     assert tc.compiled[1].startswith("#define LF_TRACE 1024")
     assert len({id(m) for m in got.values()}) == 1
+
+
+def test_the_include_dir_nvrtc_needed_once_is_given_from_then_on(monkeypatch):
+    """Where NVRTC does not find cuda_fp16.h by itself, the first compile fails and is retried
+    with a CUDA include dir; later compiles pass that dir at once instead of failing first."""
+    monkeypatch.setattr(device, "_WORKING_OPTIONS", None)
+    monkeypatch.setattr(device, "_header_dirs", lambda: ["/usr/local/cuda/include"])
+    calls = []
+
+    def compile_with(options):
+        calls.append(options)
+        if not any(o.startswith("-I") for o in options):
+            raise RuntimeError("catastrophic error: cannot open source file \"cuda_fp16.h\"")
+        return "cubin"
+
+    assert device._compile_finding_headers(compile_with) == "cubin"
+    assert device._compile_finding_headers(compile_with) == "cubin"
+    assert calls == [device.OPTIONS] + [device.OPTIONS + ("-I/usr/local/cuda/include",)] * 2
+    # a compile error of the module itself is raised as it is, with the options that work
+    def broken(options):
+        raise RuntimeError("error: identifier \"lf_nothing\" is undefined")
+    with pytest.raises(RuntimeError, match="lf_nothing"):
+        device._compile_finding_headers(broken)

@@ -78,6 +78,7 @@ def host_to_storage(arr: np.ndarray) -> np.ndarray:
 _MODULES: dict = {}  # (module key, ftz) -> the loaded module
 _KERNELS: dict = {}  # (kernel key, ftz) -> the loaded module that holds the kernel
 OPTIONS = ("-std=c++17",)
+_WORKING_OPTIONS = None  # OPTIONS, or OPTIONS and the include dir, once a compile worked
 
 
 def arch() -> str:
@@ -259,14 +260,23 @@ def _compile_through_cupy(text: str):
 
 def _compile_finding_headers(compile_with):
     """compile_with(OPTIONS); where NVRTC lacks the half/bfloat16 headers on its path, again
-    pointed at a CUDA include dir."""
+    pointed at a CUDA include dir, and from then on with that dir (one compile a module, not a
+    failed one first)."""
+    global _WORKING_OPTIONS
+    if _WORKING_OPTIONS is not None:
+        return compile_with(_WORKING_OPTIONS)
     try:
-        return compile_with(OPTIONS)
+        result = compile_with(OPTIONS)
+        _WORKING_OPTIONS = OPTIONS
+        return result
     except Exception as first:
         inc = _header_dirs()
         if not inc or "cuda_" not in str(first):
             raise
-        return compile_with(OPTIONS + tuple(f"-I{d}" for d in inc))
+        options = OPTIONS + tuple(f"-I{d}" for d in inc)
+        result = compile_with(options)
+        _WORKING_OPTIONS = options
+        return result
 
 
 __all__ = ["cupy", "cupy_dtype", "dtype_of_storage", "host_to_storage", "get_module", "kernel_modules", "arch",
