@@ -6,7 +6,9 @@ NVRTC and module loading are replaced by stand-ins that record what they were gi
 here is the module's text), so this runs without a GPU; the plans are the backend's own. The
 GPU tests (test_cuda.py and the rest) run the real compiler through the same function.
 """
+import dataclasses
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -35,9 +37,10 @@ class _Toolchain:
     """Stands in for NVRTC and cuModuleLoad, counting both."""
 
     def __init__(self, monkeypatch, folder):
-        self.compiled, self.loaded = [], []
+        self.compiled, self.loaded, self.threads = [], [], []
         monkeypatch.setenv("CUPY_CACHE_DIR", str(folder))
         monkeypatch.setattr(device, "_toolchain", lambda: "sm_90-nvrtc13.0")
+        monkeypatch.setattr(device, "arch", lambda: "sm_90")
         monkeypatch.setattr(device, "_compile_cubin", self._compile)
         monkeypatch.setattr(device, "_load_cubin", self._load)
         self.new_process(monkeypatch)
@@ -46,8 +49,13 @@ class _Toolchain:
     def new_process(monkeypatch):
         monkeypatch.setattr(device, "_MODULES", {})
         monkeypatch.setattr(device, "_KERNELS", {})
+        monkeypatch.setattr(device, "_AHEAD", {})
 
-    def _compile(self, text):
+    def _compile(self, text, arch_name):
+        assert arch_name == "sm_90"
+        if "lf_fail_here" in text:
+            raise RuntimeError("error: identifier \"lf_fail_here\" is undefined")
+        self.threads.append(threading.current_thread().name)
         self.compiled.append(text)
         return text.encode()
 
@@ -177,3 +185,38 @@ def test_the_include_dir_nvrtc_needed_once_is_given_from_then_on(monkeypatch):
         raise RuntimeError("error: identifier \"lf_nothing\" is undefined")
     with pytest.raises(RuntimeError, match="lf_nothing"):
         device._compile_finding_headers(broken)
+
+
+def test_plans_compiled_ahead_on_worker_threads(plans, monkeypatch, tmp_path):
+    """compile_ahead (a search's prepared candidates) compiles what kernel_modules would, on a
+    worker thread; kernel_modules then takes those modules instead of compiling."""
+    first, second = plans
+    tc = _Toolchain(monkeypatch, tmp_path)
+    device.compile_ahead(first)
+    device.compile_ahead(second)  # (only its own kernels: the shared ones are on their way)
+    device.compile_ahead(first)  # (nothing new)
+    got1 = device.kernel_modules(first)
+    got2 = device.kernel_modules(second)
+    own = [k for k in second if k.name not in {f.name for f in first}]
+    assert tc.compiled == [module_source(first), module_source(own)]
+    assert all(t.startswith("luminal_fn-nvrtc") for t in tc.threads)
+    assert all(got2[k.name] is got1[k.name] for k in first if k.name in got2)
+    assert all(got2[k.name].get_function(k.name) == k.name for k in second)
+    device.compile_ahead(second)  # loaded now: nothing to compile
+    assert len(tc.compiled) == 2 and not device._AHEAD
+    tc.new_process(monkeypatch)  # and the references were written for a second process
+    device.kernel_modules(second)
+    assert len(tc.compiled) == 2
+
+
+def test_a_failed_compile_ahead_is_reported_with_its_source(plans, monkeypatch, tmp_path):
+    first, _ = plans
+    tc = _Toolchain(monkeypatch, tmp_path)
+    broken = [dataclasses.replace(k, text=k.text + "\n// lf_fail_here") for k in first]
+    device.compile_ahead(broken)
+    with pytest.raises(RuntimeError, match=r"source saved to .*lf_fail_here"):
+        device.kernel_modules(broken)
+    assert tc.compiled == []
+    monkeypatch.setenv("LUMINAL_CUDA_TRACE", "1024")  # a traced plan is one module, compiled when run
+    device.compile_ahead(first)
+    assert not device._AHEAD

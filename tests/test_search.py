@@ -105,6 +105,7 @@ def test_final_retiming_falls_back_to_the_next_finalist_not_the_reference():
 
     ev = CandidateEvaluator.__new__(CandidateEvaluator)
     ev.options, ev.inputs, ev.run_dims = SearchOptions(trials=1), [], {}
+    ev._extracted, ev._prepared = {}, {}
     ref = _ScriptedExe(10e-3, 10e-3)  # the generic genome: slow but safe
     lucky = _ScriptedExe(1e-3, 12e-3)  # one lucky run makes it look fastest; slower than ref
     good = _ScriptedExe(8e-3, 8e-3)  # steadily faster than the reference
@@ -115,3 +116,25 @@ def test_final_retiming_falls_back_to_the_next_finalist_not_the_reference():
     # when no finalist beats the reference head to head, the reference is kept
     ev.finalists = [[1e-3, "l", "lucky-llir", _ScriptedExe(1e-3, 12e-3)]]
     assert ev.final()[1] == "ref-llir"
+
+
+def test_each_batch_is_prepared_before_its_genomes_are_timed():
+    """An evaluate with a ``prepare`` method sees every genome before it is timed: the initial
+    genomes as one batch, then each generation (so a backend can compile them side by side)."""
+    prepared, timed = [], []
+
+    class Evaluate:
+        def prepare(self, genomes):
+            prepared.append(list(genomes))
+
+        def __call__(self, genome):
+            timed.append(genome)
+            assert any(genome in batch for batch in prepared), "timed before it was prepared"
+            return cost(genome)
+
+    initial = [(0,) * len(SPACE), (1,) * len(SPACE)]
+    res = genetic_search(ChoiceSpace(SPACE), Evaluate(), SearchOptions(limit=35, seed=2, generation_size=10),
+                         initial=initial)
+    assert prepared[0] == initial and timed[:2] == initial
+    assert len(timed) == 35 and res.best_time == min(cost(g) for g in timed)
+    assert all(1 <= len(b) <= 10 for b in prepared[1:]) and len(prepared) >= 4

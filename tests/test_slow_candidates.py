@@ -73,3 +73,22 @@ def test_search_with_slow_candidates_still_answers_right(monkeypatch):
     f = lf.jit(lambda a, b: lnp.tanh(a @ b), search=lf.SearchOptions(cache=False, limit=30, trials=3))
     np.testing.assert_allclose(np.asarray(f(a, b)), np.tanh(a.astype(np.float64) @ b), rtol=1e-4, atol=1e-4)
     assert [1] in asked and [3] in asked, asked
+
+
+def test_the_search_times_the_executables_it_prepared(monkeypatch):
+    # each generation is extracted and compiled ahead (Executable.prepare, where the CUDA backend
+    # starts its compiles); the timing then runs those very executables, at the search's dims
+    from luminal_fn.backends.numpy import NumpyExecutable
+
+    prepared, ran = {}, set()
+    real_run = NumpyExecutable.run
+    monkeypatch.setattr(NumpyExecutable, "prepare", lambda self, dims: prepared.setdefault(id(self), dict(dims)))
+    monkeypatch.setattr(NumpyExecutable, "run",
+                        lambda self, inputs, dims: ran.add(id(self)) or real_run(self, inputs, dims))
+    x = np.random.default_rng(1).standard_normal((6, 40)).astype(np.float32)
+    f = lf.jit(lambda x: lnp.exp(x - x.max(axis=1, keepdims=True)).sum(axis=1), dynamic_axes={"x": {0: "s"}},
+               search=lf.SearchOptions(cache=False, limit=12))
+    want = np.exp(x - x.max(axis=1, keepdims=True)).sum(axis=1)
+    np.testing.assert_allclose(np.asarray(f(x)), want, rtol=1e-5)
+    assert len(ran) >= 2 and ran <= set(prepared), "the search timed executables it had not prepared"
+    assert all(d == {"s": 6} for d in prepared.values()), prepared

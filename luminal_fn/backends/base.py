@@ -54,6 +54,11 @@ class Executable:
         times.sort()
         return times[len(times) // 2]
 
+    def prepare(self, dims: dict) -> None:
+        """Start what a first run at ``dims`` will need, without running (a search prepares a
+        generation of candidates before timing them one by one, so a backend may compile them
+        side by side). Nothing by default."""
+
     def memory_bytes(self, dims: dict) -> int | None:
         """Bytes a run at ``dims`` needs beyond its inputs and the graph's values between
         kernels (buffers kept from call to call, a kernel's own scratch); None: not known."""

@@ -251,6 +251,13 @@ class _Search:
         return out
 
     # ---- timing -------------------------------------------------------------------------------
+    def prepare(self, genomes: list) -> None:
+        """Let the evaluator start work on genomes about to be timed (its ``prepare``, if any:
+        a backend may compile a generation's kernels side by side)."""
+        prepare = getattr(self.evaluate, "prepare", None)
+        if prepare is not None and genomes:
+            prepare(list(genomes))
+
     def time_one(self, genome: Genome) -> Candidate:
         t0 = self.clock()
         timeout = self.options.profile_timeout
@@ -294,14 +301,15 @@ class _Search:
         """Time candidates until a stop condition; returns why it stopped."""
         # Known-good genomes first (a previous bucket's winner, a cached choice), then random
         # genomes one at a time until something succeeds.
-        for g in initial:
+        first = [tuple(g) for g in initial]
+        first = [g for g in first if len(g) == len(self.space.genes) and self._admit(g)]
+        self.prepare(first[:self.budget_left()])
+        for g in first:
             if self.budget_left() <= 0:
                 return "limit"
             if self.history and self.out_of_time():
                 return "group_timeout"
-            g = tuple(g)
-            if len(g) == len(self.space.genes) and self._admit(g):
-                self.time_one(g)
+            self.time_one(g)
         while not self.parents:
             if self.budget_left() <= 0:
                 return "limit"
@@ -327,6 +335,7 @@ class _Search:
             if not batch:
                 return "exhausted" if self.exhausted() else "no_new_genomes"
             any_ok = False
+            self.prepare(batch)
             for g in batch:
                 if self.out_of_time():
                     return "group_timeout"
@@ -340,6 +349,8 @@ def genetic_search(space: ChoiceSpace, evaluate: Callable[[Genome], float],
     """Pick the genome of `space` whose `evaluate(genome)` (seconds) is smallest.
 
     evaluate may raise `CandidateRejected`, `TimeoutError` or any Exception to drop a candidate.
+    Where it has a ``prepare(genomes)`` method, each batch of genomes is given to it before they
+    are timed one by one (work it can start ahead, such as compiling them side by side).
     rng_seed overrides ``options.seed``. report, if given, is called after every timed candidate
     as ``report(candidate, n_timed, best_time_or_None)``. initial: genomes to time first.
     Raises `SearchError` (with the most common failure reasons) when no candidate succeeds.

@@ -16,6 +16,7 @@ holding it, so a second process loads the chosen plan from the cubins the search
 """
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import tempfile
 
@@ -77,6 +78,8 @@ def host_to_storage(arr: np.ndarray) -> np.ndarray:
 # ---- modules -------------------------------------------------------------------------------------
 _MODULES: dict = {}  # (module key, ftz) -> the loaded module
 _KERNELS: dict = {}  # (kernel key, ftz) -> the loaded module that holds the kernel
+_AHEAD: dict = {}  # kernel key -> (the compile_ahead job compiling it, that module's key)
+_WORKERS = None  # compile_ahead's threads
 OPTIONS = ("-std=c++17",)
 _WORKING_OPTIONS = None  # OPTIONS, or OPTIONS and the include dir, once a compile worked
 
@@ -123,7 +126,7 @@ def kernel_modules(kernels) -> dict:
     for name, key in keys.items():
         mod = _KERNELS.get((key, ftz))
         if mod is None and not ftz:
-            mod = _module_named_by(key)
+            mod = _module_compiled_ahead(key) or _module_named_by(key)
         if mod is None:
             missing.append(name)
         else:
@@ -136,6 +139,50 @@ def kernel_modules(kernels) -> dict:
             if not ftz:
                 _write_reference(keys[name], module_key)
     return found
+
+
+def compile_ahead(kernels) -> None:
+    """Start compiling, on a worker thread, the kernels of a plan that no module holds yet (one
+    module, as kernel_modules would compile them); kernel_modules then takes that module. NVRTC
+    releases the GIL, so a search's candidates compile side by side while it plans the next."""
+    if os.environ.get(TRACE_SWITCH) or _ftz():
+        return
+    keys = kernel_keys(kernels)
+    missing = [name for name, key in keys.items() if (key, False) not in _KERNELS and key not in _AHEAD
+               and not os.path.exists(_reference_file(key))]
+    if not missing:
+        return
+    by_name = distinct(kernels)
+    text = module_source([by_name[n] for n in missing])
+    module_key = source_key(text)
+    job = _workers().submit(_compile_into, _cubin_file(module_key), text, arch())
+    for name in missing:
+        _AHEAD[keys[name]] = (job, module_key)
+
+
+def _workers():
+    global _WORKERS
+    if _WORKERS is None:
+        n = max(1, min(8, (os.cpu_count() or 2) - 1))
+        _WORKERS = concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="luminal_fn-nvrtc")
+    return _WORKERS
+
+
+def _module_compiled_ahead(kernel_key: str):
+    """The loaded module compile_ahead compiled that kernel into (waiting for it), or None."""
+    ahead = _AHEAD.pop(kernel_key, None)
+    if ahead is None:
+        return None
+    job, module_key = ahead
+    try:
+        path = job.result()
+    except Exception:  # (compiled again in kernel_modules, which reports the error with the source)
+        return None
+    mod = _MODULES.get((module_key, False))
+    if mod is None:
+        mod = _MODULES[module_key, False] = _load_cubin(path)
+    _write_reference(kernel_key, module_key)
+    return mod
 
 
 def _ftz() -> bool:
@@ -223,23 +270,28 @@ def _cubin_path(text: str, key: str) -> str:
     NVRTC call (cupy/cupy#9576), which flushes float32 subnormals to zero where NumPy keeps
     them. Cached on disk by source, architecture and NVRTC version, beside CuPy's kernel cache
     ($CUPY_CACHE_DIR, default ~/.cupy/kernel_cache), so a second process loads it."""
-    path = _cubin_file(key)
+    return _compile_into(_cubin_file(key), text, arch())
+
+
+def _compile_into(path: str, text: str, arch_name: str) -> str:
+    """The cubin at ``path``, compiled from ``text`` for ``arch_name`` unless already there (on
+    any thread: the architecture is given, not read from the thread's current device)."""
     if not os.path.exists(path):
-        _write_atomically(path, _compile_cubin(text))
+        _write_atomically(path, _compile_cubin(text, arch_name))
     return path
 
 
-def _compile_cubin(text: str) -> bytes:
+def _compile_cubin(text: str, arch_name: str) -> bytes:
     from cupy_backends.cuda.libs import nvrtc
 
-    return _nvrtc_cubin(nvrtc, text)
+    return _nvrtc_cubin(nvrtc, text, arch_name)
 
 
-def _nvrtc_cubin(nvrtc, text: str) -> bytes:
+def _nvrtc_cubin(nvrtc, text: str, arch_name: str) -> bytes:
     def compile_with(options):
         prog = nvrtc.createProgram(text, "luminal_fn_module.cu", (), ())
         try:
-            nvrtc.compileProgram(prog, options + (f"-arch={arch()}",))
+            nvrtc.compileProgram(prog, options + (f"-arch={arch_name}",))
             return nvrtc.getCUBIN(prog)
         except nvrtc.NVRTCError:
             raise RuntimeError(nvrtc.getProgramLog(prog)) from None
@@ -279,5 +331,5 @@ def _compile_finding_headers(compile_with):
         return result
 
 
-__all__ = ["cupy", "cupy_dtype", "dtype_of_storage", "host_to_storage", "get_module", "kernel_modules", "arch",
-           "INSTALL_HINT"]
+__all__ = ["cupy", "cupy_dtype", "dtype_of_storage", "host_to_storage", "get_module", "kernel_modules",
+           "compile_ahead", "arch", "INSTALL_HINT"]

@@ -22,7 +22,7 @@ import numpy as np
 
 from ...ir import dtypes as dt
 from ..base import Executable
-from .device import cupy, cupy_dtype, host_to_storage, kernel_modules
+from .device import compile_ahead, cupy, cupy_dtype, host_to_storage, kernel_modules
 from .launch import PlainLaunch, launch_shape
 from .plan import HostStep, KernelStep, Planner, evaluate
 from .pdl import PdlLaunch, function_handle, module_arch, pdl_supported
@@ -52,11 +52,11 @@ def plan_graph(graph, dims_max: dict, sm_count: int = 132, donated=(), arch: int
 class _Bucket:
     """Everything one bucket needs on the device."""
 
-    def __init__(self, exe: "CudaExecutable", dims_max: dict):
+    def __init__(self, exe: "CudaExecutable", dims_max: dict, plan=None):
         cp = cupy()
         self.exe = exe
         g = exe.graph
-        self.plan = bp = plan_graph(g, dims_max, exe.sm_count, exe.donated, exe.arch)
+        self.plan = bp = plan if plan is not None else plan_graph(g, dims_max, exe.sm_count, exe.donated, exe.arch)
         self.symbols = bp.symbols
         nsym = len(self.symbols)
         self.nsym = nsym
@@ -293,6 +293,7 @@ class CudaExecutable(Executable):
         self.capture_stream = cp.cuda.Stream(non_blocking=True)
         self.capture_error = None
         self._buckets: dict = {}
+        self._plans: dict = {}  # bucket -> its plan, made by prepare (its kernels compiling ahead)
         self._in_dtypes = [cupy_dtype(graph.nodes[i].dtype) for i in graph.inputs]
         self._in_lf = [graph.nodes[i].dtype for i in graph.inputs]
         self._last_key = None
@@ -327,9 +328,20 @@ class CudaExecutable(Executable):
         bkey = tuple(sorted(dmax.items()))
         b = self._buckets.get(bkey)
         if b is None:
-            b = self._buckets[bkey] = _Bucket(self, dmax)
+            b = self._buckets[bkey] = _Bucket(self, dmax, self._plans.pop(bkey, None))
         self._last_key, self._last_bucket = key, b
         return b
+
+    def prepare(self, dims: dict) -> None:
+        """Plan the bucket of ``dims`` and start compiling its new kernels on a worker thread
+        (NVRTC releases the GIL: a search's generation compiles side by side while the next
+        candidates are planned). No device memory is taken until the first run."""
+        dmax = self.bucket_dims(dims)
+        bkey = tuple(sorted(dmax.items()))
+        if bkey in self._buckets or bkey in self._plans:
+            return
+        bp = self._plans[bkey] = plan_graph(self.graph, dmax, self.sm_count, self.donated, self.arch)
+        compile_ahead(bp.kernels())
 
     # ---- running --------------------------------------------------------------------------------
     def _device_inputs(self, inputs) -> list:
