@@ -105,7 +105,6 @@ def test_final_retiming_falls_back_to_the_next_finalist_not_the_reference():
 
     ev = CandidateEvaluator.__new__(CandidateEvaluator)
     ev.options, ev.inputs, ev.run_dims = SearchOptions(trials=1), [], {}
-    ev._extracted, ev._prepared = {}, {}
     ref = _ScriptedExe(10e-3, 10e-3)  # the generic genome: slow but safe
     lucky = _ScriptedExe(1e-3, 12e-3)  # one lucky run makes it look fastest; slower than ref
     good = _ScriptedExe(8e-3, 8e-3)  # steadily faster than the reference

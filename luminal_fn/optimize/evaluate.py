@@ -131,6 +131,11 @@ class CandidateEvaluator:
             except Exception:
                 continue
 
+    def drop_prepared(self) -> None:
+        """Forget what prepare made for genomes the search stopped before timing."""
+        self._extracted.clear()
+        self._prepared.clear()
+
     def __call__(self, genome) -> float:
         llir = self._extracted.pop(tuple(genome), None)
         if llir is None:
@@ -201,8 +206,6 @@ class CandidateEvaluator:
         """Re-time the reference and the fastest candidates, interleaved so that noise hits
         them alike, and return ``(seconds, LLIR, executable)`` of the one whose fastest run is
         fastest: a few noisy trials during the search must not pick a slower graph."""
-        self._extracted.clear()  # (prepared for a search that stopped before timing them)
-        self._prepared.clear()
         entries = self._entries()
         if len(entries) == 1:
             t, _, llir, exe = entries[0]

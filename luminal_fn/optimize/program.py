@@ -261,6 +261,7 @@ class Program:
             result = genetic_search(ex.space(), evaluate, opts, report=bar,
                                     initial=[ex.generic_genome(), (0,) * len(ex.genes),
                                              *ex.kernel_genomes()])
+        evaluate.drop_prepared()
         best_time, llir, exe = evaluate.final()
         genome = next(g for g, l in evaluate.graphs.items() if l is llir)
         result.best_genome, result.best_time = genome, best_time
