@@ -220,3 +220,16 @@ def test_a_failed_compile_ahead_is_reported_with_its_source(plans, monkeypatch, 
     monkeypatch.setenv("LUMINAL_CUDA_TRACE", "1024")  # a traced plan is one module, compiled when run
     device.compile_ahead(first)
     assert not device._AHEAD
+
+
+def test_compile_threads_switch(plans, monkeypatch, tmp_path):
+    first, _ = plans
+    tc = _Toolchain(monkeypatch, tmp_path)
+    monkeypatch.setenv("LUMINAL_CUDA_COMPILE_THREADS", "0")  # no threads: compiled when it runs
+    device.compile_ahead(first)
+    assert not device._AHEAD and tc.compiled == []
+    device.kernel_modules(first)
+    assert tc.threads == [threading.current_thread().name]
+    monkeypatch.setenv("LUMINAL_CUDA_COMPILE_THREADS", "two")
+    with pytest.raises(ValueError, match="LUMINAL_CUDA_COMPILE_THREADS='two'"):
+        device.compile_ahead(first)

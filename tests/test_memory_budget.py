@@ -173,3 +173,20 @@ def test_temporaries_of_a_deeply_shared_tree_are_counted_once():
     for _ in range(20):
         t = ("Mul", "float32", t, t)
     assert 4 <= tree_temp_bytes(t) <= 4 * 22
+
+
+def test_a_graph_over_the_budget_is_not_compiled_ahead(monkeypatch):
+    # the search prepares (compiles ahead) each generation: the broadcast product over the budget
+    # is dropped there as it is when timed, before a backend spends a compile on it
+    from luminal_fn.backends.numpy import NumpyExecutable
+
+    monkeypatch.setattr(host_memory, "available_host_memory", lambda: 2 << 20)
+    prepared = []
+    monkeypatch.setattr(NumpyExecutable, "prepare", lambda self, dims: prepared.append(self))
+    a, b = _r(64, 256), _r(256, 64, seed=1)
+    f = lf.jit(lambda a, b: a @ b, search=lf.SearchOptions(cache=False, limit=20))
+    np.testing.assert_allclose(np.asarray(f(a, b)), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    (cost,) = f.compiled()[0].cost().values()
+    assert any(isinstance(t, str) and "default budget" in t for t in cost["timed"]), cost["timed"]
+    budget = get_backend("numpy").memory_budget()
+    assert prepared and all(llir_peak_bytes(exe.plan.graph, {}) <= budget for exe in prepared)

@@ -125,7 +125,13 @@ class CandidateEvaluator:
                 key = llir.structural_hash()
                 if key in self.by_graph or key in self._prepared:
                     continue
+                # (a graph over the memory budget is rejected before it is compiled: so here too)
+                values = llir_peak_bytes(llir, self.max_dims)
+                check_memory_budget(values, self.max_memory, budget=self.budget)
                 exe = self.backend.compile(llir, self.compile_options)
+                scratch = exe.memory_bytes(self.max_dims) if self.max_memory is not None else None
+                if scratch:
+                    check_memory_budget(values + scratch, self.max_memory, budget=self.budget)
                 exe.prepare(self.run_dims)
                 self._prepared[key] = exe
             except Exception:

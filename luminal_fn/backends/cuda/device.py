@@ -79,7 +79,8 @@ def host_to_storage(arr: np.ndarray) -> np.ndarray:
 _MODULES: dict = {}  # (module key, ftz) -> the loaded module
 _KERNELS: dict = {}  # (kernel key, ftz) -> the loaded module that holds the kernel
 _AHEAD: dict = {}  # kernel key -> (the compile_ahead job compiling it, that module's key)
-_WORKERS = None  # compile_ahead's threads
+_WORKERS = None  # (threads, the pool) of compile_ahead
+COMPILE_THREADS_SWITCH = "LUMINAL_CUDA_COMPILE_THREADS"
 OPTIONS = ("-std=c++17",)
 _WORKING_OPTIONS = None  # OPTIONS, or OPTIONS and the include dir, once a compile worked
 
@@ -145,7 +146,7 @@ def compile_ahead(kernels) -> None:
     """Start compiling, on a worker thread, the kernels of a plan that no module holds yet (one
     module, as kernel_modules would compile them); kernel_modules then takes that module. NVRTC
     releases the GIL, so a search's candidates compile side by side while it plans the next."""
-    if os.environ.get(TRACE_SWITCH) or _ftz():
+    if os.environ.get(TRACE_SWITCH) or _ftz() or _compile_threads() == 0:
         return
     keys = kernel_keys(kernels)
     missing = [name for name, key in keys.items() if (key, False) not in _KERNELS and key not in _AHEAD
@@ -160,12 +161,24 @@ def compile_ahead(kernels) -> None:
         _AHEAD[keys[name]] = (job, module_key)
 
 
+def _compile_threads() -> int:
+    """compile_ahead's threads: $LUMINAL_CUDA_COMPILE_THREADS (0: none, each plan compiled when
+    it first runs), else one less than the cores, at most 8."""
+    value = os.environ.get(COMPILE_THREADS_SWITCH, "").strip()
+    if not value:
+        return max(1, min(8, (os.cpu_count() or 2) - 1))
+    if not value.isdigit():
+        raise ValueError(f"{COMPILE_THREADS_SWITCH}={value!r}: give a number of threads (0: compile "
+                         "each plan when it first runs)")
+    return int(value)
+
+
 def _workers():
     global _WORKERS
-    if _WORKERS is None:
-        n = max(1, min(8, (os.cpu_count() or 2) - 1))
-        _WORKERS = concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="luminal_fn-nvrtc")
-    return _WORKERS
+    n = _compile_threads()
+    if _WORKERS is None or _WORKERS[0] != n:
+        _WORKERS = (n, concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="luminal_fn-nvrtc"))
+    return _WORKERS[1]
 
 
 def _module_compiled_ahead(kernel_key: str):
