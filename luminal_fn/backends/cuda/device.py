@@ -113,8 +113,9 @@ def get_module(text: str):
 def kernel_modules(kernels) -> dict:
     """name -> the loaded module holding that kernel, for each distinct kernel of a plan.
 
-    A kernel compiled before, by this process or by any process into a cubin on disk that a
-    reference file names, is not compiled again; the rest are compiled together as one module.
+    A kernel compiled before (by this process, by compile_ahead's threads, or by any process
+    into a cubin on disk that a reference file names) is not compiled again; the rest are
+    compiled together as one module.
     A search's candidates share most of their kernels (the same sorts, scans and GEMVs, other
     fusions around them), so each candidate compiles only its new ones. While tracing
     (``LUMINAL_CUDA_TRACE``) the plan is one module, as the trace records live in a module."""
