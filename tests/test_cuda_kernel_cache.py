@@ -233,3 +233,15 @@ def test_compile_threads_switch(plans, monkeypatch, tmp_path):
     monkeypatch.setenv("LUMINAL_CUDA_COMPILE_THREADS", "two")
     with pytest.raises(ValueError, match="LUMINAL_CUDA_COMPILE_THREADS='two'"):
         device.compile_ahead(first)
+
+
+def test_a_forked_child_does_not_wait_for_its_parents_compiles(plans, monkeypatch, tmp_path):
+    first, _ = plans
+    tc = _Toolchain(monkeypatch, tmp_path)
+    device.compile_ahead(first)
+    (job, _), *_ = device._ahead().values()
+    job.result()  # (the parent's compile done, so that the count below is exact)
+    monkeypatch.setattr(device.os, "getpid", lambda: -1)  # (what a child sees after fork)
+    assert device._ahead() == {}
+    device.kernel_modules(first)  # compiled here, not waited for
+    assert len(tc.compiled) == 2 and tc.threads[-1] == threading.current_thread().name

@@ -79,7 +79,8 @@ def host_to_storage(arr: np.ndarray) -> np.ndarray:
 _MODULES: dict = {}  # (module key, ftz) -> the loaded module
 _KERNELS: dict = {}  # (kernel key, ftz) -> the loaded module that holds the kernel
 _AHEAD: dict = {}  # kernel key -> (the compile_ahead job compiling it, that module's key)
-_WORKERS = None  # (threads, the pool) of compile_ahead
+_AHEAD_PID = os.getpid()
+_WORKERS = None  # ((threads, process id), the pool) of compile_ahead
 COMPILE_THREADS_SWITCH = "LUMINAL_CUDA_COMPILE_THREADS"
 OPTIONS = ("-std=c++17",)
 _WORKING_OPTIONS = None  # OPTIONS, or OPTIONS and the include dir, once a compile worked
@@ -150,7 +151,8 @@ def compile_ahead(kernels) -> None:
     if os.environ.get(TRACE_SWITCH) or _ftz() or _compile_threads() == 0:
         return
     keys = kernel_keys(kernels)
-    missing = [name for name, key in keys.items() if (key, False) not in _KERNELS and key not in _AHEAD
+    ahead = _ahead()
+    missing = [name for name, key in keys.items() if (key, False) not in _KERNELS and key not in ahead
                and not os.path.exists(_reference_file(key))]
     if not missing:
         return
@@ -159,7 +161,7 @@ def compile_ahead(kernels) -> None:
     module_key = source_key(text)
     job = _workers().submit(_compile_into, _cubin_file(module_key), text, arch())
     for name in missing:
-        _AHEAD[keys[name]] = (job, module_key)
+        ahead[keys[name]] = (job, module_key)
 
 
 def _compile_threads() -> int:
@@ -176,15 +178,24 @@ def _compile_threads() -> int:
 
 def _workers():
     global _WORKERS
-    n = _compile_threads()
-    if _WORKERS is None or _WORKERS[0] != n:
-        _WORKERS = (n, concurrent.futures.ThreadPoolExecutor(n, thread_name_prefix="luminal_fn-nvrtc"))
+    key = (_compile_threads(), os.getpid())  # (a forked child makes its own: the parent's threads are gone)
+    if _WORKERS is None or _WORKERS[0] != key:
+        _WORKERS = (key, concurrent.futures.ThreadPoolExecutor(key[0], thread_name_prefix="luminal_fn-nvrtc"))
     return _WORKERS[1]
+
+
+def _ahead() -> dict:
+    """compile_ahead's jobs of this process (a forked child starts with none: it would wait
+    forever for its parent's threads)."""
+    global _AHEAD, _AHEAD_PID
+    if _AHEAD_PID != os.getpid():
+        _AHEAD, _AHEAD_PID = {}, os.getpid()
+    return _AHEAD
 
 
 def _module_compiled_ahead(kernel_key: str):
     """The loaded module compile_ahead compiled that kernel into (waiting for it), or None."""
-    ahead = _AHEAD.pop(kernel_key, None)
+    ahead = _ahead().pop(kernel_key, None)
     if ahead is None:
         return None
     job, module_key = ahead
