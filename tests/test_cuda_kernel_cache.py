@@ -236,13 +236,17 @@ def test_compile_threads_switch(plans, monkeypatch, tmp_path):
 
 
 def test_a_forked_child_does_not_wait_for_its_parents_compiles(plans, monkeypatch, tmp_path):
+    import concurrent.futures
+
     first, _ = plans
     tc = _Toolchain(monkeypatch, tmp_path)
-    device.compile_ahead(first)
-    (job, _), *_ = device._ahead().values()
-    job.result()  # (the parent's compile done, so that the count below is exact)
+    stuck = concurrent.futures.Future()  # a parent's job that no thread of the child will finish
+    for key in device.kernel_keys(first).values():
+        device._ahead()[key] = (stuck, "parent-module")
     monkeypatch.setattr(device.os, "getpid", lambda: -1)  # (what a child sees after fork)
-    assert device._ahead() == {}
-    got = device.kernel_modules(first)  # not waited for: the parent's cubin is on disk, loaded
-    assert len(tc.compiled) == 1 and len(tc.loaded) == 1
-    assert all(got[k.name].get_function(k.name) == k.name for k in first)
+    done = []
+    child = threading.Thread(target=lambda: done.append(device.kernel_modules(first)), daemon=True)
+    child.start()
+    child.join(timeout=30)
+    assert done, "kernel_modules waited for a compile of the parent process"
+    assert len(tc.compiled) == 1 and all(done[0][k.name].get_function(k.name) == k.name for k in first)
