@@ -92,3 +92,20 @@ def test_the_search_times_the_executables_it_prepared(monkeypatch):
     np.testing.assert_allclose(np.asarray(f(x)), want, rtol=1e-5)
     assert len(ran) >= 2 and ran <= set(prepared), "the search timed executables it had not prepared"
     assert all(d == {"s": 6} for d in prepared.values()), prepared
+
+
+class _WarmExe(_Exe):
+    first_run_is_warm = True  # (as NumPy's: nothing compiled on a first run)
+
+
+def test_a_far_too_slow_warm_first_run_is_its_time():
+    # over twice the slow bound (and over WARM_FIRST_RUN): the first run is the time, no more runs
+    exe = _WarmExe(warm=0.5)
+    assert _evaluator(best=0.01)._profile(exe, first=0.5) == 0.5
+    assert exe.asked == []
+    # between the bound and twice it, or too short to tell from a first run's own costs, or on a
+    # backend whose first run compiles: runs again as before
+    for ex, best, first in ((_WarmExe(warm=0.05), 0.01, 0.06), (_WarmExe(warm=0.005), 1e-4, 0.005),
+                            (_Exe(warm=0.5), 0.01, 0.5)):
+        _evaluator(best=best)._profile(ex, first=first)
+        assert ex.asked[:1] == [1], (best, first, ex.asked)

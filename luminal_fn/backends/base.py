@@ -21,6 +21,11 @@ class Executable:
     """A compiled graph for one backend. ``run`` takes backend buffers in input order and the
     dims map, returns backend buffers in output order."""
 
+    # True where a first run does no one-time work (compiling kernels, capturing graphs), so its
+    # time stands for a warm run's: the search then takes a far too slow candidate's first run
+    # as its time instead of running it again
+    first_run_is_warm = False
+
     def run(self, inputs: Sequence[Any], dims: dict) -> list:
         raise NotImplementedError
 

@@ -36,6 +36,7 @@ AGREEMENT = 2e-2  # relative L2 error; loose enough for bf16 accumulation-order 
 # times the fastest candidate's seconds past which a candidate is left at one profiled run: two runs
 # that slow (its first, then a warm one) are not a hiccup of a shared machine
 SLOW = 4.0
+WARM_FIRST_RUN = 0.01  # seconds: a slow candidate's warm first run this long is its time
 
 
 def llir_peak_bytes(graph, dims) -> int:
@@ -193,11 +194,17 @@ class CandidateEvaluator:
 
     def _profile(self, exe, first: float) -> float:
         """The candidate's seconds: its backend's profile over ``trials`` runs, or over one run
-        when its first run and that one are each over SLOW times the fastest so far."""
+        when its first run and that one are each over SLOW times the fastest so far, or its first
+        run alone where the backend's first run is a warm one (nothing compiled lazily:
+        ``Executable.first_run_is_warm``) and that run took over twice as long (and over
+        WARM_FIRST_RUN): one run that slow is no hiccup of a shared machine either."""
         timeout = self.options.profile_timeout or 1e9
         entries = self._entries()
         slow = SLOW * min(e[0] for e in entries) if entries else math.inf
         if first > slow:
+            # (a run this long is not a first run's allocations and cold caches)
+            if getattr(exe, "first_run_is_warm", False) and first > max(2 * slow, WARM_FIRST_RUN):
+                return first
             # (one warm run, not the first alone: the first includes lazy compilation)
             t = exe.profile(self.inputs, self.run_dims, 1, timeout)
             if t > slow:

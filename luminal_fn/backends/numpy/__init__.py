@@ -16,6 +16,8 @@ from .math_kernels import MATH_KERNELS  # registers arctan2 (ir/composites.py)
 
 
 class NumpyExecutable(Executable):
+    first_run_is_warm = True  # (a plan runs NumPy calls: nothing is compiled on a first run)
+
     def __init__(self, graph, kernels=None):
         self.plan = Plan(graph, kernels)
 
