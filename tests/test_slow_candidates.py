@@ -52,7 +52,7 @@ def test_candidates_near_the_best_or_first_get_the_full_trials():
 
 def test_search_with_slow_candidates_still_answers_right(monkeypatch):
     # a matmul searched on NumPy: its broadcast-product forms are many times slower than the
-    # matmul kernel, and are left at one warm run; the answer and the winner are unchanged
+    # matmul kernel, and are left at one run; the answer and the winner are unchanged
     asked = []
     real = CandidateEvaluator._profile
 
@@ -72,7 +72,9 @@ def test_search_with_slow_candidates_still_answers_right(monkeypatch):
     b = rng.standard_normal((256, 256)).astype(np.float32)
     f = lf.jit(lambda a, b: lnp.tanh(a @ b), search=lf.SearchOptions(cache=False, limit=30, trials=3))
     np.testing.assert_allclose(np.asarray(f(a, b)), np.tanh(a.astype(np.float64) @ b), rtol=1e-4, atol=1e-4)
-    assert [1] in asked and [3] in asked, asked
+    # the slow forms: one profiled run, or none where the first run alone was far over (NumPy's
+    # first run is a warm one)
+    assert any(a in ([1], []) for a in asked) and [3] in asked, asked
 
 
 def test_the_search_times_the_executables_it_prepared(monkeypatch):

@@ -126,13 +126,7 @@ class CandidateEvaluator:
                 key = llir.structural_hash()
                 if key in self.by_graph or key in self._prepared:
                     continue
-                # (a graph over the memory budget is rejected before it is compiled: so here too)
-                values = llir_peak_bytes(llir, self.max_dims)
-                check_memory_budget(values, self.max_memory, budget=self.budget)
-                exe = self.backend.compile(llir, self.compile_options)
-                scratch = exe.memory_bytes(self.max_dims) if self.max_memory is not None else None
-                if scratch:
-                    check_memory_budget(values + scratch, self.max_memory, budget=self.budget)
+                exe = self._compile_within_budget(llir)
                 exe.prepare(self.run_dims)
                 self._prepared[key] = exe
             except Exception:
@@ -162,8 +156,9 @@ class CandidateEvaluator:
         self.by_graph[key] = t
         return t
 
-    def _time(self, llir) -> float:
-        opts = self.options
+    def _compile_within_budget(self, llir):
+        """The graph's executable (the one prepare made, else compiled now); CandidateRejected
+        when it is over the memory budget, before compiling where its values alone are."""
         values = llir_peak_bytes(llir, self.max_dims)
         check_memory_budget(values, self.max_memory, budget=self.budget)
         exe = self._prepared.pop(llir.structural_hash(), None)
@@ -172,6 +167,11 @@ class CandidateEvaluator:
         scratch = exe.memory_bytes(self.max_dims) if self.max_memory is not None else None
         if scratch:  # buffers and scratch only the compiled form knows (NumPy's temporaries)
             check_memory_budget(values + scratch, self.max_memory, budget=self.budget)
+        return exe
+
+    def _time(self, llir) -> float:
+        opts = self.options
+        exe = self._compile_within_budget(llir)
         # The first run also builds what the backend compiles lazily (kernel modules, CUDA
         # graphs), so only a generous bound applies to it; profile_timeout applies to warm runs.
         t0 = time.perf_counter()

@@ -1,6 +1,6 @@
-"""Running a planned graph on the GPU: its kernels' modules, one arena and one parameter table per bucket,
-launches enqueued on the caller's current CuPy stream with no host synchronisation, and the
-whole step captured as a CUDA graph and replayed.
+"""Running a planned graph on the GPU: its kernels' modules, one arena and one parameter table
+per bucket, launches enqueued on the caller's current CuPy stream with no host synchronisation,
+and the whole step captured as a CUDA graph and replayed.
 
 The parameter table ``P`` (int64 on the device) holds the dims of the call, then one pointer
 per buffer. Every kernel reads its pointers and dims from ``P``, so a compiled kernel - and a
@@ -56,7 +56,9 @@ class _Bucket:
         cp = cupy()
         self.exe = exe
         g = exe.graph
-        self.plan = bp = plan if plan is not None else plan_graph(g, dims_max, exe.sm_count, exe.donated, exe.arch)
+        if plan is None:  # (else made by CudaExecutable.prepare, its kernels compiled ahead)
+            plan = plan_graph(g, dims_max, exe.sm_count, exe.donated, exe.arch)
+        self.plan = bp = plan
         self.symbols = bp.symbols
         nsym = len(self.symbols)
         self.nsym = nsym
