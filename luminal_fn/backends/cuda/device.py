@@ -123,6 +123,7 @@ def kernel_modules(kernels) -> dict:
     if os.environ.get(TRACE_SWITCH):
         mod = get_module(module_source(kernels))
         return {name: mod for name in distinct(kernels)}
+    _compile_threads()  # (a bad value is an error here too: a search's prepare is best effort)
     ftz = _ftz()
     keys = kernel_keys(kernels)
     found, missing = {}, []
