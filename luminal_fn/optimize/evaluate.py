@@ -110,7 +110,7 @@ class CandidateEvaluator:
         self.graphs: dict = {}  # genome -> LLIR (for the winner)
         self.finalists: list = []  # [seconds, LLIR hash, LLIR, executable]: the FINALISTS fastest
         self.reference_entry = None  # the same for the reference candidate, always kept
-        self._extracted: dict = {}  # genome -> LLIR, extracted by prepare and not timed yet
+        self._extracted: dict = {}  # genome -> (LLIR, its hash), extracted by prepare, not timed yet
         self._prepared: dict = {}  # LLIR hash -> executable, compiled by prepare and not timed yet
 
     def prepare(self, genomes) -> None:
@@ -120,13 +120,11 @@ class CandidateEvaluator:
         a genome that fails here fails again, and is reported, when it is timed."""
         for genome in genomes:
             try:
-                llir = self._extracted.get(tuple(genome))
-                if llir is None:
-                    llir = self._extracted[tuple(genome)] = self.extractor.extract(genome)
-                key = llir.structural_hash()
+                llir, key = self._extracted.get(tuple(genome)) or self._extract(genome)
+                self._extracted[tuple(genome)] = llir, key
                 if key in self.by_graph or key in self._prepared:
                     continue
-                exe = self._compile_within_budget(llir)
+                exe = self._compile_within_budget(llir, key)
                 exe.prepare(self.run_dims)
                 self._prepared[key] = exe
             except Exception:
@@ -138,30 +136,32 @@ class CandidateEvaluator:
         self._prepared.clear()
 
     def __call__(self, genome) -> float:
-        llir = self._extracted.pop(tuple(genome), None)
-        if llir is None:
-            llir = self.extractor.extract(genome)
+        llir, key = self._extracted.pop(tuple(genome), None) or self._extract(genome)
         self.graphs[tuple(genome)] = llir
-        key = llir.structural_hash()
         seen = self.by_graph.get(key)
         if seen is not None:
             if isinstance(seen, BaseException):
                 raise seen
             return seen
         try:
-            t = self._time(llir)
+            t = self._time(llir, key)
         except Exception as e:
             self.by_graph[key] = e
             raise
         self.by_graph[key] = t
         return t
 
-    def _compile_within_budget(self, llir):
+    def _extract(self, genome) -> tuple:
+        """(the genome's LLIR, its structural hash): the hash walks the whole graph, so once."""
+        llir = self.extractor.extract(genome)
+        return llir, llir.structural_hash()
+
+    def _compile_within_budget(self, llir, key: str):
         """The graph's executable (the one prepare made, else compiled now); CandidateRejected
         when it is over the memory budget, before compiling where its values alone are."""
         values = llir_peak_bytes(llir, self.max_dims)
         check_memory_budget(values, self.max_memory, budget=self.budget)
-        exe = self._prepared.pop(llir.structural_hash(), None)
+        exe = self._prepared.pop(key, None)
         if exe is None:
             exe = self.backend.compile(llir, self.compile_options)
         scratch = exe.memory_bytes(self.max_dims) if self.max_memory is not None else None
@@ -169,9 +169,9 @@ class CandidateEvaluator:
             check_memory_budget(values + scratch, self.max_memory, budget=self.budget)
         return exe
 
-    def _time(self, llir) -> float:
+    def _time(self, llir, key: str) -> float:
         opts = self.options
-        exe = self._compile_within_budget(llir)
+        exe = self._compile_within_budget(llir, key)
         # The first run also builds what the backend compiles lazily (kernel modules, CUDA
         # graphs), so only a generous bound applies to it; profile_timeout applies to warm runs.
         t0 = time.perf_counter()
@@ -183,7 +183,7 @@ class CandidateEvaluator:
             raise TimeoutError(f"first run (with its compilation) took {first:.3g} s > {bound:g} s")
         self._check(outs)
         t = self._profile(exe, first)
-        entry = [t, llir.structural_hash(), llir, exe]
+        entry = [t, key, llir, exe]
         if self.reference_entry is None:
             self.reference_entry = entry
         else:
