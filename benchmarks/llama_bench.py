@@ -58,7 +58,19 @@ def run_one(model_dir, dtype: str, args) -> dict:
         "weight_load_s": res.timings.get("weight_load_s"), "compile_s": res.timings.get("compile_s"),
         "egraph_built": res.timings.get("egraph_built"),
         "traces": res.trace_count, "compiles": res.compile_count, "wall_s": wall,
+        "search_s": res.timings.get("search_s"), "search_stage_s": res.timings.get("search_stage_s"),
+        "cuda_compiles": cuda_compile_counts(args.backend),
     }
+
+
+def cuda_compile_counts(backend) -> dict | None:
+    """What the CUDA backend compiled in this process so far (NVRTC modules, kernels, seconds)."""
+    if backend != "cuda":
+        return None
+    from luminal_fn.backends.cuda import device
+
+    counts = getattr(device, "compile_counts", None)  # (an older library, in an A/B, has none)
+    return counts() if counts else None
 
 
 def main(argv=None) -> int:
@@ -95,6 +107,13 @@ def main(argv=None) -> int:
                   f"compile/search {row['compile_s']:.1f} s"
                   f"{'' if row['egraph_built'] is not False else ' (every bucket from the search cache)'}",
                   flush=True)
+            if row["search_stage_s"]:
+                print(f"  search {row['search_s']:.1f} s by stage: " + ", ".join(
+                    f"{k} {v:.1f}" for k, v in row["search_stage_s"].items()), flush=True)
+            if row["cuda_compiles"]:
+                print("  CUDA compiles so far: " + ", ".join(
+                    f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
+                    for k, v in row["cuda_compiles"].items()), flush=True)
             gc.collect()  # free this dtype's weights before the next
     except llama_1b.ModelInputError as e:
         print(f"llama_bench: error: {e}", file=sys.stderr)

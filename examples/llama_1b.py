@@ -185,6 +185,8 @@ def generate(model_dir: str | None, prompt: str = DEFAULT_PROMPT, max_new_tokens
     if "search_s" in report:
         say(f"  Search: {report['search_s']:.2f} s ({report['buckets']} bucket combinations, "
             f"{report['candidates']} candidates timed, {report['cached']} from the search cache)")
+        if report.get("search_stage_s"):
+            say("    by stage: " + ", ".join(f"{name} {s:.2f} s" for name, s in report["search_stage_s"].items()))
     stages = "Trace + e-graph build + search + compile" if report.get("egraph_built", True) else "Trace + compile"
     say(f"  {stages}: {timings['compile_s']:.2f} s "
         f"(traces {step.trace_count}, compiles {step.compile_count})")

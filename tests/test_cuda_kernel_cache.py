@@ -192,6 +192,7 @@ def test_plans_compiled_ahead_on_worker_threads(plans, monkeypatch, tmp_path):
     worker thread; kernel_modules then takes those modules instead of compiling."""
     first, second = plans
     tc = _Toolchain(monkeypatch, tmp_path)
+    before = device.compile_counts()
     device.compile_ahead(first)
     device.compile_ahead(second)  # (only its own kernels: the shared ones are on their way)
     device.compile_ahead(first)  # (nothing new)
@@ -200,6 +201,11 @@ def test_plans_compiled_ahead_on_worker_threads(plans, monkeypatch, tmp_path):
     own = [k for k in second if k.name not in {f.name for f in first}]
     assert tc.compiled == [module_source(first), module_source(own)]
     assert all(t.startswith("luminal_fn-nvrtc") for t in tc.threads)
+    counts = {k: v - before[k] for k, v in device.compile_counts().items()}
+    n_own = len({k.name for k in own})
+    assert counts["modules"] == counts["ahead_modules"] == 2
+    assert counts["kernels"] == len({k.name for k in first}) + n_own
+    assert counts["nvrtc_s"] >= 0 and counts["waited_s"] >= 0
     assert all(got2[k.name] is got1[k.name] for k in first if k.name in got2)
     assert all(got2[k.name].get_function(k.name) == k.name for k in second)
     device.compile_ahead(second)  # loaded now: nothing to compile
@@ -228,8 +234,12 @@ def test_compile_threads_switch(plans, monkeypatch, tmp_path):
     monkeypatch.setenv("LUMINAL_CUDA_COMPILE_THREADS", "0")  # no threads: compiled when it runs
     device.compile_ahead(first)
     assert not device._AHEAD and tc.compiled == []
+    before = device.compile_counts()
     device.kernel_modules(first)
     assert tc.threads == [threading.current_thread().name]
+    after = device.compile_counts()
+    assert after["modules"] - before["modules"] == 1 and after["ahead_modules"] == before["ahead_modules"]
+    assert after["kernels"] - before["kernels"] == len({k.name for k in first})
     monkeypatch.setenv("LUMINAL_CUDA_COMPILE_THREADS", "two")
     for call in (device.compile_ahead, device.kernel_modules):  # (a search's prepare hides errors)
         with pytest.raises(ValueError, match="LUMINAL_CUDA_COMPILE_THREADS='two'"):

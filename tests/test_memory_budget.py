@@ -123,6 +123,7 @@ class _Exe:
 
 def _evaluator(entries, timeout=1.0):
     ev = CandidateEvaluator.__new__(CandidateEvaluator)
+    ev.stage_s = {}
     ev.options, ev.inputs, ev.run_dims = SearchOptions(trials=1, profile_timeout=timeout), [], {}
     ev.reference_entry, *rest = entries
     ev.finalists = rest

@@ -195,6 +195,23 @@ def test_jit_searches_and_reports(tmp_path):
     assert "bucket static" in text and "matmul" in text
 
 
+def test_a_search_reports_where_its_time_went(tmp_path):
+    """The search's result and the compiled step's cost say how long each stage of the
+    evaluations took (extraction, compiles, first runs, checks, timings, the final re-timing)."""
+    fn, ref_fn, make = CASES["mlp"]
+    args = make()
+    f = lf.jit(fn, search=lf.SearchOptions(limit=12, cache_dir=str(tmp_path)))
+    np.testing.assert_allclose(np.asarray(f(*args)), ref_fn(*args), rtol=1e-5, atol=1e-6)
+    compiled = f.compiled()[0]
+    (cost,) = compiled.cost().values()
+    stages = cost["stage_s"]
+    assert set(stages) == {"extract", "compile", "prepare", "first run", "check", "profile", "final"}
+    assert all(s >= 0 for s in stages.values()) and stages["profile"] > 0 and stages["extract"] > 0
+    # the stages happen inside the search (the final re-timing after it)
+    assert sum(s for k, s in stages.items() if k != "final") <= cost["search_s"]
+    assert "first run" in compiled.as_text() and "profile" in compiled.as_text()
+
+
 def test_search_cache_hit_miss_corrupt_and_version(tmp_path, monkeypatch):
     from luminal_fn.optimize import cache as cache_mod
 

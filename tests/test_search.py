@@ -104,6 +104,7 @@ def test_final_retiming_falls_back_to_the_next_finalist_not_the_reference():
     from luminal_fn.optimize.evaluate import CandidateEvaluator
 
     ev = CandidateEvaluator.__new__(CandidateEvaluator)
+    ev.stage_s = {}
     ev.options, ev.inputs, ev.run_dims = SearchOptions(trials=1), [], {}
     ref = _ScriptedExe(10e-3, 10e-3)  # the generic genome: slow but safe
     lucky = _ScriptedExe(1e-3, 12e-3)  # one lucky run makes it look fastest; slower than ref

@@ -24,6 +24,7 @@ class _Exe:
 
 def _evaluator(best):
     ev = CandidateEvaluator.__new__(CandidateEvaluator)
+    ev.stage_s = {}
     ev.options, ev.inputs, ev.run_dims = SearchOptions(trials=3), [], {}
     ev.reference_entry, ev.finalists = ([best * 2, "r", "ref", None] if best else None), []
     if best:

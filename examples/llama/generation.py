@@ -328,6 +328,11 @@ def compile_report(jitted) -> dict:
             out.update(search_s=sum(v.get("search_s", 0.0) for v in cost.values()), buckets=len(cost),
                        candidates=sum(v.get("candidates", 0) for v in cost.values()),
                        cached=sum(1 for v in cost.values() if v.get("cached")))
+            stage_s: dict = {}  # where the searches' time went, summed over the buckets
+            for v in cost.values():
+                for name, seconds in v.get("stage_s", {}).items():
+                    stage_s[name] = stage_s.get(name, 0.0) + seconds
+            out["search_stage_s"] = stage_s
     except (AttributeError, KeyError, TypeError):
         pass
     return out

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -112,6 +113,18 @@ class CandidateEvaluator:
         self.reference_entry = None  # the same for the reference candidate, always kept
         self._extracted: dict = {}  # genome -> (LLIR, its hash), extracted by prepare, not timed yet
         self._prepared: dict = {}  # LLIR hash -> executable, compiled by prepare and not timed yet
+        # seconds spent in each stage of the search's evaluations (where a first call's time goes):
+        # extract, compile (memory checks and the backend's compile), prepare, first run (with
+        # what the backend compiles lazily), check, profile, final (the finalists re-timed)
+        self.stage_s: dict = {}
+
+    @contextmanager
+    def _stage(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stage_s[name] = self.stage_s.get(name, 0.0) + time.perf_counter() - t0
 
     def prepare(self, genomes) -> None:
         """Extract a batch of genomes and let the backend start compiling each new graph
@@ -125,7 +138,8 @@ class CandidateEvaluator:
                 if key in self.by_graph or key in self._prepared:
                     continue
                 exe = self._compile_within_budget(llir, key)
-                exe.prepare(self.run_dims)
+                with self._stage("prepare"):
+                    exe.prepare(self.run_dims)
                 self._prepared[key] = exe
             except Exception:
                 continue
@@ -153,12 +167,17 @@ class CandidateEvaluator:
 
     def _extract(self, genome) -> tuple:
         """(the genome's LLIR, its structural hash): the hash walks the whole graph, so once."""
-        llir = self.extractor.extract(genome)
-        return llir, llir.structural_hash()
+        with self._stage("extract"):
+            llir = self.extractor.extract(genome)
+            return llir, llir.structural_hash()
 
     def _compile_within_budget(self, llir, key: str):
         """The graph's executable (the one prepare made, else compiled now); CandidateRejected
         when it is over the memory budget, before compiling where its values alone are."""
+        with self._stage("compile"):
+            return self._compile_checked(llir, key)
+
+    def _compile_checked(self, llir, key: str):
         values = llir_peak_bytes(llir, self.max_dims)
         check_memory_budget(values, self.max_memory, budget=self.budget)
         exe = self._prepared.pop(key, None)
@@ -174,15 +193,18 @@ class CandidateEvaluator:
         exe = self._compile_within_budget(llir, key)
         # The first run also builds what the backend compiles lazily (kernel modules, CUDA
         # graphs), so only a generous bound applies to it; profile_timeout applies to warm runs.
-        t0 = time.perf_counter()
-        outs = exe.run(self.inputs, self.run_dims)
-        exe.synchronize()
-        first = time.perf_counter() - t0
+        with self._stage("first run"):
+            t0 = time.perf_counter()
+            outs = exe.run(self.inputs, self.run_dims)
+            exe.synchronize()
+            first = time.perf_counter() - t0
         bound = max(FIRST_RUN_BOUND, 10 * (opts.profile_timeout or 0))
         if first > bound:
             raise TimeoutError(f"first run (with its compilation) took {first:.3g} s > {bound:g} s")
-        self._check(outs)
-        t = self._profile(exe, first)
+        with self._stage("check"):
+            self._check(outs)
+        with self._stage("profile"):
+            t = self._profile(exe, first)
         entry = [t, key, llir, exe]
         if self.reference_entry is None:
             self.reference_entry = entry
@@ -219,6 +241,10 @@ class CandidateEvaluator:
         """Re-time the reference and the fastest candidates, interleaved so that noise hits
         them alike, and return ``(seconds, LLIR, executable)`` of the one whose fastest run is
         fastest: a few noisy trials during the search must not pick a slower graph."""
+        with self._stage("final"):
+            return self._final(rounds)
+
+    def _final(self, rounds: int):
         entries = self._entries()
         if len(entries) == 1:
             t, _, llir, exe = entries[0]

@@ -91,6 +91,8 @@ class Runner:
                 "best_time_s": None if r is None else r.best_time,
                 "candidates": 0 if r is None else r.n_evaluated,
                 "search_s": plan.search_s, "cached": plan.cached,
+                # where the search's time went, by stage of its evaluations (seconds)
+                "stage_s": {} if r is None else dict(r.stage_s),
                 "kernels": sum(1 for n in plan.llir.live_nodes() if n.op not in ("Input", "Output", "Constant")),
                 # what each timed candidate gave, in order: seconds, or why it was dropped
                 "timed": [] if r is None else [c.time if c.ok else f"{c.kind}: {c.reason}" for c in r.history],
@@ -265,6 +267,7 @@ class Program:
         best_time, llir, exe = evaluate.final()
         genome = next(g for g, l in evaluate.graphs.items() if l is llir)
         result.best_genome, result.best_time = genome, best_time
+        result.stage_s = dict(evaluate.stage_s)
         if cache is not None:
             cache.store(key, genome, ex.genes,
                         meta={"fn": self.fn_name, "bucket": bucket.describe(call_dims),

@@ -123,6 +123,9 @@ class SearchResult:
     wall_time: float = 0.0
     stop_reason: str = "limit"  # limit | exhausted | group_timeout | no_new_genomes | no_choices
     space_size: int = 1  # capped genome count
+    # seconds of the evaluations' stages (extract, compile, prepare, first run, check, profile,
+    # where the evaluator reports them; then final, the finalists re-timed after wall_time)
+    stage_s: dict = field(default_factory=dict)
 
     @property
     def n_evaluated(self) -> int:
@@ -135,8 +138,13 @@ class SearchResult:
     def summary(self) -> str:
         return (f"{self.n_evaluated} candidates timed ({self.n_ok} ok, {self.n_timeouts} timed "
                 f"out, {self.n_rejected} rejected, {self.n_errors} raised; {self.n_invalid} "
-                f"invalid skipped) in {self.wall_time:.2f} s; best {self.best_time * 1e3:.4g} ms; "
-                f"stopped: {self.stop_reason}")
+                f"invalid skipped) in {self.wall_time:.2f} s{self._stages()}; best "
+                f"{self.best_time * 1e3:.4g} ms; stopped: {self.stop_reason}")
+
+    def _stages(self) -> str:
+        if not self.stage_s:
+            return ""
+        return " (" + ", ".join(f"{name} {s:.2f}" for name, s in self.stage_s.items()) + ")"
 
 
 def _now() -> float:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import tempfile
+import threading
+import time
 
 import numpy as np
 
@@ -81,6 +83,11 @@ _KERNELS: dict = {}  # (kernel key, ftz) -> the loaded module that holds the ker
 _AHEAD: dict = {}  # kernel key -> (the compile_ahead job compiling it, that module's key)
 _AHEAD_PID = os.getpid()
 _WORKERS = None  # ((threads, process id), the pool) of compile_ahead
+# what this process compiled (compile_counts): NVRTC modules and the kernels in them, those
+# compiled on compile_ahead's threads, NVRTC's seconds summed over threads, and the seconds the
+# caller waited for a thread's module
+_COUNTS = {"modules": 0, "kernels": 0, "ahead_modules": 0, "nvrtc_s": 0.0, "waited_s": 0.0}
+_COUNTS_LOCK = threading.Lock()
 COMPILE_THREADS_SWITCH = "LUMINAL_CUDA_COMPILE_THREADS"
 OPTIONS = ("-std=c++17",)
 _WORKING_OPTIONS = None  # OPTIONS, or OPTIONS and the include dir, once a compile worked
@@ -137,6 +144,7 @@ def kernel_modules(kernels) -> dict:
             found[name] = _KERNELS[key, ftz] = mod
     if missing:
         by_name = distinct(kernels)
+        _count(kernels=len(missing))
         mod, module_key = _module(module_source([by_name[n] for n in missing]))
         for name in missing:
             found[name] = _KERNELS[keys[name], ftz] = mod
@@ -161,6 +169,7 @@ def compile_ahead(kernels) -> None:
     text = module_source([by_name[n] for n in missing])
     module_key = source_key(text)
     job = _workers().submit(_compile_into, _cubin_file(module_key), text, arch())
+    _count(kernels=len(missing), ahead_modules=1)
     for name in missing:
         ahead[keys[name]] = (job, module_key)
 
@@ -200,10 +209,13 @@ def _module_compiled_ahead(kernel_key: str):
     if ahead is None:
         return None
     job, module_key = ahead
+    t0 = time.perf_counter()
     try:
         path = job.result()
     except Exception:  # (compiled again in kernel_modules, which reports the error with the source)
         return None
+    finally:
+        _count(waited_s=time.perf_counter() - t0)
     mod = _MODULES.get((module_key, False))
     if mod is None:
         mod = _MODULES[module_key, False] = _load_cubin(path)
@@ -303,8 +315,27 @@ def _compile_into(path: str, text: str, arch_name: str) -> str:
     """The cubin at ``path``, compiled from ``text`` for ``arch_name`` unless already there (on
     any thread: the architecture is given, not read from the thread's current device)."""
     if not os.path.exists(path):
-        _write_atomically(path, _compile_cubin(text, arch_name))
+        t0 = time.perf_counter()
+        cubin = _compile_cubin(text, arch_name)
+        _count(modules=1, nvrtc_s=time.perf_counter() - t0)
+        _write_atomically(path, cubin)
     return path
+
+
+def compile_counts() -> dict:
+    """What this process has compiled so far: ``modules`` (NVRTC compiles into cubins),
+    ``kernels`` (asked for, in those and in the modules compile_ahead's threads compile),
+    ``ahead_modules`` (modules given to those threads), ``nvrtc_s`` (NVRTC's seconds, summed
+    over threads) and ``waited_s`` (seconds a plan's first run waited for a thread's module).
+    Where a first call's search time goes on CUDA (benchmarks/llama_bench.py prints them)."""
+    with _COUNTS_LOCK:
+        return dict(_COUNTS)
+
+
+def _count(**amounts) -> None:
+    with _COUNTS_LOCK:
+        for name, amount in amounts.items():
+            _COUNTS[name] += amount
 
 
 def _compile_cubin(text: str, arch_name: str) -> bytes:
@@ -358,4 +389,4 @@ def _compile_finding_headers(compile_with):
 
 
 __all__ = ["cupy", "cupy_dtype", "dtype_of_storage", "host_to_storage", "get_module", "kernel_modules",
-           "compile_ahead", "arch", "INSTALL_HINT"]
+           "compile_ahead", "compile_counts", "arch", "INSTALL_HINT"]
