@@ -59,6 +59,7 @@ def run_one(model_dir, dtype: str, args) -> dict:
         "egraph_built": res.timings.get("egraph_built"),
         "traces": res.trace_count, "compiles": res.compile_count, "wall_s": wall,
         "search_s": res.timings.get("search_s"), "search_stage_s": res.timings.get("search_stage_s"),
+        "search_timed": res.timings.get("search_timed"),
         "cuda_compiles": cuda_compile_counts(args.backend),
     }
 

@@ -333,6 +333,8 @@ def compile_report(jitted) -> dict:
                 for name, seconds in v.get("stage_s", {}).items():
                     stage_s[name] = stage_s.get(name, 0.0) + seconds
             out["search_stage_s"] = stage_s
+            # each bucket's timed candidates in order (seconds, or why one was dropped)
+            out["search_timed"] = {b: v.get("timed", []) for b, v in cost.items() if not v.get("cached")}
     except (AttributeError, KeyError, TypeError):
         pass
     return out
