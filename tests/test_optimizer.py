@@ -252,6 +252,51 @@ def test_buckets_dispatch_without_retrace_and_reject_outside():
         jf(_r(65, 8), w)
 
 
+def test_a_later_bucket_starts_from_the_earlier_buckets_choices(tmp_path, monkeypatch):
+    """Each bucket's search is given the genomes earlier buckets chose right after the reference
+    and the cheapest genome (known-good starting points, their kernels mostly compiled), and
+    times them first when they are new."""
+    from luminal_fn.optimize import program as program_mod
+
+    given = []
+    real_search = program_mod.genetic_search
+
+    def recording_search(space, evaluate, options, report=None, initial=()):
+        given.append([tuple(g) for g in initial])
+        return real_search(space, evaluate, options, report=report, initial=initial)
+
+    monkeypatch.setattr(program_mod, "genetic_search", recording_search)
+
+    def f(x, w):
+        return lnp.tanh(x @ w) * 2.0 + lnp.exp(x @ w)
+
+    w = _r(8, 4)
+    buckets = {"s": [(1, 1), (2, 64, 8), (65, 128, 80)]}
+    jf = lf.jit(f, dynamic_axes={"x": {0: "s"}}, buckets=buckets,
+                search=lf.SearchOptions(limit=6, cache_dir=str(tmp_path)))
+    x = _r(3, 8)
+    ref = np.tanh(x.astype(np.float64) @ w) * 2 + np.exp(x.astype(np.float64) @ w)
+    np.testing.assert_allclose(np.asarray(jf(x, w)), ref, rtol=1e-5, atol=1e-5)
+    (compiled,) = jf.compiled()
+    plans = [compiled.runner.plans[i] for i in sorted(compiled.runner.plans)]
+    assert len(plans) == 3 and len(given) == 3
+    ex = compiled.runner.program.extractor
+    head = [ex.generic_genome(), (0,) * len(ex.genes)]
+    winners = []
+    for k, plan in enumerate(plans):
+        assert given[k][:2 + len(winners)] == head + winners
+        timed = [c.genome for c in plan.result.history]
+        new = [g for g in dict.fromkeys(head + winners)]  # each once, in order
+        assert timed[:len(new)] == new
+        if plan.result.best_genome not in winners:
+            winners.append(plan.result.best_genome)
+    # a second process finds every bucket in the cache: no search, the same values
+    jf2 = lf.jit(f, dynamic_axes={"x": {0: "s"}}, buckets=buckets,
+                 search=lf.SearchOptions(limit=6, cache_dir=str(tmp_path)))
+    np.testing.assert_allclose(np.asarray(jf2(x, w)), ref, rtol=1e-5, atol=1e-5)
+    assert all(p.cached for p in jf2.compiled()[0].runner.plans.values()) and len(given) == 3
+
+
 def test_unbounded_dim_is_searched_at_the_first_value():
     jf = lf.jit(lambda x: lnp.exp(x) + 1.0, dynamic_axes={"x": {0: "n"}},
                 search=lf.SearchOptions(limit=3))

@@ -121,6 +121,10 @@ class Program:
         self._egraph = self._extractor = None  # built on first need (see egraph_built)
         self._build_lock = threading.Lock()
         self._example = self._random = None  # timing inputs while compile() runs
+        # the genomes other buckets chose (searched, or found in the search cache): a later
+        # bucket's search times them early, as known-good starting points whose kernels are
+        # mostly compiled already
+        self._winners: list = []
 
     # ---- the e-graph, built when first needed ------------------------------------------------
     @property
@@ -249,6 +253,7 @@ class Program:
             t0 = time.perf_counter()
             genome = cache.lookup(key, ex.genes) if cache is not None else None
             if genome is not None:  # an entry without a usable LLIR: extract it, and keep it
+                self._won(genome)
                 llir = ex.extract(genome)
                 cache.store(key, genome, ex.genes, cache.read_meta(key), llir=llir)
         if llir is not None:
@@ -259,15 +264,17 @@ class Program:
         desc = f"search {self.fn_name}" + (f" [{bucket.describe(call_dims)}]" if self.symbols else "")
         with search_progress(opts.limit, opts.progress, desc=desc) as bar:
             # the reference first (its outputs check every later candidate), then the cheapest,
-            # then those that read a rule's backend kernel where the cheapest inlines its form
+            # then other buckets' choices, then those that read a rule's backend kernel where
+            # the cheapest inlines its form
             result = genetic_search(ex.space(), evaluate, opts, report=bar,
                                     initial=[ex.generic_genome(), (0,) * len(ex.genes),
-                                             *ex.kernel_genomes()])
+                                             *self._winners, *ex.kernel_genomes()])
         evaluate.drop_prepared()
         best_time, llir, exe = evaluate.final()
         genome = next(g for g, l in evaluate.graphs.items() if l is llir)
         result.best_genome, result.best_time = genome, best_time
         result.stage_s = dict(evaluate.stage_s)
+        self._won(genome)
         if cache is not None:
             cache.store(key, genome, ex.genes,
                         meta={"fn": self.fn_name, "bucket": bucket.describe(call_dims),
@@ -275,6 +282,11 @@ class Program:
         if self.donated:
             exe = self._final(llir, compile_options)
         return BucketPlan(bucket, run_dims, llir, exe, result, search_s=time.perf_counter() - t0)
+
+    def _won(self, genome) -> None:
+        genome = tuple(genome)
+        if genome not in self._winners:
+            self._winners.append(genome)
 
     def _runs(self, llir) -> bool:
         """Whether every kernel of a stored LLIR is one this backend still offers."""
