@@ -18,7 +18,7 @@ SPACE = [Gene(f"g{i}", 6) for i in range(5)]
 
 
 def test_finds_better_than_random_and_stays_in_budget():
-    res = genetic_search(ChoiceSpace(SPACE), cost, SearchOptions(limit=60, seed=1))
+    res = genetic_search(ChoiceSpace(SPACE), cost, SearchOptions(limit=60, seed=1, patience=None))
     assert res.n_evaluated == 60 and res.stop_reason == "limit"
     assert res.best_time == min(c.time for c in res.history if c.ok)
     assert res.best_time <= sorted(c.time for c in res.history[:10])[0]
@@ -67,6 +67,49 @@ def test_same_seed_same_choice_and_exhaustion():
     small = [Gene("a", 2), Gene("b", 3)]
     res = genetic_search(ChoiceSpace(small), lambda g: 1.0 + g[0] + g[1], SearchOptions(limit=100))
     assert res.stop_reason == "exhausted" and res.n_evaluated == 6 and res.best_genome == (0, 0)
+
+
+def test_patience_stops_a_search_that_no_longer_gains():
+    """``patience`` candidates in a row without a gain of more than ``min_gain`` over the
+    fastest so far end the search; smaller gains (timing noise) do not count."""
+    res = genetic_search(ChoiceSpace(SPACE), lambda g: 1e-3, SearchOptions(limit=100, patience=12))
+    assert res.stop_reason == "patience" and res.n_evaluated == 13  # the first, then 12 without gain
+
+    def creeping():  # each candidate 0.5% faster than the one before
+        t = [1e-3]
+
+        def evaluate(g):
+            t[0] *= 0.995
+            return t[0]
+        return evaluate
+
+    res = genetic_search(ChoiceSpace(SPACE), creeping(), SearchOptions(limit=100, patience=12, min_gain=0.01))
+    assert res.stop_reason == "patience" and res.n_evaluated == 13
+    res = genetic_search(ChoiceSpace(SPACE), creeping(), SearchOptions(limit=100, patience=12, min_gain=0.0))
+    assert res.stop_reason == "limit" and res.n_evaluated == 100
+    res = genetic_search(ChoiceSpace(SPACE), lambda g: 1e-3, SearchOptions(limit=50, patience=None))
+    assert res.stop_reason == "limit" and res.n_evaluated == 50
+    # failures count as candidates without a gain, but only once something has run
+    calls = []
+
+    def fails_after_the_first(g):
+        calls.append(g)
+        if len(calls) > 1:
+            raise CandidateRejected("over the memory budget")
+        return 1e-3
+
+    res = genetic_search(ChoiceSpace(SPACE), fails_after_the_first, SearchOptions(limit=100, patience=5))
+    assert res.stop_reason == "patience" and res.n_evaluated == 6 and res.n_rejected == 5
+
+
+def test_patience_and_min_gain_are_checked():
+    from luminal_fn.optimize.options import SearchOptionsError
+
+    for bad in ({"patience": 0}, {"patience": 2.5}, {"min_gain": 1.0}, {"min_gain": -0.1},
+                {"min_gain": "1%"}, {"min_gain": True}):
+        with pytest.raises(SearchOptionsError, match=next(iter(bad))):
+            SearchOptions(**bad)
+    assert SearchOptions().patience == 30 and SearchOptions(patience=None).patience is None
 
 
 def test_group_timeout_stops_the_search():
@@ -133,7 +176,8 @@ def test_each_batch_is_prepared_before_its_genomes_are_timed():
             return cost(genome)
 
     initial = [(0,) * len(SPACE), (1,) * len(SPACE)]
-    res = genetic_search(ChoiceSpace(SPACE), Evaluate(), SearchOptions(limit=35, seed=2, generation_size=10),
+    res = genetic_search(ChoiceSpace(SPACE), Evaluate(), SearchOptions(limit=35, seed=2, generation_size=10,
+                                                                       patience=None),
                          initial=initial)
     assert prepared[0] == initial and timed[:2] == initial
     assert len(timed) == 35 and res.best_time == min(cost(g) for g in timed)

@@ -236,10 +236,10 @@ class Program:
         run_dims = self._satisfying(bucket, bucket.representative(call_dims))
         max_dims = bucket.max_dims(call_dims)
         cache = SearchCache(opts.cache_dir) if opts.cache else None
-        # the options that change a search's outcome are part of its identity: a larger limit
-        # or another seed or memory budget searches again
+        # the options that change a search's outcome are part of its identity: a larger limit,
+        # another seed, memory budget or patience searches again
         searched = (f"{bucket.describe(call_dims)}|limit={opts.limit}|seed={opts.seed}"
-                    f"|max_memory={opts.max_memory}")
+                    f"|max_memory={opts.max_memory}|patience={opts.patience}|min_gain={opts.min_gain}")
         key = make_key(self.graph.structural_hash(), searched, self.backend.name,
                        self.backend.device_name(), rules_version=self.rules_version)
         # the backend plans buffers and kernels once for the whole bucket (its largest dims)

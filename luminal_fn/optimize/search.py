@@ -121,7 +121,7 @@ class SearchResult:
     n_rejected: int = 0
     n_invalid: int = 0  # genomes the space rejected; never evaluated
     wall_time: float = 0.0
-    stop_reason: str = "limit"  # limit | exhausted | group_timeout | no_new_genomes | no_choices
+    stop_reason: str = "limit"  # limit | patience | exhausted | group_timeout | no_new_genomes | no_choices
     space_size: int = 1  # capped genome count
     # seconds of the evaluations' stages (extract, compile, prepare, first run, check, profile,
     # where the evaluator reports them; then final, the finalists re-timed after wall_time)
@@ -185,6 +185,8 @@ class _Search:
         self.counts = collections.Counter()
         self.n_invalid = 0
         self.parents: list[tuple[float, int, Genome]] = []  # (time, order found, genome)
+        self.gained_at = 0  # how many candidates had been timed at the last gain (patience)
+        self.fastest = math.inf  # the fastest time so far, against which a gain is measured
         self.start = self.clock()
 
     # ---- stopping -----------------------------------------------------------------------------
@@ -197,6 +199,11 @@ class _Search:
 
     def budget_left(self) -> int:
         return self.options.limit - len(self.history)
+
+    def out_of_patience(self) -> bool:
+        """Whether ``patience`` candidates in a row brought no gain (once one has run)."""
+        p = self.options.patience
+        return p is not None and bool(self.parents) and len(self.history) - self.gained_at >= p
 
     # ---- genomes ------------------------------------------------------------------------------
     def _admit(self, genome: Genome) -> bool:
@@ -294,6 +301,9 @@ class _Search:
         self.history.append(c)
         self.counts[c.kind] += 1
         if c.ok:
+            if c.time < self.fastest * (1 - self.options.min_gain):
+                self.gained_at = len(self.history)
+            self.fastest = min(self.fastest, c.time)
             self.parents.append((c.time, len(self.history), genome))
             self.parents.sort()
             del self.parents[self.options.keep_best:]
@@ -317,6 +327,8 @@ class _Search:
                 return "limit"
             if self.history and self.out_of_time():
                 return "group_timeout"
+            if self.out_of_patience():
+                return "patience"
             self.time_one(g)
         while not self.parents:
             if self.budget_left() <= 0:
@@ -336,6 +348,8 @@ class _Search:
                 return "exhausted"
             if self.out_of_time():
                 return "group_timeout"
+            if self.out_of_patience():
+                return "patience"
             n = min(self.budget_left(), self.options.generation_size)
             batch = self.fresh(n) if resample else self.offspring(n)
             if not batch and not resample:
@@ -347,6 +361,8 @@ class _Search:
             for g in batch:
                 if self.out_of_time():
                     return "group_timeout"
+                if self.out_of_patience():
+                    return "patience"
                 any_ok |= self.time_one(g).ok
             resample = not any_ok
 
