@@ -46,6 +46,9 @@ def run_one(model_dir, dtype: str, args) -> dict:
         repetition_penalty=1.0, search_graphs=args.search_graphs,
         max_memory_mib=args.max_memory_mib, max_seq_len=args.max_seq_len, seed=args.seed,
         random_weights=True, prompt_ids=rng_prompt, ignore_eos=True, rehearse=True,
+        search=None if args.patience == "default" else llama_1b.search_options(
+            args.search_graphs, args.max_memory_mib, args.seed,
+            patience=None if args.patience == "none" else int(args.patience)),
         out=sys.stdout if args.verbose else None)
     wall = time.perf_counter() - t0
     decode = res.profiles[1:]
@@ -83,6 +86,9 @@ def main(argv=None) -> int:
                    help="synthetic prompt length (0: the example's default for random weights)")
     p.add_argument("--search-graphs", type=int, default=100)
     p.add_argument("--max-memory-mib", type=float, default=1536)
+    p.add_argument("--patience", default="default",
+                   help="the search's patience: candidates without a gain before a bucket's search stops "
+                        "(a number, 'none': always --search-graphs, default: the library's)")
     p.add_argument("--max-seq-len", type=int, default=2048)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model-dir", default=None, help="take config.json from here (weights stay random)")
@@ -90,6 +96,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, help="also write the results here")
     p.add_argument("--verbose", action="store_true", help="the example's full printout")
     args = p.parse_args(argv)
+    if args.patience not in ("default", "none") and not args.patience.isdigit():
+        p.error(f"--patience {args.patience!r}: give a number of candidates, 'none' or 'default'")
 
     tmp = None
     model_dir = args.model_dir
