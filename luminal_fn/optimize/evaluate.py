@@ -295,18 +295,21 @@ class CandidateEvaluator:
         for k, (got, ref) in enumerate(zip(host, self.reference)):
             if ref.finite is not None:
                 got = got[ref.finite]
-            if not np.isfinite(got).all():
+            # one array of |got - ref|, worked in place (a model's outputs are tens of MB a
+            # candidate): a NaN or Inf in got makes its largest element NaN or Inf
+            with np.errstate(over="ignore", invalid="ignore"):
+                diff = np.subtract(got, ref.values).ravel()
+                np.abs(diff, out=diff)
+            big = float(diff.max()) if diff.size else 0.0
+            if not math.isfinite(big) and not np.isfinite(got).all():
                 raise CandidateRejected(f"output {k} has NaN/Inf where the reference candidate "
                                         "is finite")
-            with np.errstate(over="ignore"):  # (a difference past float32's range: rejected below)
-                diff = (got - ref.values).ravel()
-            big = float(np.abs(diff).max()) if diff.size else 0.0
             if big <= 1e-5:
                 continue
-            err = math.inf
+            err = math.inf  # (a difference past float32's range)
             if math.isfinite(big):  # (scaled by the largest difference: no float32 square overflows)
-                unit = diff / diff.dtype.type(big)
-                err = big * math.sqrt(float(np.dot(unit, unit))) / ref.norm
+                diff /= diff.dtype.type(big)
+                err = big * math.sqrt(float(np.dot(diff, diff))) / ref.norm
             if err > AGREEMENT:
                 raise CandidateRejected(f"output {k} disagrees with the reference candidate "
                                         f"(relative error {err:.2e})")
