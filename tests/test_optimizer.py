@@ -129,6 +129,54 @@ def test_every_random_genome_computes_the_function(name):
     assert len(distinct) > 1, f"{name}: every genome extracted the same graph"
 
 
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_genome_extracts_as_any_that_agrees_on_the_genes_read(name):
+    """extract_reading names the genes a genome's extraction read: a genome that agrees there
+    (whatever its other genes) extracts to the same graph, one that differs there may not."""
+    fn, _, make = CASES[name]
+    traced = lf.jit(fn).trace(*make())
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir)
+    rng = random.Random(5)
+    unread_seen = False
+    for _ in range(12):
+        genome = tuple(rng.randrange(g.n_options) for g in ex.genes)
+        llir, (idx, values) = ex.extract_reading(genome)
+        assert values == tuple(genome[i] for i in idx) and list(idx) == sorted(set(idx))
+        other = [rng.randrange(g.n_options) for g in ex.genes]  # random where not read
+        for i in idx:
+            other[i] = genome[i]
+        unread_seen |= len(idx) < len(ex.genes)
+        assert ex.extract(tuple(other)).structural_hash() == llir.structural_hash()
+    assert unread_seen or name == "mlp", f"{name}: every extraction read every gene"
+
+
+def test_the_search_does_not_extract_a_genome_that_agrees_on_the_genes_read(tmp_path):
+    from luminal_fn.optimize.evaluate import CandidateEvaluator
+    from luminal_fn.optimize.options import SearchOptions
+
+    fn, _, make = CASES["attention"]
+    args = make()
+    traced = lf.jit(fn).trace(*args)
+    ex = Extractor(build_egraph(traced.hlir), traced.hlir)
+    rng = random.Random(2)
+    for _ in range(50):  # a genome whose extraction leaves some gene unread
+        genome = tuple(rng.randrange(g.n_options) for g in ex.genes)
+        _, (idx, _) = ex.extract_reading(genome)
+        unread = [i for i in range(len(ex.genes)) if i not in idx]
+        if unread:
+            break
+    assert unread, "every extraction read every gene"
+    calls = []
+    real = ex.extract_reading
+    ex.extract_reading = lambda g: calls.append(g) or real(g)
+    ev = CandidateEvaluator(ex, get_backend("numpy"), SearchOptions(trials=1), {}, {}, _flat(args))
+    t0 = ev(genome)
+    mutant = list(genome)
+    mutant[unread[0]] = (genome[unread[0]] + 1) % ex.genes[unread[0]].n_options
+    assert ev(tuple(mutant)) == t0 and len(calls) == 1  # timed once, extracted once
+    assert ev.graphs[tuple(mutant)] is ev.graphs[genome]
+
+
 def _kernel_names(llir):
     return [n.attrs.get("name") for n in llir.live_nodes() if n.op == "CustomOp"]
 

@@ -89,6 +89,7 @@ class Extractor(IntegerDecoder):
         # the search space by 16. Extraction is unaffected: it repairs whatever it is given.
         sigs = neighbourhood_signatures(hlir) if tie_repeats else None
         self.genes: list = []
+        self._gene_index = None  # gene name -> its index in genes (extract_reading)
         self.gene_of: dict = {}  # e-class -> the name of the gene choosing for it
         groups: dict = {}
         live = self._reachable()
@@ -336,11 +337,23 @@ class Extractor(IntegerDecoder):
 
     def extract(self, genome=None) -> Graph:
         """The LLIR graph for ``genome`` (None: all zeros, the cheapest options)."""
+        return self.extract_reading(genome)[0]
+
+    def extract_reading(self, genome=None) -> tuple:
+        """(the LLIR graph for ``genome``, (the indices of the genes its extraction read, their
+        values)). Extraction reads the genome only there, so every genome with those values at
+        those genes extracts to the same graph: a search's mutants that differ only in genes the
+        walk never reached (a third of a Llama step's, say) need no extraction of their own."""
         genome = tuple(genome) if genome is not None else (0,) * len(self.genes)
         if len(genome) != len(self.genes):
             raise ValueError(f"genome has {len(genome)} choices for {len(self.genes)} genes")
         with deep_recursion(len(self.hlir)):
-            return _Extraction(self, genome).run()
+            walk = _Extraction(self, genome)
+            graph = walk.run()
+        if self._gene_index is None:
+            self._gene_index = {g.name: i for i, g in enumerate(self.genes)}
+        idx = tuple(sorted(self._gene_index[name] for name in walk.read))
+        return graph, (idx, tuple(genome[i] for i in idx))
 
     # ---- shapes and dtypes of classes ---------------------------------------------------------
     def tensor(self, cls):
@@ -411,6 +424,7 @@ class _Extraction(FusedTreeBuilder):
         # last): non-empty while computing a producer inlined through a view
         self.transform: tuple = ()
         self._ordered: dict = {}  # e-class -> its options, the genome's choice first
+        self.read: set = set()  # the genes whose choice this walk read (Extractor.extract_reading)
 
     def run(self) -> Graph:
         ex, g = self.ex, self.g
@@ -434,7 +448,11 @@ class _Extraction(FusedTreeBuilder):
         opts = self.ex.options.get(cls)
         if not opts:
             raise ExtractionError(f"e-class {cls} has no implementation this backend can run")
-        k = self.choice.get(self.ex.gene_of.get(cls), 0)
+        gene = self.ex.gene_of.get(cls)
+        k = 0
+        if gene is not None:
+            k = self.choice.get(gene, 0)
+            self.read.add(gene)
         hit = self._ordered[cls] = [opts[k]] + opts[:k] + opts[k + 1:]  # (callers only read it)
         return hit
 
