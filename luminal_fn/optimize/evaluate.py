@@ -112,13 +112,13 @@ class CandidateEvaluator:
         self.graphs: dict = {}  # genome -> LLIR (for the winner)
         self.finalists: list = []  # [seconds, LLIR hash, LLIR, executable]: the FINALISTS fastest
         self.reference_entry = None  # the same for the reference candidate, always kept
-        self._extracted: dict = {}  # genome -> (LLIR, its hash), extracted by prepare, not timed yet
         self._prepared: dict = {}  # LLIR hash -> executable, compiled by prepare and not timed yet
         # seconds spent in each stage of the search's evaluations (where a first call's time goes):
         # extract, compile (memory checks and the backend's compile), prepare, first run (with
         # what the backend compiles lazily), check, profile, final (the finalists re-timed)
         self.stage_s: dict = {}
-        # (the genes an extraction read, as a function of a genome; their values; its LLIR; its hash)
+        # each extraction so far (prepare's too): (the genes it read, as a function of a genome;
+        # their values; its LLIR; its hash)
         self._walks: list = []
 
     @contextmanager
@@ -136,8 +136,7 @@ class CandidateEvaluator:
         a genome that fails here fails again, and is reported, when it is timed."""
         for genome in genomes:
             try:
-                llir, key = self._extracted.get(tuple(genome)) or self._extract(genome)
-                self._extracted[tuple(genome)] = llir, key
+                llir, key = self._extract(genome)  # (__call__ finds it again in _walks)
                 if key in self.by_graph or key in self._prepared:
                     continue
                 exe = self._compile_within_budget(llir, key)
@@ -148,12 +147,11 @@ class CandidateEvaluator:
                 continue
 
     def drop_prepared(self) -> None:
-        """Forget what prepare made for genomes the search stopped before timing."""
-        self._extracted.clear()
+        """Forget what prepare compiled for genomes the search stopped before timing."""
         self._prepared.clear()
 
     def __call__(self, genome) -> float:
-        llir, key = self._extracted.pop(tuple(genome), None) or self._extract(genome)
+        llir, key = self._extract(genome)
         self.graphs[tuple(genome)] = llir
         seen = self.by_graph.get(key)
         if seen is not None:
@@ -178,11 +176,7 @@ class CandidateEvaluator:
             for pick, values, llir, key in self._walks:
                 if pick(genome) == values:
                     return llir, key
-            reading = getattr(self.extractor, "extract_reading", None)
-            if reading is None:  # (an extractor without it: every genome extracted)
-                llir = self.extractor.extract(genome)
-                return llir, llir.structural_hash()
-            llir, (idx, values) = reading(genome)
+            llir, (idx, values) = self.extractor.extract_reading(genome)
             key = llir.structural_hash()
             self._walks.append((_picker(idx), values, llir, key))
             return llir, key

@@ -89,7 +89,6 @@ class Extractor(IntegerDecoder):
         # the search space by 16. Extraction is unaffected: it repairs whatever it is given.
         sigs = neighbourhood_signatures(hlir) if tie_repeats else None
         self.genes: list = []
-        self._gene_index = None  # gene name -> its index in genes (extract_reading)
         self.gene_of: dict = {}  # e-class -> the name of the gene choosing for it
         groups: dict = {}
         live = self._reachable()
@@ -100,6 +99,7 @@ class Extractor(IntegerDecoder):
                 name = groups[key] = cls
                 self.genes.append(Gene(cls, self.n_choices(cls)))
             self.gene_of[cls] = name
+        self._gene_index = {g.name: i for i, g in enumerate(self.genes)}  # (extract_reading)
 
     def _add_view_inlines(self):
         """An ``FView`` option, first, on each FT class that reads an elementwise producer through
@@ -350,8 +350,6 @@ class Extractor(IntegerDecoder):
         with deep_recursion(len(self.hlir)):
             walk = _Extraction(self, genome)
             graph = walk.run()
-        if self._gene_index is None:
-            self._gene_index = {g.name: i for i, g in enumerate(self.genes)}
         idx = tuple(sorted(self._gene_index[name] for name in walk.read))
         return graph, (idx, tuple(genome[i] for i in idx))
 

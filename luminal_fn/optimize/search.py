@@ -186,7 +186,6 @@ class _Search:
         self.n_invalid = 0
         self.parents: list[tuple[float, int, Genome]] = []  # (time, order found, genome)
         self.gained_at = 0  # how many candidates had been timed at the last gain (patience)
-        self.fastest = math.inf  # the fastest time so far, against which a gain is measured
         self.start = self.clock()
 
     # ---- stopping -----------------------------------------------------------------------------
@@ -301,9 +300,9 @@ class _Search:
         self.history.append(c)
         self.counts[c.kind] += 1
         if c.ok:
-            if c.time < self.fastest * (1 - self.options.min_gain):
+            best = self.best_time()  # (the parents are sorted: the fastest so far is the first)
+            if best is None or c.time < best * (1 - self.options.min_gain):
                 self.gained_at = len(self.history)
-            self.fastest = min(self.fastest, c.time)
             self.parents.append((c.time, len(self.history), genome))
             self.parents.sort()
             del self.parents[self.options.keep_best:]
