@@ -63,6 +63,7 @@ def run_one(model_dir, dtype: str, args) -> dict:
         "traces": res.trace_count, "compiles": res.compile_count, "wall_s": wall,
         "search_s": res.timings.get("search_s"), "search_stage_s": res.timings.get("search_stage_s"),
         "search_timed": res.timings.get("search_timed"),
+        "search_rechecked": res.timings.get("search_rechecked"),
         "cuda_compiles": cuda_compile_counts(args.backend),
     }
 
@@ -119,6 +120,9 @@ def main(argv=None) -> int:
             if row["search_stage_s"]:
                 print(f"  search {row['search_s']:.1f} s by stage: " + ", ".join(
                     f"{k} {v:.1f}" for k, v in row["search_stage_s"].items()), flush=True)
+                dropped = sum(isinstance(t, str) for ts in (row["search_timed"] or {}).values() for t in ts)
+                print(f"  candidates dropped {dropped}, kept on a second sample of inputs "
+                      f"{row['search_rechecked'] or 0}", flush=True)
             if row["cuda_compiles"]:
                 print("  CUDA compiles so far: " + ", ".join(
                     f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"

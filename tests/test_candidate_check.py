@@ -83,3 +83,67 @@ def test_bfloat16_and_int_outputs_beside_each_other():
     with pytest.raises(CandidateRejected, match="output 0"):
         c.check(-logits, token)
     assert c.reference[0].values.dtype == np.float32 and c.reference[1].values.dtype == np.float64
+
+
+class _Exe:
+    """A candidate's executable: outputs as a function of the inputs."""
+
+    def __init__(self, fn):
+        self.fn, self.runs = fn, 0
+
+    def run(self, inputs, dims):
+        self.runs += 1
+        return self.fn(inputs)
+
+
+class _Rechecker(_Checker):
+    """_Checker with a second sample of inputs, as CandidateEvaluator has in a search."""
+
+    def __init__(self, first, second, reference_fn):
+        self.made = 0
+
+        def second_inputs():
+            self.made += 1
+            return second
+
+        self.backend = _HostBuffers()
+        self.run_dims, self._second, self.n_rechecked = {}, None, 0
+        self._second_inputs = second_inputs
+        self.reference = None
+        self.reference_exe = _Exe(reference_fn)
+        CandidateEvaluator._check(self, self.reference_exe.run(first, {}), self.reference_exe)
+
+    def check(self, outs, exe):
+        CandidateEvaluator._check(self, list(outs), exe)
+
+    def _second_sample(self):
+        return CandidateEvaluator._second_sample(self)
+
+
+class _HostBuffers(_Host):
+    @staticmethod
+    def is_buffer(a):
+        return isinstance(a, np.ndarray)
+
+
+def test_integer_outputs_alone_differing_are_checked_on_a_second_sample():
+    """A greedy token from bf16 logits whose top two are within rounding: correct candidates
+    pick either. Such a candidate agrees on other inputs and is kept; one that picks wrong
+    everywhere, or whose floats differ too, is dropped."""
+    x1, x2 = R.standard_normal(50).astype(np.float32), R.standard_normal(50).astype(np.float32)
+    pick = lambda xs: [xs[0] * 2, np.array([np.argmax(xs[0])], np.int32)]  # noqa: E731
+    c = _Rechecker([x1], [x2], pick)
+    runner_up = int(np.argsort(x1)[-2])
+    # picks the runner-up on the first sample only (a near tie there), agrees on the second
+    flip = _Exe(lambda xs: [xs[0] * 2, np.array([runner_up if xs[0] is x1 else np.argmax(xs[0])], np.int32)])
+    c.check(flip.run([x1], {}), flip)
+    assert c.n_rechecked == 1 and c.made == 1 and c.reference_exe.runs == 2  # (the first sample, then the second)
+    c.check(flip.run([x1], {}), flip)
+    assert c.n_rechecked == 2 and c.made == 1 and c.reference_exe.runs == 2  # the second sample and its reference made once
+    off = _Exe(lambda xs: [xs[0] * 2, np.array([(np.argmax(xs[0]) + 1) % 50], np.int32)])
+    with pytest.raises(CandidateRejected, match=r"output 1 .*: \[\d+\] against \[\d+\]; and on a second sample"):
+        c.check(off.run([x1], {}), off)
+    both = _Exe(lambda xs: [xs[0] * 3, np.array([runner_up], np.int32)])
+    with pytest.raises(CandidateRejected, match="output 0 disagrees") as e:
+        c.check(both.run([x1], {}), both)
+    assert "second sample" not in str(e.value) and both.runs == 1 and c.n_rechecked == 2

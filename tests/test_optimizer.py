@@ -602,3 +602,63 @@ def test_a_sum_of_index_values_alone_extracts_in_every_genome():
         for s in (1, 3, 8):
             (out,) = be.compile(llir).run([np.zeros((s, 4), np.float32)], {"s": s})
             assert int(out) == np.arange(2 * s).sum()
+
+
+def test_a_pick_that_differs_on_a_near_tie_is_kept_and_a_wrong_one_dropped():
+    """Integer outputs alone differing from the reference's are checked on a second sample of
+    inputs: an argmax kernel that rounds its way to the runner-up where the top two are within
+    ``tie`` (as bf16 logits do between correct implementations) agrees there and stays in the
+    search; one that is off by one everywhere is dropped, the reason naming both samples."""
+    from luminal_fn.backends.numpy import NumpyBackend
+    from luminal_fn.backends.numpy.executor import KERNELS
+    from luminal_fn.optimize.evaluate import sample_inputs
+    from luminal_fn.optimize.program import lower_graph
+
+    def gap(x):  # the top two's difference in each row
+        top = np.sort(x, axis=-1)[..., -2:]
+        return top[..., 1] - top[..., 0]
+
+    fn = lambda x: lnp.argmax(x, axis=-1).astype(lnp.int32)  # noqa: E731
+    # a row length whose first sample's gap is the smaller one; the flip happens between them
+    for n in range(40, 80):
+        traced = lf.jit(fn).trace(_r(1, n))
+        first, second = (gap(sample_inputs(traced.hlir, {}, seed)[0]).min() for seed in (0, 1))
+        if first < 0.5 * second:
+            break
+    tie = 0.5 * (first + second)
+
+    def argmax_near_tie(vals, x):
+        idx = np.argmax(x, axis=-1)
+        runner_up = np.argsort(x, axis=-1, kind="stable")[..., -2]
+        return np.where(gap(x) < tie, runner_up, idx).astype(np.int32)
+
+    class Picks(NumpyBackend):
+        name = "numpy-picks"
+        kernel_kinds = NumpyBackend.kernel_kinds | {"argmax_near_tie", "argmax_off_by_one"}
+
+        def rule_sources(self):
+            return super().rule_sources() + [
+                f'(rule ((= e (Kernel "argmax_rows" args eargs))) ((union e (Kernel "{k}" args eargs))) '
+                f':ruleset specialize :name "{k}")' for k in ("argmax_near_tie", "argmax_off_by_one")]
+
+    def kernel(pick):
+        return lambda node, readers: (lambda vals, dims: pick(vals, readers[0](vals, dims)))
+
+    KERNELS["argmax_near_tie"] = kernel(argmax_near_tie)
+    KERNELS["argmax_off_by_one"] = kernel(
+        lambda vals, x: ((np.argmax(x, axis=-1) + 1) % x.shape[-1]).astype(np.int32))
+    try:
+        prog = lower_graph(traced.hlir, Picks(), search=lf.SearchOptions(limit=30, cache=False, patience=None))
+        runner = prog.compile()
+        (plan,) = runner.plans.values()
+        (cost,) = runner.cost().values()
+        dropped = [t for t in cost["timed"] if isinstance(t, str)]
+        assert plan.result.n_rechecked >= 1 and cost["rechecked"] == plan.result.n_rechecked
+        assert dropped and all("; and on a second sample of inputs: output 0 disagrees" in t for t in dropped)
+        assert plan.result.n_rejected == len(dropped)
+        assert "argmax_off_by_one" not in _kernel_names(plan.llir)
+        x = _r(1, n)
+        (out,) = plan.executable.run([x], {})
+        assert int(np.asarray(out).ravel()[0]) == int(np.argmax(x))
+    finally:
+        del KERNELS["argmax_near_tie"], KERNELS["argmax_off_by_one"]

@@ -335,6 +335,8 @@ def compile_report(jitted) -> dict:
             out["search_stage_s"] = stage_s
             # each bucket's timed candidates in order (seconds, or why one was dropped)
             out["search_timed"] = {b: v.get("timed", []) for b, v in cost.items() if not v.get("cached")}
+            # candidates kept after their integer outputs (the greedy token) alone differed
+            out["search_rechecked"] = sum(v.get("rechecked", 0) for v in cost.values())
     except (AttributeError, KeyError, TypeError):
         pass
     return out

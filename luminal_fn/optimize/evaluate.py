@@ -12,7 +12,10 @@ The search hands a genome; this module turns it into seconds or raises to drop i
 * outputs must be finite wherever the reference candidate's were, and agree with it (relative
   error below ``AGREEMENT``): the first candidate that runs is the reference (the program times
   the genome without backend kernels first), and every later one computes the same function or
-  is dropped - a safety net under the rules and the hand kernels;
+  is dropped - a safety net under the rules and the hand kernels. A candidate whose integer or
+  bool outputs alone differ (the argmax of bf16 logits whose top two are within rounding: correct
+  implementations pick either) is checked again on a second sample of inputs, and dropped only
+  when it differs there too;
 * distinct genomes that extract to the same graph are timed once;
 * at the end the reference and the three fastest are re-timed, interleaved, and the one with
   the fastest run wins if it also beats the reference in most back-to-back pairs, else the next
@@ -91,7 +94,7 @@ class CandidateEvaluator:
     """``evaluate(genome) -> seconds`` for one bucket of one program."""
 
     def __init__(self, extractor, backend, options, run_dims: dict, max_dims: dict, inputs,
-                 compile_options: dict | None = None):
+                 compile_options: dict | None = None, second_inputs=None):
         self.extractor = extractor
         self.backend = backend
         self.options = options
@@ -108,6 +111,12 @@ class CandidateEvaluator:
             self.budget = (f"{backend.name} backend's default budget (part of the memory "
                            "available; SearchOptions(max_memory=...) sets another)")
         self.reference = None  # outputs of the first candidate that ran
+        self._reference_exe = None  # its executable, run again for the second sample
+        # () -> a second sample of timing inputs (other random values, the same given ones),
+        # made on the first candidate whose integer or bool outputs alone disagree
+        self._second_inputs = second_inputs
+        self._second = None  # (those inputs as backend buffers, the reference's outputs there)
+        self.n_rechecked = 0  # candidates accepted on the second sample
         self.by_graph: dict = {}  # LLIR hash -> seconds or the exception it raised
         self.graphs: dict = {}  # genome -> LLIR (for the winner)
         self.finalists: list = []  # [seconds, LLIR hash, LLIR, executable]: the FINALISTS fastest
@@ -212,7 +221,7 @@ class CandidateEvaluator:
         if first > bound:
             raise TimeoutError(f"first run (with its compilation) took {first:.3g} s > {bound:g} s")
         with self._stage("check"):
-            self._check(outs)
+            self._check(outs, exe)
         with self._stage("profile"):
             t = self._profile(exe, first)
         entry = [t, key, llir, exe]
@@ -297,32 +306,66 @@ class CandidateEvaluator:
         except TimeoutError:
             return math.inf
 
-    def _check(self, outs) -> None:
-        host = [_comparable(self.backend.to_numpy(o)) for o in outs]
+    def _check(self, outs, exe=None) -> None:
+        """Reject a candidate whose outputs are not the reference's (see the module doc)."""
+        host = [self.backend.to_numpy(o) for o in outs]
         if self.reference is None:
             self.reference = [_Reference(h) for h in host]
+            self._reference_exe = exe
             return
-        for k, (got, ref) in enumerate(zip(host, self.reference)):
-            if ref.finite is not None:
-                got = got[ref.finite]
-            # one array of |got - ref|, worked in place (a model's outputs are tens of MB a
-            # candidate): a NaN or Inf in got makes its largest element NaN or Inf
-            with np.errstate(over="ignore", invalid="ignore"):
-                diff = np.subtract(got, ref.values).ravel()
-                np.abs(diff, out=diff)
-            big = float(diff.max()) if diff.size else 0.0
-            if not math.isfinite(big) and not np.isfinite(got).all():
-                raise CandidateRejected(f"output {k} has NaN/Inf where the reference candidate "
-                                        "is finite")
-            if big <= 1e-5:
-                continue
-            err = math.inf  # (a difference past float32's range)
-            if math.isfinite(big):  # (scaled by the largest difference: no float32 square overflows)
-                diff /= diff.dtype.type(big)
-                err = big * math.sqrt(float(np.dot(diff, diff))) / ref.norm
-            if err > AGREEMENT:
-                raise CandidateRejected(f"output {k} disagrees with the reference candidate "
-                                        f"(relative error {err:.2e})")
+        wrong = _disagreements(host, self.reference)
+        if not wrong:
+            return
+        if (exe is None or self._second_inputs is None or self._reference_exe is None
+                or not all(self.reference[k].discrete for k, _ in wrong)):
+            raise CandidateRejected(wrong[0][1])
+        inputs, reference = self._second_sample()  # (its time is the check's)
+        again = _disagreements([self.backend.to_numpy(o) for o in exe.run(inputs, self.run_dims)],
+                               reference)
+        if again:
+            raise CandidateRejected(f"{wrong[0][1]}; and on a second sample of inputs: {again[0][1]}")
+        self.n_rechecked += 1
+
+    def _second_sample(self) -> tuple:
+        """(the second sample of inputs as backend buffers, the reference's outputs for it)."""
+        if self._second is None:
+            inputs = [x if self.backend.is_buffer(x) else self.backend.from_numpy(x)
+                      for x in self._second_inputs()]
+            outs = self._reference_exe.run(inputs, self.run_dims)
+            self._second = (inputs, [_Reference(self.backend.to_numpy(o)) for o in outs])
+        return self._second
+
+
+def _disagreements(host: list, reference: list) -> list:
+    """[(output index, why)] where ``host``'s outputs differ from the reference's: NaN or Inf
+    where the reference is finite, or a relative L2 error over AGREEMENT."""
+    wrong = []
+    for k, (raw, ref) in enumerate(zip(host, reference)):
+        got = _comparable(raw)
+        if ref.finite is not None:
+            got = got[ref.finite]
+        # one array of |got - ref|, worked in place (a model's outputs are tens of MB a
+        # candidate): a NaN or Inf in got makes its largest element NaN or Inf
+        with np.errstate(over="ignore", invalid="ignore"):
+            diff = np.subtract(got, ref.values).ravel()
+            np.abs(diff, out=diff)
+        big = float(diff.max()) if diff.size else 0.0
+        if not math.isfinite(big) and not np.isfinite(got).all():
+            wrong.append((k, f"output {k} has NaN/Inf where the reference candidate is finite"))
+            continue
+        if big <= 1e-5:
+            continue
+        err = math.inf  # (a difference past float32's range)
+        if math.isfinite(big):  # (scaled by the largest difference: no float32 square overflows)
+            diff /= diff.dtype.type(big)
+            err = big * math.sqrt(float(np.dot(diff, diff))) / ref.norm
+        if err > AGREEMENT:
+            values = ""
+            if ref.values.size <= 4:  # (a picked token, say: what each picked)
+                values = f": {np.asarray(raw).ravel().tolist()} against {ref.shown}"
+            wrong.append((k, f"output {k} disagrees with the reference candidate (relative error "
+                             f"{err:.2e}){values}"))
+    return wrong
 
 
 def _picker(idx: tuple):
@@ -346,7 +389,11 @@ class _Reference:
     """The reference candidate's output, kept as the search compares against it: its finite
     elements (the mask is None when all are), and their L2 norm."""
 
-    def __init__(self, values: np.ndarray):
+    def __init__(self, raw):
+        raw = np.asarray(raw)
+        self.discrete = raw.dtype.kind in "biu"  # integers and bools: picks, counts, masks
+        self.shown = raw.ravel().tolist() if raw.size <= 4 else None
+        values = _comparable(raw)
         fin = np.isfinite(values)
         self.finite = None if fin.all() else fin
         self.values = values if self.finite is None else values[fin]

@@ -93,6 +93,9 @@ class Runner:
                 "search_s": plan.search_s, "cached": plan.cached,
                 # where the search's time went, by stage of its evaluations (seconds)
                 "stage_s": {} if r is None else dict(r.stage_s),
+                # accepted on a second sample of inputs: their integer or bool outputs alone had
+                # differed (a pick among near-equal values)
+                "rechecked": 0 if r is None else r.n_rechecked,
                 "kernels": sum(1 for n in plan.llir.live_nodes() if n.op not in ("Input", "Output", "Constant")),
                 # what each timed candidate gave, in order: seconds, or why it was dropped
                 "timed": [] if r is None else [c.time if c.ok else f"{c.kind}: {c.reason}" for c in r.history],
@@ -215,6 +218,12 @@ class Program:
                 cache[k] = out[k]
         return out
 
+    def _second_inputs(self, dims):
+        """() -> other timing inputs at ``dims`` (the same example arguments, other random
+        values), for a candidate whose integer or bool outputs alone differ from the reference's."""
+        given = dict(self._example or {})
+        return lambda: sample_inputs(self.graph, dims, self.options.seed + 1, given)
+
     def compile(self, example: dict | None = None) -> Runner:
         """Search every bucket (see the module doc). ``example``: input index -> an argument
         of a real call (a backend buffer or NumPy array); static-shaped ones are timed with
@@ -260,7 +269,8 @@ class Program:
             return BucketPlan(bucket, run_dims, llir, self._final(llir, compile_options),
                               cached=True, search_s=time.perf_counter() - t0)
         evaluate = CandidateEvaluator(ex, self.backend, opts, run_dims, max_dims,
-                                      self._inputs_for(run_dims), compile_options)
+                                      self._inputs_for(run_dims), compile_options,
+                                      second_inputs=self._second_inputs(run_dims))
         desc = f"search {self.fn_name}" + (f" [{bucket.describe(call_dims)}]" if self.symbols else "")
         with search_progress(opts.limit, opts.progress, desc=desc) as bar:
             # the reference first (its outputs check every later candidate), then the cheapest,
@@ -274,6 +284,7 @@ class Program:
         genome = next(g for g, l in evaluate.graphs.items() if l is llir)
         result.best_genome, result.best_time = genome, best_time
         result.stage_s = dict(evaluate.stage_s)
+        result.n_rechecked = evaluate.n_rechecked
         self._won(genome)
         if cache is not None:
             cache.store(key, genome, ex.genes,

@@ -126,6 +126,9 @@ class SearchResult:
     # seconds of the evaluations' stages (extract, compile, prepare, first run, check, profile,
     # where the evaluator reports them; then final, the finalists re-timed after wall_time)
     stage_s: dict = field(default_factory=dict)
+    # candidates whose integer or bool outputs alone differed from the reference's and that
+    # agreed on a second sample of inputs (where the evaluator reports them)
+    n_rechecked: int = 0
 
     @property
     def n_evaluated(self) -> int:
@@ -138,8 +141,12 @@ class SearchResult:
     def summary(self) -> str:
         return (f"{self.n_evaluated} candidates timed ({self.n_ok} ok, {self.n_timeouts} timed "
                 f"out, {self.n_rejected} rejected, {self.n_errors} raised; {self.n_invalid} "
-                f"invalid skipped) in {self.wall_time:.2f} s{self._stages()}; best "
+                f"invalid skipped{self._rechecked()}) in {self.wall_time:.2f} s{self._stages()}; best "
                 f"{self.best_time * 1e3:.4g} ms; stopped: {self.stop_reason}")
+
+    def _rechecked(self) -> str:
+        return f"; {self.n_rechecked} ok on a second sample" if self.n_rechecked else ""
+
 
     def _stages(self) -> str:
         if not self.stage_s:
