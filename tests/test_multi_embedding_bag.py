@@ -511,3 +511,26 @@ def test_jitted_dlrm_on_cuda_matches_float64():
     for num_cat in (3, 8):
         r = dlrm.run(num_cat, batch=256, iters=2, rows=200, backend="cuda")
         assert r["max_abs_diff"] <= 1e-5, r
+
+
+@pytest.mark.parametrize("name", ["raw_prefix_k3", "raw_no_prefix_k2_counts_in_buffers", "prefix_k3"])
+def test_cuda_bag_issues_a_bags_row_loads_together_where_its_rows_are_normalised(name, monkeypatch):
+    """Raw lnp.take indices are normalised into the table, so every row of a bag can be loaded
+    before any is added (checked at run time: the table holds all its rows); indices used as
+    given keep the row-by-row clamp; LUMINAL_CUDA_BAG_BATCHED=0 turns the batched form off."""
+    from luminal_fn.backends.cuda.bagkernels import BATCHED_SWITCH
+    from luminal_fn.backends.cuda.executable import plan_graph
+
+    p, k, *sym = CUDA_CASES[name]
+    g, _, dims = cuda_case(p, k, *sym)
+    (src,) = plan_graph(g, _bucket(dims)).kernels()
+    raw = len(sym) > 1
+    assert ("xs[l]" in src.text) == raw
+    assert "j + 4 <= tsize" in src.text  # (the row-by-row form stays, for tables short of rows)
+    monkeypatch.setenv(BATCHED_SWITCH, "0")
+    (off,) = plan_graph(g, _bucket(dims)).kernels()
+    assert "xs[l]" not in off.text
+    if raw:  # (a typo is an error, not the default)
+        monkeypatch.setenv(BATCHED_SWITCH, "maybe")
+        with pytest.raises(ValueError, match=BATCHED_SWITCH):
+            plan_graph(g, _bucket(dims))

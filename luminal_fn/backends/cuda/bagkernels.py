@@ -14,10 +14,13 @@ from ..render.lang import compute_type, store_expr
 from ..render.tree import literal
 from .modelkernels import _in_dtype, _linear, _load, _operand, _r, _unmasked
 from .plan import lowerer
+from .switches import switch_on
 
 
 # ---- embedding_bag and embedding_bag_multi -------------------------------------------------------
 VEC = 4  # elements per thread of a bag row: one 16-byte load/store for float32
+MAX_BATCHED = 16  # the most rows of a bag whose loads are issued together (registers: L * VEC)
+BATCHED_SWITCH = "LUMINAL_CUDA_BAG_BATCHED"  # 0: each row's load waits for the one before
 _VEC_STORAGE = ("float32", "int32", "float16", "bfloat16")  # the prelude's lf_vld/lf_vst types
 
 
@@ -135,7 +138,8 @@ def _render_bags(pl, node, kind: str, B, P: int, K: int, L, D, nrs):
     if uniform:
         body[0:0] = prologue
         body += [f"  {'else ' if P else ''}{{",
-                 *["    " + ln for ln in _uniform_bag_lines(pl, node, first, per, L, V, ct, P)],
+                 *["    " + ln for ln in _uniform_bag_lines(pl, node, first, per, L, V, ct, P,
+                                                         normalised=nrs is None or any(nrs))],
                  "  }"]
         return _finish_bags(pl, node, ins, kind, body, B, P, K, D, V, ct)
     if P:
@@ -211,10 +215,12 @@ def _table_prologue(pl, node, ins, first: int, per: int, K: int, nrs) -> list:
     return lines + fills + ["}", "__syncthreads();"]
 
 
-def _uniform_bag_lines(pl, node, first: int, per: int, L, V: int, ct: str, P: int) -> list:
+def _uniform_bag_lines(pl, node, first: int, per: int, L, V: int, ct: str, P: int,
+                       normalised: bool) -> list:
     """One table's bag for (b, d .. d+V), the table chosen by f through the shared arrays: raw
-    indices normalised as lnp.take does where a row count is known, each row read as one vector
-    when in the table, else element by element clamped (the Gather clamp)."""
+    indices normalised as lnp.take does where a row count is known (``normalised``: some table
+    has one), each row read as one vector when in the table, else element by element clamped
+    (the Gather clamp)."""
     r = lambda e: _r(pl, e)  # noqa: E731
     tdt = _in_dtype(pl, node, first)
     rdt = _in_dtype(pl, node, first + 1)
@@ -225,7 +231,8 @@ def _uniform_bag_lines(pl, node, first: int, per: int, L, V: int, ct: str, P: in
             f"const {pl.lang.storage[tdt.name]}* tab = lf_tab[k];",
             f"const {pl.lang.storage[rdt.name]}* idx = lf_idx[k];",
             "const long long tsize = lf_tsize[k];",
-            *_row_loop(row, "lf_nrows[k]", f"{stride}LL", at, "tab", r(L), L, V, ct)]
+            *_row_loop(row, "lf_nrows[k]", f"{stride}LL", at, "tab", r(L), L, V, ct,
+                       batched=normalised and _batchable(node, stride))]
 
 def _int(e):
     """A concrete int, or None for a symbolic Expr."""
@@ -295,16 +302,54 @@ def _bag_lines(pl, node, ins, k: int, L, V: int, ct: str, n_rows) -> list:
             f"rstride = (long long)({stride});",
             "if (tsize > 0) {",
             *["  " + ln for ln in _row_loop(row, n_rows, "rstride", at, f"{tvar} + ({r(t_off)})" if vec else None,
-                                            r(L), L, V, ct)],
+                                            r(L), L, V, ct, batched=_batchable(node, stride_val))],
             "}"]
 
 
-def _row_loop(row: str, n_rows, stride: str, at, vec_base, L_text: str, L, V: int, ct: str) -> list:
+def _batchable(node, stride) -> bool:
+    """Whether a bag row's V elements at d (d + V <= D) stay inside their row: D <= the row
+    stride (both concrete), so a row index clamped into the table reads inside it."""
+    D = (node.attrs.get("params") or (None,) * 5)[4]
+    return isinstance(D, int) and isinstance(stride, int) and 0 < D <= stride
+
+
+def _row_loop(row: str, n_rows, stride: str, at, vec_base, L_text: str, L, V: int, ct: str,
+              batched: bool = False) -> list:
     """The L rows of one bag added into ``acc`` (``tsize`` declared by the caller): each row index
     ``row`` (C, of ``l``) normalised as lnp.take does with ``n_rows`` (an int: 0 = as given; a C
     expression: checked > 0 at run time), then its V elements at ``row * stride + d`` read as one
     vector from ``vec_base`` when inside the table, else one by one through ``at(j)`` with the
-    Gather primitive's clamp."""
+    Gather primitive's clamp. ``batched`` (the row's elements stay inside it): where the rows
+    are normalised and the table holds all of them, the L vector loads are issued together before
+    any is added (a random 256-byte row each: one after another, they left DLRM's 32-table bag
+    waiting on memory latency), then added in the same order."""
+    loop = _row_loop_each(row, n_rows, stride, at, vec_base, L_text, L, V, ct)
+    if not (batched and vec_base is not None and isinstance(L, int) and 0 < L <= MAX_BATCHED
+            and n_rows != 0 and switch_on(BATCHED_SWITCH, True, "issue a bag's row loads together")):
+        return loop
+    nr = n_rows if isinstance(n_rows, str) else f"{n_rows}LL"
+    return [f"if ({nr} > 0 && ({nr}) * {stride} <= tsize) {{",
+            f"  const long long nr = {nr};",
+            f"  long long js[{L}];",
+            "  #pragma unroll",
+            f"  for (int l = 0; l < {L}; ++l) {{",
+            f"    long long row = (long long)({row});",
+            "    row += row < 0 ? nr : 0LL;",
+            "    js[l] = (row < 0 ? 0LL : (row > nr - 1 ? nr - 1 : row)) * " + stride + " + d;",
+            "  }",
+            f"  {ct} xs[{L}][{V}];",
+            "  #pragma unroll",
+            f"  for (int l = 0; l < {L}; ++l) lf_vld<{V}>({vec_base} + js[l], xs[l]);",
+            "  #pragma unroll",
+            f"  for (int l = 0; l < {L}; ++l) {{",
+            "    #pragma unroll",
+            f"    for (int q = 0; q < {V}; ++q) acc[q] = ({ct})(acc[q] + xs[l][q]);",
+            "  }",
+            "} else {", *["  " + ln for ln in loop], "}"]
+
+
+def _row_loop_each(row: str, n_rows, stride: str, at, vec_base, L_text: str, L, V: int, ct: str) -> list:
+    """_row_loop's general form: one row at a time, each checked against the table's end."""
     lines = (["#pragma unroll"] if isinstance(L, int) and L <= 16 else []) + [
         f"for (int l = 0; l < {L_text}; ++l) {{",
         f"  long long row = (long long)({row});"]
