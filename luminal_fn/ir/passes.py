@@ -130,13 +130,18 @@ def _try_identity(g: Graph, node: Node):
     return None
 
 
-def dce(g: Graph) -> Graph:
-    """Drop nodes no output depends on; keep every Input. Renumbers densely."""
+def dce(g: Graph, owned: bool = False) -> Graph:
+    """Drop nodes no output depends on; keep every Input. Renumbers densely. ``owned``: the
+    caller gives ``g`` up, so it comes back itself when nothing is dead and its ids are dense
+    (an extraction's graph almost always: rebuilding it was a sixth of extracting it)."""
     live = set(g.inputs) | set(g.outputs)
-    for node in reversed(g.live_nodes()):
+    nodes = g.live_nodes()
+    for node in reversed(nodes):
         if node.id in live:
             for i, _ in node.inputs:
                 live.add(i)
+    if owned and len(live) == len(nodes) == len(g.nodes):
+        return g
     out = Graph(g.name)
     remap = {}
     for node in g.live_nodes():

@@ -437,7 +437,7 @@ class _Extraction(FusedTreeBuilder):
             cls = self.eg.output_of[out.attrs["index"]]
             src, view = self.edge(cls)
             g.add("Output", ((src, view),), out.shape, out.dtype, **out.attrs)
-        return dce(g)
+        return dce(g, owned=True)
 
     def ordered(self, cls) -> list:
         hit = self._ordered.get(cls)
