@@ -6,6 +6,8 @@ the multi kernel with K = 1). The semantics are the NumPy backend's
 """
 from __future__ import annotations
 
+import os
+
 from ...ir import dtypes as dt
 from ...ir.expr import as_expr
 from ..render import index as ix
@@ -21,6 +23,10 @@ from .switches import switch_on
 VEC = 4  # elements per thread of a bag row: one 16-byte load/store for float32
 MAX_BATCHED = 16  # the most rows of a bag whose loads are issued together (registers: L * VEC)
 BATCHED_SWITCH = "LUMINAL_CUDA_BAG_BATCHED"  # 0: each row's load waits for the one before
+# blocks an SM of the bag's grid (0: the backend's grid-stride cap): fewer, longer-lived blocks
+# fill the tables' shared entries fewer times (for sweeps)
+BLOCKS_SWITCH = "LUMINAL_CUDA_BAG_BLOCKS_PER_SM"
+SPREAD_SWITCH = "LUMINAL_CUDA_BAG_SPREAD_PROLOGUE"  # 1: thread k fills table k's shared entries
 _VEC_STORAGE = ("float32", "int32", "float16", "bfloat16")  # the prelude's lf_vld/lf_vst types
 
 
@@ -165,8 +171,19 @@ def _finish_bags(pl, node, ins, kind, body, B, P, K, D, V, ct):
     body.append("}")
     ins.output()
     work = ix.numel([B, P + K, D if V == 1 else D // V])
-    src = finish(pl.lang, kind, body, ins.bufs, BLOCK, work, BLOCK, meta={"model": True})
+    per_sm = _blocks_per_sm()
+    src = finish(pl.lang, kind, body, ins.bufs, BLOCK, work, BLOCK, grid_cap=pl.sm_count * per_sm,
+                 meta={"model": True})
     pl.add_kernel(src, ins.ids, node.id, kind)
+
+
+def _blocks_per_sm() -> int:
+    raw = os.environ.get(BLOCKS_SWITCH, "").strip()
+    if not raw:
+        return 0
+    if not raw.isdigit():
+        raise ValueError(f"{BLOCKS_SWITCH}={raw!r}: give the blocks an SM of the bag's grid, such as 8 (0: the default)")
+    return int(raw)
 
 
 def _uniform_tables(pl, node, first: int, per: int, K: int, ct: str) -> bool:
@@ -200,19 +217,23 @@ def _table_prologue(pl, node, ins, first: int, per: int, K: int, nrs) -> list:
     rdt = _in_dtype(pl, node, first + 1)
     lines = [f"__shared__ const {pl.lang.storage[tdt.name]}* lf_tab[{K}];",
              f"__shared__ const {pl.lang.storage[rdt.name]}* lf_idx[{K}];",
-             f"__shared__ long long lf_tsize[{K}], lf_nrows[{K}];",
-             "if (threadIdx.x == 0) {"]
+             f"__shared__ long long lf_tsize[{K}], lf_nrows[{K}];"]
+    spread = K <= BLOCK and switch_on(SPREAD_SWITCH, False, "thread k fills table k's entries")
     fills = []
     for k in range(K):
         t, rows = first + per * k, first + per * k + 1
         tvar, tv, _ = ins.add(t)
         rvar, rv, _ = ins.add(rows)
         n_rows = _row_count(pl, node, ins, first + 4 * k + 3) if nrs is None else nrs[k]
-        fills += [f"  lf_tab[{k}] = {tvar} + ({r(_linear(tv)[0])});",
-                  f"  lf_idx[{k}] = {rvar} + ({r(_linear(rv)[0])});",
-                  f"  lf_tsize[{k}] = (long long)({r(ix.numel(tv.shape))});",
-                  f"  lf_nrows[{k}] = {n_rows};"]
-    return lines + fills + ["}", "__syncthreads();"]
+        one = [f"lf_tab[{k}] = {tvar} + ({r(_linear(tv)[0])});",
+               f"lf_idx[{k}] = {rvar} + ({r(_linear(rv)[0])});",
+               f"lf_tsize[{k}] = (long long)({r(ix.numel(tv.shape))});",
+               f"lf_nrows[{k}] = {n_rows};"]
+        fills += [f"  case {k}: {{ {' '.join(one)} break; }}"] if spread else ["  " + ln for ln in one]
+    if spread:
+        return lines + [f"if (threadIdx.x < {K}) switch (threadIdx.x) {{", *fills, "  default: break;",
+                        "}", "__syncthreads();"]
+    return lines + ["if (threadIdx.x == 0) {"] + fills + ["}", "__syncthreads();"]
 
 
 def _uniform_bag_lines(pl, node, first: int, per: int, L, V: int, ct: str, P: int,
