@@ -7,11 +7,14 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from luminal_fn.backends.base import Backend
 from luminal_fn.optimize.evaluate import AGREEMENT, CandidateEvaluator
 from luminal_fn.optimize.memory import CandidateRejected
 
 
-class _Host:
+class _Host(Backend):
+    """A backend of host arrays: the base class's host comparison (backends/compare.py)."""
+
     @staticmethod
     def to_numpy(a):
         return np.asarray(a)
@@ -147,3 +150,65 @@ def test_integer_outputs_alone_differing_are_checked_on_a_second_sample():
     with pytest.raises(CandidateRejected, match="output 0 disagrees") as e:
         c.check(both.run([x1], {}), both)
     assert "second sample" not in str(e.value) and both.runs == 1 and c.n_rechecked == 2
+
+
+def _pairs():
+    """(reference, candidate) outputs covering each path of the comparison."""
+    ref = R.standard_normal((64, 300)).astype(np.float32)
+    nan_ref = ref.copy()
+    nan_ref[3, :7] = np.nan
+    bad = ref.copy()
+    bad[5, 5] = np.inf
+    logits = ref.astype(ml_dtypes.bfloat16)
+    return {
+        "float32_near": (ref, ref * np.float32(1.001)),
+        "float32_far": (ref, -ref),
+        "float32_nan_in_ref": (nan_ref, np.where(np.isnan(nan_ref), 5.0, nan_ref * 1.5).astype(np.float32)),
+        "float32_inf_in_got": (ref, bad),
+        "bfloat16": (logits, (logits.astype(np.float32) + 0.25).astype(ml_dtypes.bfloat16)),
+        "float16": (ref.astype(np.float16), (ref * 1.01).astype(np.float16)),
+        "int32_token": (np.array([7], np.int32), np.array([9], np.int32)),
+        "bool_mask": (ref > 0, ref > 0.1),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_pairs()))
+def test_host_distance_is_float64_numpys(case):
+    from luminal_fn.backends.compare import host_distance, keep_host
+
+    ref, got = _pairs()[case]
+    kept = keep_host(ref)
+    d = host_distance(got, kept)
+    r64, g64 = np.asarray(ref, np.float64), np.asarray(got, np.float64)
+    fin = np.isfinite(r64)
+    assert d.finite == bool(np.isfinite(g64[fin]).all())
+    assert kept.discrete == (np.asarray(ref).dtype.kind in "biu")
+    assert kept.shown == (np.asarray(ref).ravel().tolist() if np.asarray(ref).size <= 4 else None)
+    if d.finite:
+        diff = np.abs(g64[fin] - r64[fin])
+        np.testing.assert_allclose(d.biggest, diff.max(), rtol=1e-6)
+        np.testing.assert_allclose(d.l2, np.linalg.norm(diff), rtol=1e-5)
+        np.testing.assert_allclose(kept.norm, np.linalg.norm(r64[fin]), rtol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", sorted(_pairs()))
+def test_cuda_measures_on_the_device_as_the_host_does(case):
+    """The CUDA backend keeps the reference on the device and measures there: the same
+    figures as the host comparison, and the kept copy does not follow later writes."""
+    from luminal_fn.backends import get_backend
+    from luminal_fn.backends.compare import host_distance, keep_host
+
+    cuda = get_backend("cuda")
+    ref, got = _pairs()[case]
+    buf = cuda.from_numpy(ref)
+    kept = cuda.keep_output(buf)
+    buf.fill(0)  # (an executable may reuse its output buffer)
+    d = cuda.output_distance(cuda.from_numpy(got), kept)
+    want_kept = keep_host(ref)
+    want = host_distance(got, want_kept)
+    assert (kept.discrete, kept.shown) == (want_kept.discrete, want_kept.shown)
+    np.testing.assert_allclose(kept.norm, want_kept.norm, rtol=1e-5)
+    assert d.finite == want.finite
+    if want.finite:
+        np.testing.assert_allclose([d.biggest, d.l2], [want.biggest, want.l2], rtol=1e-5)

@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .compare import Distance, KeptOutput, host_distance, keep_host
 from .dlpack import host_from_dlpack
 
 
@@ -130,6 +131,16 @@ class Backend:
 
     def to_numpy(self, buf) -> np.ndarray:
         raise NotImplementedError
+
+    def keep_output(self, buf) -> KeptOutput:
+        """An output kept to compare later ones with (the search's reference candidate's), where
+        ``output_distance`` can read it; the default keeps a host copy."""
+        return keep_host(self.to_numpy(buf))
+
+    def output_distance(self, buf, kept: KeptOutput) -> Distance:
+        """``buf`` (an output of the kept one's shape) measured against ``kept``; a device
+        backend measures on its device, so only the figures come back to the host."""
+        return host_distance(self.to_numpy(buf), kept)
 
     def copy_to_host_async(self, buf):
         """A pending host copy of ``buf`` (an object whose ``result()`` is the NumPy array) that

@@ -308,20 +308,18 @@ class CandidateEvaluator:
 
     def _check(self, outs, exe=None) -> None:
         """Reject a candidate whose outputs are not the reference's (see the module doc)."""
-        host = [self.backend.to_numpy(o) for o in outs]
         if self.reference is None:
-            self.reference = [_Reference(h) for h in host]
+            self.reference = [self.backend.keep_output(o) for o in outs]
             self._reference_exe = exe
             return
-        wrong = _disagreements(host, self.reference)
+        wrong = _disagreements(self.backend, outs, self.reference)
         if not wrong:
             return
         if (exe is None or self._second_inputs is None or self._reference_exe is None
                 or not all(self.reference[k].discrete for k, _ in wrong)):
             raise CandidateRejected(wrong[0][1])
         inputs, reference = self._second_sample()  # (its time is the check's)
-        again = _disagreements([self.backend.to_numpy(o) for o in exe.run(inputs, self.run_dims)],
-                               reference)
+        again = _disagreements(self.backend, exe.run(inputs, self.run_dims), reference)
         if again:
             raise CandidateRejected(f"{wrong[0][1]}; and on a second sample of inputs: {again[0][1]}")
         self.n_rechecked += 1
@@ -332,37 +330,27 @@ class CandidateEvaluator:
             inputs = [x if self.backend.is_buffer(x) else self.backend.from_numpy(x)
                       for x in self._second_inputs()]
             outs = self._reference_exe.run(inputs, self.run_dims)
-            self._second = (inputs, [_Reference(self.backend.to_numpy(o)) for o in outs])
+            self._second = (inputs, [self.backend.keep_output(o) for o in outs])
         return self._second
 
 
-def _disagreements(host: list, reference: list) -> list:
-    """[(output index, why)] where ``host``'s outputs differ from the reference's: NaN or Inf
-    where the reference is finite, or a relative L2 error over AGREEMENT."""
+def _disagreements(backend, outs: list, reference: list) -> list:
+    """[(output index, why)] where ``outs`` differ from the reference's kept outputs: NaN or Inf
+    where the reference is finite, or a relative L2 error over AGREEMENT (differences all below
+    1e-5 pass, whatever their relative size)."""
     wrong = []
-    for k, (raw, ref) in enumerate(zip(host, reference)):
-        got = _comparable(raw)
-        if ref.finite is not None:
-            got = got[ref.finite]
-        # one array of |got - ref|, worked in place (a model's outputs are tens of MB a
-        # candidate): a NaN or Inf in got makes its largest element NaN or Inf
-        with np.errstate(over="ignore", invalid="ignore"):
-            diff = np.subtract(got, ref.values).ravel()
-            np.abs(diff, out=diff)
-        big = float(diff.max()) if diff.size else 0.0
-        if not math.isfinite(big) and not np.isfinite(got).all():
+    for k, (out, ref) in enumerate(zip(outs, reference)):
+        d = backend.output_distance(out, ref)
+        if not d.finite:
             wrong.append((k, f"output {k} has NaN/Inf where the reference candidate is finite"))
             continue
-        if big <= 1e-5:
+        if d.biggest <= 1e-5:
             continue
-        err = math.inf  # (a difference past float32's range)
-        if math.isfinite(big):  # (scaled by the largest difference: no float32 square overflows)
-            diff /= diff.dtype.type(big)
-            err = big * math.sqrt(float(np.dot(diff, diff))) / ref.norm
+        err = d.l2 / ref.norm
         if err > AGREEMENT:
             values = ""
-            if ref.values.size <= 4:  # (a picked token, say: what each picked)
-                values = f": {np.asarray(raw).ravel().tolist()} against {ref.shown}"
+            if ref.shown is not None:  # (a picked token, say: what each picked)
+                values = f": {np.asarray(backend.to_numpy(out)).ravel().tolist()} against {ref.shown}"
             wrong.append((k, f"output {k} disagrees with the reference candidate (relative error "
                              f"{err:.2e}){values}"))
     return wrong
@@ -374,28 +362,3 @@ def _picker(idx: tuple):
         return lambda genome: ()
     get = operator.itemgetter(*idx)
     return get if len(idx) > 1 else (lambda genome: (get(genome),))
-
-
-def _comparable(a) -> np.ndarray:
-    """An output as numbers to compare: float32 for floats of up to 32 bits (exact, and half
-    the memory traffic of float64: a model's outputs are tens of MB a candidate), else float64."""
-    a = np.asarray(a)
-    if a.dtype.kind not in "biu" and a.dtype.itemsize <= 4:
-        return a.astype(np.float32, copy=False)
-    return a.astype(np.float64, copy=False)
-
-
-class _Reference:
-    """The reference candidate's output, kept as the search compares against it: its finite
-    elements (the mask is None when all are), and their L2 norm."""
-
-    def __init__(self, raw):
-        raw = np.asarray(raw)
-        self.discrete = raw.dtype.kind in "biu"  # integers and bools: picks, counts, masks
-        self.shown = raw.ravel().tolist() if raw.size <= 4 else None
-        values = _comparable(raw)
-        fin = np.isfinite(values)
-        self.finite = None if fin.all() else fin
-        self.values = values if self.finite is None else values[fin]
-        flat = self.values.ravel().astype(np.float64)
-        self.norm = math.sqrt(float(np.dot(flat, flat))) + 1e-30
