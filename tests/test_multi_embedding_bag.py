@@ -534,3 +534,19 @@ def test_cuda_bag_issues_a_bags_row_loads_together_where_its_rows_are_normalised
         monkeypatch.setenv(BATCHED_SWITCH, "maybe")
         with pytest.raises(ValueError, match=BATCHED_SWITCH):
             plan_graph(g, _bucket(dims))
+
+
+def test_cuda_bag_grid_holds_few_blocks_an_sm(monkeypatch):
+    """The bag's grid-stride loop runs BLOCKS_PER_SM blocks an SM (each fills the tables' shared
+    entries once); $LUMINAL_CUDA_BAG_BLOCKS_PER_SM sets another, 0 the backend's default cap."""
+    from luminal_fn.backends.cuda.bagkernels import BLOCKS_PER_SM, BLOCKS_SWITCH
+    from luminal_fn.backends.cuda.executable import plan_graph
+
+    g, _, dims = cuda_case(1, 8, False, "literal")
+    (src,) = plan_graph(g, _bucket(dims), sm_count=132).kernels()
+    assert src.grid_cap == 132 * BLOCKS_PER_SM
+    monkeypatch.setenv(BLOCKS_SWITCH, "0")
+    assert plan_graph(g, _bucket(dims), sm_count=132).kernels()[0].grid_cap == 0
+    monkeypatch.setenv(BLOCKS_SWITCH, "many")
+    with pytest.raises(ValueError, match=BLOCKS_SWITCH):
+        plan_graph(g, _bucket(dims))

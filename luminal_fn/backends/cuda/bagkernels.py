@@ -23,10 +23,12 @@ from .switches import switch_on
 VEC = 4  # elements per thread of a bag row: one 16-byte load/store for float32
 MAX_BATCHED = 16  # the most rows of a bag whose loads are issued together (registers: L * VEC)
 BATCHED_SWITCH = "LUMINAL_CUDA_BAG_BATCHED"  # 0: each row's load waits for the one before
-# blocks an SM of the bag's grid (0: the backend's grid-stride cap): fewer, longer-lived blocks
-# fill the tables' shared entries fewer times (for sweeps)
+# blocks an SM of the bag's grid-stride loop: fewer, longer-lived blocks fill the tables' shared
+# entries fewer times. Run FG (H100, DLRM num_cat 32, the bag alone): 80.2 us at the backend's
+# default cap (32 an SM), 54.6 us at 8, 63.3 us at 16. $LUMINAL_CUDA_BAG_BLOCKS_PER_SM sets
+# another (0: the backend's default), for sweeps.
+BLOCKS_PER_SM = 8
 BLOCKS_SWITCH = "LUMINAL_CUDA_BAG_BLOCKS_PER_SM"
-SPREAD_SWITCH = "LUMINAL_CUDA_BAG_SPREAD_PROLOGUE"  # 1: thread k fills table k's shared entries
 _VEC_STORAGE = ("float32", "int32", "float16", "bfloat16")  # the prelude's lf_vld/lf_vst types
 
 
@@ -145,7 +147,7 @@ def _render_bags(pl, node, kind: str, B, P: int, K: int, L, D, nrs):
         body[0:0] = prologue
         body += [f"  {'else ' if P else ''}{{",
                  *["    " + ln for ln in _uniform_bag_lines(pl, node, first, per, L, V, ct, P,
-                                                         normalised=nrs is None or any(nrs))],
+                                                         normalised=nrs is None or any(nrs), D=D)],
                  "  }"]
         return _finish_bags(pl, node, ins, kind, body, B, P, K, D, V, ct)
     if P:
@@ -155,7 +157,7 @@ def _render_bags(pl, node, kind: str, B, P: int, K: int, L, D, nrs):
     for k in range(K):
         body.append(f"    case {k}: {{")
         n_rows = _row_count(pl, node, ins, first + 4 * k + 3) if nrs is None else nrs[k]
-        body += ["      " + ln for ln in _bag_lines(pl, node, ins, first + per * k, L, V, ct, n_rows)]
+        body += ["      " + ln for ln in _bag_lines(pl, node, ins, first + per * k, L, V, ct, n_rows, D)]
         body += ["      break;", "    }"]
     body += ["    default: break;", "  }"]
     _finish_bags(pl, node, ins, kind, body, B, P, K, D, V, ct)
@@ -180,7 +182,7 @@ def _finish_bags(pl, node, ins, kind, body, B, P, K, D, V, ct):
 def _blocks_per_sm() -> int:
     raw = os.environ.get(BLOCKS_SWITCH, "").strip()
     if not raw:
-        return 0
+        return BLOCKS_PER_SM
     if not raw.isdigit():
         raise ValueError(f"{BLOCKS_SWITCH}={raw!r}: give the blocks an SM of the bag's grid, such as 8 (0: the default)")
     return int(raw)
@@ -218,26 +220,21 @@ def _table_prologue(pl, node, ins, first: int, per: int, K: int, nrs) -> list:
     lines = [f"__shared__ const {pl.lang.storage[tdt.name]}* lf_tab[{K}];",
              f"__shared__ const {pl.lang.storage[rdt.name]}* lf_idx[{K}];",
              f"__shared__ long long lf_tsize[{K}], lf_nrows[{K}];"]
-    spread = K <= BLOCK and switch_on(SPREAD_SWITCH, False, "thread k fills table k's entries")
     fills = []
     for k in range(K):
         t, rows = first + per * k, first + per * k + 1
         tvar, tv, _ = ins.add(t)
         rvar, rv, _ = ins.add(rows)
         n_rows = _row_count(pl, node, ins, first + 4 * k + 3) if nrs is None else nrs[k]
-        one = [f"lf_tab[{k}] = {tvar} + ({r(_linear(tv)[0])});",
-               f"lf_idx[{k}] = {rvar} + ({r(_linear(rv)[0])});",
-               f"lf_tsize[{k}] = (long long)({r(ix.numel(tv.shape))});",
-               f"lf_nrows[{k}] = {n_rows};"]
-        fills += [f"  case {k}: {{ {' '.join(one)} break; }}"] if spread else ["  " + ln for ln in one]
-    if spread:
-        return lines + [f"if (threadIdx.x < {K}) switch (threadIdx.x) {{", *fills, "  default: break;",
-                        "}", "__syncthreads();"]
+        fills += [f"  lf_tab[{k}] = {tvar} + ({r(_linear(tv)[0])});",
+                  f"  lf_idx[{k}] = {rvar} + ({r(_linear(rv)[0])});",
+                  f"  lf_tsize[{k}] = (long long)({r(ix.numel(tv.shape))});",
+                  f"  lf_nrows[{k}] = {n_rows};"]
     return lines + ["if (threadIdx.x == 0) {"] + fills + ["}", "__syncthreads();"]
 
 
 def _uniform_bag_lines(pl, node, first: int, per: int, L, V: int, ct: str, P: int,
-                       normalised: bool) -> list:
+                       normalised: bool, D) -> list:
     """One table's bag for (b, d .. d+V), the table chosen by f through the shared arrays: raw
     indices normalised as lnp.take does where a row count is known (``normalised``: some table
     has one), each row read as one vector when in the table, else element by element clamped
@@ -253,7 +250,7 @@ def _uniform_bag_lines(pl, node, first: int, per: int, L, V: int, ct: str, P: in
             f"const {pl.lang.storage[rdt.name]}* idx = lf_idx[k];",
             "const long long tsize = lf_tsize[k];",
             *_row_loop(row, "lf_nrows[k]", f"{stride}LL", at, "tab", r(L), L, V, ct,
-                       batched=normalised and _batchable(node, stride))]
+                       batched=normalised and _batchable(D, stride))]
 
 def _int(e):
     """A concrete int, or None for a symbolic Expr."""
@@ -296,7 +293,7 @@ def _row_count(pl, node, ins, k: int):
     return f"(long long)({_load(pl, d, f'{var}[{_r(pl, view.offset)}]', 'int')})"
 
 
-def _bag_lines(pl, node, ins, k: int, L, V: int, ct: str, n_rows) -> list:
+def _bag_lines(pl, node, ins, k: int, L, V: int, ct: str, n_rows, D) -> list:
     """Lines adding one table's bag for (b, d .. d+V) into ``acc``: inputs k (the table), k+1
     (the row indices, normalised as lnp.take does when ``n_rows`` > 0) and k+2 (the row stride: a
     literal when lnp.take's scalar Constant, else a buffer), each flat index clamped into the
@@ -323,14 +320,13 @@ def _bag_lines(pl, node, ins, k: int, L, V: int, ct: str, n_rows) -> list:
             f"rstride = (long long)({stride});",
             "if (tsize > 0) {",
             *["  " + ln for ln in _row_loop(row, n_rows, "rstride", at, f"{tvar} + ({r(t_off)})" if vec else None,
-                                            r(L), L, V, ct, batched=_batchable(node, stride_val))],
+                                            r(L), L, V, ct, batched=_batchable(D, stride_val))],
             "}"]
 
 
-def _batchable(node, stride) -> bool:
+def _batchable(D, stride) -> bool:
     """Whether a bag row's V elements at d (d + V <= D) stay inside their row: D <= the row
     stride (both concrete), so a row index clamped into the table reads inside it."""
-    D = (node.attrs.get("params") or (None,) * 5)[4]
     return isinstance(D, int) and isinstance(stride, int) and 0 < D <= stride
 
 
