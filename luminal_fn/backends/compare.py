@@ -1,12 +1,11 @@
 """Comparing a candidate's output with a kept reference output, where the output lives.
 
 The search checks every candidate's outputs against the reference candidate's
-(optimize/evaluate.py). Reading tens of MB back to the host and converting them each candidate
-was a tenth of a Llama search on a GPU, so a backend compares on its device: it keeps the
-reference as a ``KeptOutput`` and measures a later output against it with ``distance``. The
-math is written once over an array module ``xp`` (NumPy, or CuPy on the device); a backend only
-says how to read a buffer as comparable numbers (float32 for floats of up to 32 bits, float64
-for the rest: exact either way).
+(optimize/evaluate.py) through ``Backend.keep_output`` and ``Backend.output_distance``. This is
+the host's form, every backend's default: the output read back as comparable numbers (float32
+for floats of up to 32 bits, float64 for the rest: exact either way) and measured with NumPy. A
+device backend may keep the reference on its device and measure there (CUDA:
+backends/cuda/distance.py), so only the figures come back.
 """
 from __future__ import annotations
 
@@ -30,32 +29,33 @@ class KeptOutput:
     (``finite``: None when all are), their L2 norm, whether it is integer or bool
     (``discrete``), and its values when it is tiny (``shown``)."""
 
-    def __init__(self, xp, values, discrete: bool, shown):
-        fin = xp.isfinite(values)
+    def __init__(self, values: np.ndarray, discrete: bool, shown):
+        fin = np.isfinite(values)
         self.finite = None if bool(fin.all()) else fin
         self.values = values if self.finite is None else values[fin]
-        flat = self.values.ravel().astype(xp.float64)
-        self.norm = math.sqrt(float(xp.dot(flat, flat))) + 1e-30
+        flat = self.values.ravel().astype(np.float64)
+        self.norm = math.sqrt(float(np.dot(flat, flat))) + 1e-30
         self.discrete = discrete
         self.shown = shown
+        self.device = None  # a device backend's own copy, where it measures (CUDA)
 
 
-def distance(xp, got, kept: KeptOutput) -> Distance:
+def distance(got: np.ndarray, kept: KeptOutput) -> Distance:
     """``got`` (comparable values of the reference's shape) against ``kept``: one array of
     |got - ref| worked in place (a model's outputs are tens of MB a candidate)."""
     if kept.finite is not None:
         got = got[kept.finite]
-    diff = xp.subtract(got, kept.values).ravel()
-    xp.abs(diff, out=diff)
+    diff = np.subtract(got, kept.values).ravel()
+    np.abs(diff, out=diff)
     if not diff.size:
         return Distance(0.0, 0.0, True)
     big = float(diff.max())
     if not math.isfinite(big):
-        return Distance(big, math.inf, bool(xp.isfinite(got).all()))
+        return Distance(big, math.inf, bool(np.isfinite(got).all()))
     if big == 0.0:
         return Distance(0.0, 0.0, True)
     diff /= diff.dtype.type(big)  # (scaled by the largest difference: no float32 square overflows)
-    return Distance(big, big * math.sqrt(float(xp.dot(diff, diff))), True)
+    return Distance(big, big * math.sqrt(float(np.dot(diff, diff))), True)
 
 
 def comparable(a: np.ndarray) -> np.ndarray:
@@ -71,10 +71,10 @@ def keep_host(a: np.ndarray) -> KeptOutput:
     """A host output kept for comparisons (the default of ``Backend.keep_output``)."""
     a = np.asarray(a)
     with np.errstate(over="ignore", invalid="ignore"):
-        return KeptOutput(np, comparable(a), a.dtype.kind in "biu",
+        return KeptOutput(comparable(a), a.dtype.kind in "biu",
                           a.ravel().tolist() if a.size <= SHOWN else None)
 
 
 def host_distance(a: np.ndarray, kept: KeptOutput) -> Distance:
     with np.errstate(over="ignore", invalid="ignore"):
-        return distance(np, comparable(a), kept)
+        return distance(comparable(a), kept)

@@ -12,8 +12,9 @@ import numpy as np
 
 from ...ir import dtypes as dt
 from ..base import Backend, register_backend
-from ..compare import SHOWN, Distance, KeptOutput, distance
+from ..compare import Distance, KeptOutput
 from ..dlpack import CUDA_READABLE, dlpack_device_type, host_from_dlpack
+from . import distance
 from .device import INSTALL_HINT, cupy, cupy_dtype, dtype_of_storage, host_to_storage
 from .staging import STAGE_BYTES, HostReadback, HostStaging, LargeUploads
 
@@ -150,23 +151,14 @@ class CudaBackend(Backend):
             return host.view(dt.to_numpy(dt.bfloat16))
         return host
 
-    def _comparable(self, buf, copy: bool):
-        """An output as numbers to compare, on the device (bfloat16's bits widened to float32)."""
-        cp = self.cp
-        if buf.dtype == np.uint16:
-            return (buf.astype(cp.uint32) << 16).view(cp.float32)
-        kind = "float32" if buf.dtype.kind not in "biu" and buf.dtype.itemsize <= 4 else "float64"
-        return buf.astype(kind, copy=copy)
-
     def keep_output(self, buf) -> KeptOutput:
-        shown = self.to_numpy(buf).ravel().tolist() if buf.size <= SHOWN else None
-        discrete = buf.dtype.kind in "biu" and buf.dtype != np.uint16
-        return KeptOutput(self.cp, self._comparable(buf, copy=True), discrete, shown)
+        return distance.keep(self.cp, buf)
 
     def output_distance(self, buf, kept: KeptOutput) -> Distance:
-        """Measured on the device: the figures come back, not the output (a Llama step's
-        cache, tens of MB a candidate, was most of the search's check)."""
-        return distance(self.cp, self._comparable(buf, copy=False), kept)
+        """Measured on the device by one kernel: three numbers come back, not the output (a
+        Llama step's cache, tens of MB a candidate, was most of the search's check)."""
+        d = distance.measure(self.cp, buf, kept)
+        return d if d is not None else super().output_distance(buf, kept)
 
     def copy_to_host_async(self, buf):
         """An async copy into a pinned slot, then an event: the result waits for that event only
