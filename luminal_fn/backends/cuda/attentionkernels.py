@@ -19,7 +19,7 @@ from ..render import index as ix
 from .handkernels import hand_source, rexpr, storage
 from .plan import lowerer
 from .rowkernels import _at_most, _direct, _lead, _scalar_operand
-from .switches import switch_on
+from .switches import switch_count, switch_on
 
 SCORES_IN_SHARED = 4096  # the largest bucket C whose scores stay in shared memory (16 KiB)
 PART_KEYS = 128  # the fewest keys a block takes when a row's keys are split (flash decoding)
@@ -41,12 +41,7 @@ SPLIT_BLOCKS_SWITCH = "LUMINAL_CUDA_ATTN_SPLIT_BLOCKS"
 
 def split_blocks_per_sm() -> int:
     """SPLIT_BLOCKS_PER_SM, or LUMINAL_CUDA_ATTN_SPLIT_BLOCKS (1 to 8) when set, for A/B runs."""
-    v = os.environ.get(SPLIT_BLOCKS_SWITCH, "").strip()
-    if not v:
-        return SPLIT_BLOCKS_PER_SM
-    if not v.isdigit() or not 1 <= int(v) <= 8:
-        raise ValueError(f"{SPLIT_BLOCKS_SWITCH}={v!r}: expected the split kernel's blocks an SM, 1 to 8")
-    return int(v)
+    return switch_count(SPLIT_BLOCKS_SWITCH, SPLIT_BLOCKS_PER_SM, "the split kernel's blocks an SM", 1, 8)
 
 
 def _online_softmax_allowed(pl, node, switch: str) -> bool:
@@ -132,12 +127,7 @@ TILE_BLOCKS_PER_SM = 3  # lf_attn_tiles' launch bound (at most 170 registers a t
 def tiles_from() -> int:
     """The bucket's largest S from which rows are tiled: TILES_MIN_S, or
     LUMINAL_CUDA_ATTN_TILES_FROM when set (for sweeps: benchmarks/prompt_attention_sweep.py)."""
-    v = os.environ.get(TILES_FROM_SWITCH, "").strip()
-    if not v:
-        return TILES_MIN_S
-    if not v.isdigit() or int(v) < 1:
-        raise ValueError(f"{TILES_FROM_SWITCH}={v!r}: expected a prompt length in tokens, such as 128")
-    return int(v)
+    return switch_count(TILES_FROM_SWITCH, TILES_MIN_S, "a prompt length in tokens, such as 128", 1)
 
 
 def _tiles(pl, node, G, S, E, Ev):

@@ -6,8 +6,6 @@ the multi kernel with K = 1). The semantics are the NumPy backend's
 """
 from __future__ import annotations
 
-import os
-
 from ...ir import dtypes as dt
 from ...ir.expr import as_expr
 from ..render import index as ix
@@ -16,7 +14,7 @@ from ..render.lang import compute_type, store_expr
 from ..render.tree import literal
 from .modelkernels import _in_dtype, _linear, _load, _operand, _r, _unmasked
 from .plan import lowerer
-from .switches import switch_on
+from .switches import switch_count, switch_on
 
 
 # ---- embedding_bag and embedding_bag_multi -------------------------------------------------------
@@ -180,12 +178,8 @@ def _finish_bags(pl, node, ins, kind, body, B, P, K, D, V, ct):
 
 
 def _blocks_per_sm() -> int:
-    raw = os.environ.get(BLOCKS_SWITCH, "").strip()
-    if not raw:
-        return BLOCKS_PER_SM
-    if not raw.isdigit():
-        raise ValueError(f"{BLOCKS_SWITCH}={raw!r}: give the blocks an SM of the bag's grid, such as 8 (0: the default)")
-    return int(raw)
+    return switch_count(BLOCKS_SWITCH, BLOCKS_PER_SM, "the blocks an SM of the bag's grid, such as 8 "
+                        "(0: the backend's default)")
 
 
 def _uniform_tables(pl, node, first: int, per: int, K: int, ct: str) -> bool:

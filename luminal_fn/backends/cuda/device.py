@@ -27,7 +27,7 @@ import numpy as np
 from ...ir import dtypes as dt
 from ..base import BackendUnavailable
 from .source import TRACE_SWITCH, distinct, kernel_keys, module_source, source_key
-from .switches import switch_on
+from .switches import switch_count, switch_on
 
 INSTALL_HINT = 'pip install "luminal-fn[cuda]"'
 _cp = None
@@ -177,13 +177,8 @@ def compile_ahead(kernels) -> None:
 def _compile_threads() -> int:
     """compile_ahead's threads: $LUMINAL_CUDA_COMPILE_THREADS (0: none, each plan compiled when
     it first runs), else one less than the cores, at most 8."""
-    value = os.environ.get(COMPILE_THREADS_SWITCH, "").strip()
-    if not value:
-        return max(1, min(8, (os.cpu_count() or 2) - 1))
-    if not value.isdigit():
-        raise ValueError(f"{COMPILE_THREADS_SWITCH}={value!r}: give a number of threads (0: compile "
-                         "each plan when it first runs)")
-    return int(value)
+    return switch_count(COMPILE_THREADS_SWITCH, max(1, min(8, (os.cpu_count() or 2) - 1)),
+                        "a number of threads (0: compile each plan when it first runs)")
 
 
 def _workers():

@@ -14,9 +14,8 @@ kernels' waits then return at once).
 from __future__ import annotations
 
 import ctypes
-import os
 
-from .switches import switch_on
+from .switches import switch_count, switch_on
 
 _ATTR_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CUlaunchAttributeID
 
@@ -111,12 +110,7 @@ class PdlLaunch:
 def prefetch_chunks(switch: str, default: int) -> int:
     """Chunks of its weights a product kernel asks L2 for before its ``lf_pdl_wait`` (0: none):
     the environment variable ``switch`` when set (an integer, for A/B runs), else ``default``."""
-    v = os.environ.get(switch, "").strip()
-    if not v:
-        return default
-    if not v.isdigit():
-        raise ValueError(f"{switch}={v!r}: expected the chunks to prefetch, an integer such as 0 or 1")
-    return int(v)
+    return switch_count(switch, default, "the chunks to prefetch, such as 0 or 1")
 
 
 __all__ = ["PdlLaunch", "module_arch", "pdl_supported", "prefetch_chunks"]

@@ -22,4 +22,17 @@ def switch_on(name: str, default: bool, means: str) -> bool:
     raise ValueError(f"{name}={value!r}: expected 1 ({means}) or 0")
 
 
-__all__ = ["switch_on"]
+def switch_count(name: str, default: int, means: str, low: int = 0, high: int | None = None) -> int:
+    """The integer in the switch ``name`` (unset or empty: ``default``), between ``low`` and
+    ``high``; ``means`` says what the number is, for the error (e.g. "threads", "the blocks an
+    SM of the bag's grid, such as 8")."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    if not value.isdigit() or int(value) < low or (high is not None and int(value) > high):
+        bounds = f"{low} to {high}" if high is not None else f"at least {low}"
+        raise ValueError(f"{name}={value!r}: expected {means} ({bounds})")
+    return int(value)
+
+
+__all__ = ["switch_count", "switch_on"]
