@@ -147,7 +147,6 @@ class SearchResult:
     def _rechecked(self) -> str:
         return f"; {self.n_rechecked} ok on a second sample" if self.n_rechecked else ""
 
-
     def _stages(self) -> str:
         if not self.stage_s:
             return ""
