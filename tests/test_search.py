@@ -102,6 +102,30 @@ def test_patience_stops_a_search_that_no_longer_gains():
     assert res.stop_reason == "patience" and res.n_evaluated == 6 and res.n_rejected == 5
 
 
+def test_no_genome_is_prepared_past_where_patience_stops():
+    """A generation is prepared (compiled ahead, on CUDA) before it is timed; near the end of
+    its patience the search prepares only what it may still time, so nothing compiled is
+    thrown away when it stops."""
+    class Evaluator:
+        def __init__(self):
+            self.prepared, self.timed = [], []
+
+        def prepare(self, genomes):
+            self.prepared += genomes
+
+        def __call__(self, g):
+            self.timed.append(g)
+            return 1e-3
+
+    ev = Evaluator()
+    res = genetic_search(ChoiceSpace(SPACE), ev, SearchOptions(limit=100, patience=12))
+    assert res.stop_reason == "patience" and res.n_evaluated == 13
+    assert ev.prepared == ev.timed[1:]  # (the first, found by random sampling, is timed alone)
+    ev = Evaluator()
+    res = genetic_search(ChoiceSpace(SPACE), ev, SearchOptions(limit=25, patience=None))
+    assert res.n_evaluated == 25 and ev.prepared == ev.timed[1:]
+
+
 def test_patience_and_min_gain_are_checked():
     from luminal_fn.optimize.options import SearchOptionsError
 

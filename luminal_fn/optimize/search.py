@@ -207,8 +207,15 @@ class _Search:
 
     def out_of_patience(self) -> bool:
         """Whether ``patience`` candidates in a row brought no gain (once one has run)."""
+        return self.patience_left() <= 0
+
+    def patience_left(self) -> int:
+        """Candidates that may still be timed without a gain before patience stops the search
+        (the budget's when there is no patience, or nothing has run yet)."""
         p = self.options.patience
-        return p is not None and bool(self.parents) and len(self.history) - self.gained_at >= p
+        if p is None or not self.parents:
+            return self.budget_left()
+        return p - (len(self.history) - self.gained_at)
 
     # ---- genomes ------------------------------------------------------------------------------
     def _admit(self, genome: Genome) -> bool:
@@ -355,7 +362,9 @@ class _Search:
                 return "group_timeout"
             if self.out_of_patience():
                 return "patience"
-            n = min(self.budget_left(), self.options.generation_size)
+            # (no more than patience may still time: a generation prepared past it is work
+            # thrown away when the search stops)
+            n = min(self.budget_left(), self.options.generation_size, self.patience_left())
             batch = self.fresh(n) if resample else self.offspring(n)
             if not batch and not resample:
                 batch = self.fresh(n)  # the parents' neighbourhood is used up: jump elsewhere
