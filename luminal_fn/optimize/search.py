@@ -207,7 +207,7 @@ class _Search:
 
     def out_of_patience(self) -> bool:
         """Whether ``patience`` candidates in a row brought no gain (once one has run)."""
-        return self.patience_left() <= 0
+        return self.options.patience is not None and bool(self.parents) and self.patience_left() <= 0
 
     def patience_left(self) -> int:
         """Candidates that may still be timed without a gain before patience stops the search

@@ -152,7 +152,7 @@ class CudaBackend(Backend):
         return host
 
     def keep_output(self, buf) -> KeptOutput:
-        return distance.keep(self.cp, buf)
+        return distance.keep(self.cp, buf, self.to_numpy(buf))
 
     def output_distance(self, buf, kept: KeptOutput) -> Distance:
         """Measured on the device by one kernel: three numbers come back, not the output (a

@@ -72,15 +72,10 @@ def _module(cp):
     return cp.RawModule(code=SOURCE)
 
 
-def keep(cp, buf) -> KeptOutput:
-    """``buf`` kept for ``measure``: the host's figures (norm, kind, small values) and the
-    values as float64 on the device, where ``measure`` reads them (float64 holds every
-    storage dtype's values exactly)."""
-    host = cp.asnumpy(buf)
-    if host.dtype == np.uint16:  # (bfloat16's bits)
-        from ...ir import dtypes as dt
-
-        host = host.view(dt.to_numpy(dt.bfloat16))
+def keep(cp, buf, host: np.ndarray) -> KeptOutput:
+    """``buf`` (read back as ``host``, bfloat16 as itself) kept for ``measure``: the host's
+    figures (norm, kind, small values) and the values as float64 on the device, where
+    ``measure`` reads them (float64 holds every storage dtype's values exactly)."""
     kept = keep_host(host)
     if str(buf.dtype) in _READS:  # (else the host's copy is what is compared)
         kept.device = cp.asarray(np.ascontiguousarray(comparable(host), dtype=np.float64))
@@ -90,9 +85,9 @@ def keep(cp, buf) -> KeptOutput:
 
 def measure(cp, buf, kept: KeptOutput) -> Distance | None:
     """``buf`` against ``kept`` on the device; None for a storage dtype the kernel does not read."""
-    name = str(buf.dtype)
-    if name not in _READS or getattr(kept, "device", None) is None:
+    if kept.device is None:  # (keep kept it on the host: a dtype the kernel does not read)
         return None
+    name = str(buf.dtype)
     got = cp.ascontiguousarray(buf).ravel()
     n = got.size
     out = cp.zeros(3, dtype=cp.uint64)

@@ -16,7 +16,6 @@ view, as the elementwise renderer would.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
 from ...ir.expr import same
@@ -25,7 +24,7 @@ from ..render import index as ix
 from ..render.kernels import consumer_store, finish, inline_scalars, render_elementwise
 from ..render.tree import substitute_inputs, tree_has
 from .siblings import forced_warps_per_row, nk_shape, x_arg
-from .switches import switch_on
+from .switches import switch_count, switch_on
 
 
 def fold_adjacent(steps: list, fold, chain: bool = False) -> int:
@@ -109,11 +108,9 @@ def pair_launch(seg) -> tuple:
     wpr = seg.wpr if forced is None else forced
     unroll = switch_on(PAIR_UNROLL_SWITCH, True, "unroll the pair kernel's loads")
     iters, blocks = nk_shape(seg.n, seg.k, V, wpr, MAX_PAIR_UNROLLED if unroll else 0)
-    cap = os.environ.get(PAIR_BLOCKS_SWITCH, "").strip()
+    cap = switch_count(PAIR_BLOCKS_SWITCH, 0, "the most blocks of a pair launch, such as 264", 1)
     if cap:
-        if not cap.isdigit() or int(cap) < 1:
-            raise ValueError(f"{PAIR_BLOCKS_SWITCH}={cap!r}: give the most blocks of a pair launch, such as 264")
-        blocks = -(-blocks // -(-blocks // int(cap)))  # each block the same number of row groups
+        blocks = -(-blocks // -(-blocks // cap))  # each block the same number of row groups
     return wpr, iters, blocks
 
 

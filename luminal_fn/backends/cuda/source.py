@@ -16,6 +16,7 @@ import tempfile
 
 from ..render import CUDA
 from ..render.files import kernel_file
+from .switches import switch_count
 
 TRACE_SWITCH = "LUMINAL_CUDA_TRACE"
 HAND_ORDER = ("rms_norm.cu", "softmax.cu", "rope.cu", "gemv.cu", "attention.cu", "attention_tiles.cu",
@@ -49,11 +50,9 @@ def module_prefix(hand: bool) -> str:
     """What a module holds before its kernels: the trace records' size when tracing, the prelude,
     and where a hand kernel is among them, the hand macros and files."""
     parts = [CUDA.prelude]
-    trace = os.environ.get(TRACE_SWITCH, "")
+    trace = switch_count(TRACE_SWITCH, 0, "the number of block records to keep, such as 65536", 1)
     if trace:  # block timing (benchmarks/kernel_trace.py): the records the module holds
-        if not trace.isdigit() or int(trace) < 1:
-            raise ValueError(f"{TRACE_SWITCH}={trace!r}: give the number of block records to keep, such as 65536")
-        parts.insert(0, f"#define LF_TRACE {int(trace)}")
+        parts.insert(0, f"#define LF_TRACE {trace}")
     if hand:
         parts += hand_macros()
         parts += [kernel_file(f) for f in HAND_ORDER]

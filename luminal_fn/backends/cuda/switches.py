@@ -1,6 +1,6 @@
-"""The on/off environment switches of the CUDA backend's plan passes and launch modes (kept for
-A/B runs on the device): one reader, so every switch takes the same spellings, and a typo is an
-error naming the switch rather than silently the default."""
+"""The environment switches of the CUDA backend's plan passes and launch modes (kept for A/B runs
+on the device), on/off or a count: one reader each, so every switch takes the same spellings,
+and a typo is an error naming the switch rather than silently the default."""
 from __future__ import annotations
 
 import os
