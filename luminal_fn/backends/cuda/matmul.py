@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from ...ir import dtypes as dt
 from ...ir.expr import Expr, as_expr, same
+from ...ir.graph import _freeze
 from ...ir.view import View
 from ..render import index as ix
 from ..render.reduce import render_reduce
 from ..render.kernels import KernelInput, finish
+from ..render.nodes import Rendered, kept_rendering
 from .cublas import gemm_plan, run_gemm
 from .plan import HostStep, evaluate, lowerer, sibling_key, symbols_of
 from .siblings import (MAX_UNROLLED, KnSegment, NkSegment, forced_warps_per_row, nk_shape, render_gemv_nk,
@@ -103,11 +105,16 @@ def _rendered(pl, node, va: View, vb: View):
     ins = [KernelInput(a3, pl.kernel_input(node, 0).dtype, pl.kernel_input(node, 0).scalar),
            KernelInput(b3, pl.kernel_input(node, 1).dtype, pl.kernel_input(node, 1).scalar)]
     tree = ("Mul", d, ("Cast", d, ("in", 0)), ("Cast", d, ("in", 1)))
-    ks = render_reduce(pl.lang, in_shape, nd, "sum", tree, ins, node.dtype, pl.dims_max, pl.symbols,
-                       sm_count=pl.sm_count)
-    from ..render.nodes import Rendered
+    key = (pl.lang.name, id(pl.lang), "matmul", in_shape, nd, d,
+           tuple((i.view, i.dtype.name, _freeze(i.scalar)) for i in ins),
+           tuple(sorted(pl.dims_max.items())), tuple(pl.symbols), pl.sm_count)
 
-    pl.bind([Rendered(k, {"in0": 0, "in1": 1}) for k in ks], node)
+    def render():
+        ks = render_reduce(pl.lang, in_shape, nd, "sum", tree, ins, node.dtype, pl.dims_max, pl.symbols,
+                           sm_count=pl.sm_count)
+        return [Rendered(k, {"in0": 0, "in1": 1}) for k in ks]
+
+    pl.bind(kept_rendering(pl.lang, key, render), node)
 
 
 # ---- GEMV --------------------------------------------------------------------------------------

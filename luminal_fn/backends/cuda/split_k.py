@@ -76,18 +76,13 @@ def try_split_k(pl, node, va: View, vb: View) -> bool:
     cap = max_split()
     if cap < 2 or len(node.shape) != 2 or node.dtype not in (dt.float16, dt.bfloat16):
         return False
+    split = _split_of(va, vb, tuple(node.shape), node.dtype.name, tuple(sorted(pl.dims_max.items())),
+                      pl.sm_count, cap)
+    if split is None:
+        return False
+    S, a3, b3, m_max, N = split
     M = node.shape[0]
-    K, N = to_int_or_expr(va.shape[-1]), to_int_or_expr(node.shape[1])
-    if not isinstance(K, int) or not isinstance(N, int) or N % 4:
-        return False
-    m_max = int(evaluate(M, pl.dims_max))
-    S = split_count(m_max, N, K, pl.sm_count, cap)
-    if S == 1:
-        return False
-    a3, b3 = chunked(va, vb, S, K)
     name = node.dtype.name
-    if gemm_plan(a3.evaluate(pl.dims_max), b3.evaluate(pl.dims_max), (S, m_max, N), name, "float32") is None:
-        return False
     b_a, b_b = pl.input_buf(node, 0), pl.input_buf(node, 1)
     scratch = pl.scratch(dt.float32, S * m_max * N)
 
@@ -107,6 +102,26 @@ def try_split_k(pl, node, va: View, vb: View) -> bool:
     pl.add_host(HostStep([b_a, b_b, scratch], node.id, "matmul (cuBLAS split-K)", run, symbols_of(M, a3, b3)))
     add_partials_sum(pl, node, scratch, S, M, N)
     return True
+
+
+@functools.lru_cache(maxsize=1024)
+def _split_of(va: View, vb: View, shape: tuple, dtype: str, dims_max: tuple, sm_count: int, cap: int):
+    """(S, A's and B's chunked views, M at the largest dims, N) of a split-K product, or None (no
+    split worth it, or a layout cuBLAS cannot read); kept: a search plans the same products
+    candidate after candidate."""
+    M = shape[0]
+    K, N = to_int_or_expr(va.shape[-1]), to_int_or_expr(shape[1])
+    if not isinstance(K, int) or not isinstance(N, int) or N % 4:
+        return None
+    d = dict(dims_max)
+    m_max = int(evaluate(M, d))
+    S = split_count(m_max, N, K, sm_count, cap)
+    if S == 1:
+        return None
+    a3, b3 = chunked(va, vb, S, K)
+    if gemm_plan(a3.evaluate(d), b3.evaluate(d), (S, m_max, N), dtype, "float32") is None:
+        return None
+    return S, a3, b3, m_max, N
 
 
 def add_product(pl, node, kind: str, label: str, call: str, S: int, part_floats, block: int, grid3: tuple,
@@ -162,13 +177,19 @@ def add_partials_sum(pl, node, scratch: int, S: int, M, N: int):
     call's M) in ``scratch`` and storing C: ``lf_split_k_sum_to``, whose store functor lets the
     elementwise step reading C fold in as its epilogue (epilogue.py). N must be a multiple of 4."""
     T = pl.lang.storage[node.dtype.name]
-    mn = ix.r(as_expr(M) * N, ix.dim_names(pl.symbols))
     E = sum_width(int(evaluate(M, pl.dims_max)) * N, pl.sm_count)
-    call = f"lf_split_k_sum_to<{S}, {E}>(b0, {mn}, @STORE@);"  # (E elements a thread)
+    call = _sum_call(S, E, M, N, tuple(pl.symbols))
     src = finish(pl.lang, "split_k_sum", [call.replace("@STORE@", f"LfGemvStore<{T}>{{out}}")],
                  [("scratch", "b0", dt.float32, True), ("out", "out", node.dtype, False)], 256,
                  as_expr(M) * (N // E), 256, meta={"hand": True, "_store_call": call, "_store_T": T, "_guard": ()})
     pl.add_kernel(src, [scratch, pl.node_buf[node.id]], node.id, "matmul (split-K sum)")
+
+
+@functools.lru_cache(maxsize=1024)
+def _sum_call(S: int, E: int, M, N: int, symbols: tuple) -> str:
+    """lf_split_k_sum_to's call over C (M, N), E elements a thread, @STORE@ for its store."""
+    mn = ix.r(as_expr(M) * N, ix.dim_names(symbols))
+    return f"lf_split_k_sum_to<{S}, {E}>(b0, {mn}, @STORE@);"
 
 
 __all__ = ["SWITCH", "SUM_WIDTH_SWITCH", "split_count", "chunked", "try_split_k", "max_split", "sum_width",

@@ -66,14 +66,20 @@ def render_node(lang: Language, node, inputs: Sequence[KernelInput], dims_max: d
     key = (lang.name, id(lang), node.op, node.shape, node.dtype.name, _freeze(node.attrs),
            tuple((i.view, i.dtype.name, _freeze(i.scalar)) for i in inputs),
            tuple(sorted((dims_max or {}).items())), tuple(symbols), sm_count)
+    return kept_rendering(lang, key, lambda: _render_node(lang, node, inputs, dims_max, symbols, sm_count))
+
+
+def kept_rendering(lang: Language, key, render) -> list:
+    """``render()`` ([Rendered]) kept by ``key`` (the last RENDERED_KEPT; a key names the Language
+    by id, which is kept alive with the entry): each call gets its own copy of the kernels' meta
+    (plan passes set it)."""
     hit = _RENDERED.get(key)
     if hit is None:
-        hit = _RENDERED[key] = (lang, _render_node(lang, node, inputs, dims_max, symbols, sm_count))
+        hit = _RENDERED[key] = (lang, render())
         if len(_RENDERED) > RENDERED_KEPT:
             _RENDERED.popitem(last=False)
     else:
         _RENDERED.move_to_end(key)
-    # (plan passes may set a kernel's meta: each plan gets its own)
     return [Rendered(replace(r.kernel, meta=dict(r.kernel.meta)), dict(r.inmap)) for r in hit[1]]
 
 
