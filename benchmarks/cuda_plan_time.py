@@ -43,7 +43,7 @@ def main():
     traced = step.trace(random_weights(cfg, "bfloat16", backend="numpy"),
                         *model.step_inputs(np.arange(32, dtype=np.int32), 0), model.new_cache(cfg, 512, backend="numpy"))
     ex = Extractor(build_egraph(traced.hlir), traced.hlir, kernel_kinds=KERNEL_KINDS)
-    print(f"| s | candidates | extract ms a candidate | plan ms a candidate |")
+    print("| s | candidates | extract ms a candidate | plan ms a candidate |")
     print("| --- | --- | --- | --- |")
     for s in args.tokens:
         spent = {"extract": 0.0, "plan": 0.0, "n": 0}
