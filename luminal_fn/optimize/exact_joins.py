@@ -14,6 +14,7 @@ A user's own ``pad(a) + pad(b)`` that tiles an axis is the same graph, read as t
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Optional
 
@@ -38,8 +39,28 @@ def join_tree(tree, views: list, producers: Optional[list] = None):
     _Piece that input k's producer kernel is, for a plain read of it (a join in another kernel)."""
     if not views:
         return tree, None
+    producers = tuple(producers or [None] * len(views))
+    # Every extraction of a search writes the same kernels' trees again (a quarter of a Llama
+    # extraction's time): kept by the tree's text (which, unlike tuple equality, tells -0.0 from
+    # 0.0 and 1 from 1.0 and True). An unchanged tree comes back as the caller's own object.
+    key = (repr(tree), tuple(views), producers)
+    hit = _JOINED.get(key)
+    if hit is None:
+        new, piece = _join_tree(tree, views, producers)
+        hit = _JOINED[key] = (None if new is tree else new, piece)
+        if len(_JOINED) > JOINED_KEPT:
+            _JOINED.popitem(last=False)
+    else:
+        _JOINED.move_to_end(key)
+    return (tree if hit[0] is None else hit[0]), hit[1]
+
+
+JOINED_KEPT = 8192
+_JOINED: OrderedDict = OrderedDict()  # (tree text, views, producers) -> (the new tree or None: unchanged, piece)
+
+
+def _join_tree(tree, views, producers):
     shape = tuple(views[0].shape)
-    producers = producers or [None] * len(views)
     memo: dict = {}
 
     def walk(t):
