@@ -146,8 +146,9 @@ sibling_key = _registrar(SIBLING_KEYS)
 
 class Planner:
     def __init__(self, graph, dims_max: dict, symbols, sm_count: int = 132, lang=CUDA,
-                 donated=(), arch: int = 0):
+                 donated=(), arch: int = 0, merge_independent: bool = True):
         self.graph = graph
+        self.merge_independent = merge_independent  # (off for a search's candidates: see plan_graph)
         self.arch = arch  # the device's compute capability (90 for sm_90); 0: unknown, none assumed
         self.donated = frozenset(donated)
         self.dims_max = dict(dims_max)
@@ -156,6 +157,7 @@ class Planner:
         self.lang = lang
         self.bufs: list[Buf] = []
         self.steps: list = []
+        self.step_users = None  # buffer id -> steps touching it, while a fold pass runs (epilogue.py)
         self.node_buf: dict[int, int] = {}  # node id -> buffer id (None for inlined scalars)
         self.scalars: dict[int, object] = {}  # node id -> Python scalar of a scalar Constant
         self.narrow_source: dict[int, int] = {}  # widening copy skipped -> the node it copies
@@ -315,7 +317,8 @@ class Planner:
         fold_rope_stores(self)  # (before the merge: the folded step joins RoPE of q and the v scatter)
         fold_gemv_stores(self)  # (after it: RoPE of k keeps its cache stores inside the GEMV)
         fold_gemv_argmax(self)  # (the greedy pick after the LM head's GEMV and its epilogue)
-        merge_independent_steps(self)
+        if self.merge_independent:
+            merge_independent_steps(self)
         prefetch_next_weights(self)  # (last: the GEMV steps it renders again are final)
         self._lifetimes()
         size = self._pack()
