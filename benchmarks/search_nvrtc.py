@@ -1,12 +1,15 @@
 """NVRTC seconds of a CUDA search's candidates, on any machine with NVRTC (no GPU or CuPy needed:
 NVRTC compiles on the host). The genetic search itself runs over the CUDA backend's extraction of
-a Llama-1B-width bf16 step (s = 32, c = 512); each candidate is planned (``plan_graph``) and its
-plan compiled twice: as one whole module (how plans were compiled before stop 47) and as a module
-of only the kernels no earlier plan compiled (``device.kernel_modules``). The search's "time" is a
-stand-in (the plan's launches), so it explores as a real search does without a device.
+a Llama-1B-width bf16 step (s = 32, c = 512); each candidate is planned (``plan_graph``) two
+ways, and each way compiles the kernels no earlier plan of its own compiled (as
+``device.kernel_modules`` does): with adjacent independent kernels merged into shared launches
+(how candidates were planned before stop 50), and without (``merge_independent=False``, how a
+search's candidates are planned now), plus the winner planned merged at the end (what the
+program compiles for use). The search's "time" is a stand-in (the unmerged plan's launches), so
+it explores as a real search does without a device.
 
     pip install nvidia-cuda-nvrtc   # or point --nvrtc at a libnvrtc.so
-    python benchmarks/search_nvrtc.py [--layers 2] [--candidates 30] [--nvrtc PATH] [--include DIR]
+    python benchmarks/search_nvrtc.py [--layers 2] [--candidates 30] [--tokens 32] [--nvrtc PATH] [--include DIR]
 """
 from __future__ import annotations
 
@@ -62,6 +65,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--candidates", type=int, default=30)
+    ap.add_argument("--tokens", type=int, default=32, help="the step's s (1: a decode step)")
     ap.add_argument("--nvrtc", default=None, help="libnvrtc.so (default: the nvidia-cuda-nvrtc wheel's)")
     ap.add_argument("--include", default=None, help="a CUDA include dir holding cuda_fp16.h, where NVRTC "
                     "does not find it by itself (such as /usr/local/cuda/include)")
@@ -88,31 +92,38 @@ def main():
     traced = step.trace(random_weights(cfg, "bfloat16", backend="numpy"),
                         *model.step_inputs(np.arange(32, dtype=np.int32), 0), model.new_cache(cfg, 512, backend="numpy"))
     ex = Extractor(build_egraph(traced.hlir), traced.hlir, kernel_kinds=KERNEL_KINDS)
-    wholes, compiled = set(), set()
-    totals = {"whole": [0, 0.0], "new": [0, 0.0]}
+    dims = {"s": args.tokens, "c": 512}
+    ways = {"merged": [set(), 0, 0, 0.0], "apart": [set(), 0, 0, 0.0]}  # compiled keys, modules, kernels, s
 
-    def evaluate(genome):
-        plan = plan_graph(ex.extract(genome), {"s": 32, "c": 512}, arch=90)
-        kernels = plan.kernels()
-        text = module_source(kernels)
-        if text not in wholes:
-            wholes.add(text)
-            totals["whole"][0] += 1
-            totals["whole"][1] += nvrtc.seconds(text)
+    def compile_new(way, plan):
+        compiled, kernels = ways[way][0], plan.kernels()
         keys = kernel_keys(kernels)
         new = [k for name, k in distinct(kernels).items() if keys[name] not in compiled]
         if new:
             compiled.update(keys[k.name] for k in new)
-            totals["new"][0] += 1
-            totals["new"][1] += nvrtc.seconds(module_source(new))
-        return 1e-6 * len(plan.steps)
+            ways[way][1] += 1
+            ways[way][2] += len(new)
+            ways[way][3] += nvrtc.seconds(module_source(new))
 
-    genetic_search(ex.space(), evaluate, SearchOptions(limit=args.candidates, seed=0),
-                   initial=[ex.generic_genome(), (0,) * len(ex.genes), *ex.kernel_genomes()])
-    print(f"| {args.candidates} candidates, {args.layers} layers ({os.path.basename(path)}) | modules compiled | NVRTC s |")
-    print("| --- | --- | --- |")
-    print(f"| a whole module a plan | {totals['whole'][0]} | {totals['whole'][1]:.1f} |")
-    print(f"| the new kernels only | {totals['new'][0]} | {totals['new'][1]:.1f} |")
+    def evaluate(genome):
+        graph = ex.extract(genome)
+        apart = plan_graph(graph, dims, arch=90, merge_independent=False)
+        compile_new("apart", apart)
+        compile_new("merged", plan_graph(graph, dims, arch=90))
+        return 1e-6 * (1 + len(apart.steps) / 1e4)
+
+    result = genetic_search(ex.space(), evaluate, SearchOptions(limit=args.candidates, seed=0),
+                            initial=[ex.generic_genome(), (0,) * len(ex.genes), *ex.kernel_genomes()])
+    before = list(ways["apart"][1:])
+    compile_new("apart", plan_graph(ex.extract(result.best_genome), dims, arch=90))  # the winner, for use
+    final = [a - b for a, b in zip(ways["apart"][1:], before)]
+    print(f"| {args.candidates} candidates, {args.layers} layers, s = {args.tokens} ({os.path.basename(path)}) "
+          "| modules compiled | kernels | NVRTC s |")
+    print("| --- | --- | --- | --- |")
+    print(f"| independent kernels merged in every candidate | {ways['merged'][1]} | {ways['merged'][2]} | "
+          f"{ways['merged'][3]:.1f} |")
+    print(f"| candidates unmerged, the winner merged | {ways['apart'][1]} | {ways['apart'][2]} | "
+          f"{ways['apart'][3]:.1f} (the winner: {final[0]} module, {final[1]} kernels, {final[2]:.2f} s) |")
 
 
 if __name__ == "__main__":

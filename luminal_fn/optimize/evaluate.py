@@ -25,7 +25,6 @@ The search hands a genome; this module turns it into seconds or raises to drop i
 from __future__ import annotations
 
 import math
-import operator
 import time
 from contextlib import contextmanager
 
@@ -100,7 +99,10 @@ class CandidateEvaluator:
         self.options = options
         self.run_dims = run_dims
         self.max_dims = max_dims
-        self.compile_options = compile_options
+        # the candidates' compile options: the backend's lighter form where it has one (the
+        # winner is compiled again without it: ``agrees``)
+        self.compile_options = (dict(compile_options or {}, searching=True) if getattr(backend, "lighter_for_search", False)
+                                else compile_options)
         self.inputs = [x if backend.is_buffer(x) else backend.from_numpy(x) for x in inputs]
         # the backend's default where none is given: on the host, running out is not an error
         # but the OOM killer ending the process
@@ -126,9 +128,6 @@ class CandidateEvaluator:
         # extract, compile (memory checks and the backend's compile), prepare, first run (with
         # what the backend compiles lazily), check, profile, final (the finalists re-timed)
         self.stage_s: dict = {}
-        # each extraction so far (prepare's too): (the genes it read, as a function of a genome;
-        # their values; its LLIR; its hash)
-        self._walks: list = []
 
     @contextmanager
     def _stage(self, name: str):
@@ -145,7 +144,7 @@ class CandidateEvaluator:
         a genome that fails here fails again, and is reported, when it is timed."""
         for genome in genomes:
             try:
-                llir, key = self._extract(genome)  # (__call__ finds it again in _walks)
+                llir, key = self._extract(genome)  # (__call__ finds it again: extract_keyed keeps it)
                 if key in self.by_graph or key in self._prepared:
                     continue
                 exe = self._compile_within_budget(llir, key)
@@ -176,19 +175,10 @@ class CandidateEvaluator:
         return t
 
     def _extract(self, genome) -> tuple:
-        """(the genome's LLIR, its structural hash): the hash walks the whole graph, so once.
-        A genome that agrees with an earlier one at every gene that one's extraction read
-        extracts to the same graph, which is taken without extracting again (a quarter of a
-        Llama search's mutants)."""
+        """(the genome's LLIR, its structural hash): Extractor.extract_keyed, which keeps every
+        extraction (each bucket's search meets many of the same genomes)."""
         with self._stage("extract"):
-            genome = tuple(genome)
-            for pick, values, llir, key in self._walks:
-                if pick(genome) == values:
-                    return llir, key
-            llir, (idx, values) = self.extractor.extract_reading(genome)
-            key = llir.structural_hash()
-            self._walks.append((_picker(idx), values, llir, key))
-            return llir, key
+            return self.extractor.extract_keyed(genome)
 
     def _compile_within_budget(self, llir, key: str):
         """The graph's executable (the one prepare made, else compiled now); CandidateRejected
@@ -306,6 +296,14 @@ class CandidateEvaluator:
         except TimeoutError:
             return math.inf
 
+    def agrees(self, full, searched) -> bool:
+        """Whether executable ``full`` (the winner compiled for use) gives ``searched``'s outputs
+        (the same graph's form the search timed and checked) on the search's inputs: the two
+        forms compute the same values, so any difference is the backend's bug."""
+        with self._stage("final"):
+            expected = [self.backend.keep_output(o) for o in searched.run(self.inputs, self.run_dims)]
+            return not _disagreements(self.backend, full.run(self.inputs, self.run_dims), expected)
+
     def _check(self, outs, exe=None) -> None:
         """Reject a candidate whose outputs are not the reference's (see the module doc)."""
         if self.reference is None:
@@ -354,11 +352,3 @@ def _disagreements(backend, outs: list, reference: list) -> list:
             wrong.append((k, f"output {k} disagrees with the reference candidate (relative error "
                              f"{err:.2e}){values}"))
     return wrong
-
-
-def _picker(idx: tuple):
-    """genome -> the tuple of its values at ``idx`` (operator.itemgetter, always a tuple)."""
-    if not idx:
-        return lambda genome: ()
-    get = operator.itemgetter(*idx)
-    return get if len(idx) > 1 else (lambda genome: (get(genome),))

@@ -18,6 +18,8 @@ express is repaired to the plain read.
 """
 from __future__ import annotations
 
+import operator
+
 from ..ir import dtypes as dt
 from ..ir.expr import as_expr
 from ..ir.graph import Graph
@@ -74,6 +76,10 @@ class Extractor(IntegerDecoder):
         self._add_view_inlines()
         self._ft_dtype: dict = {}
         self._plain_views: dict = {}  # IR class -> the View of its whole tensor
+        # each extraction extract_keyed made: (the genes it read, as a function of a genome;
+        # their values; its LLIR; its structural hash), for every bucket's search
+        self._walks: list = []
+        self._kernel_genomes = None  # kernel_genomes(), once
         self._readers: dict = {}
         for n in hlir.live_nodes():
             for i, _ in n.inputs:
@@ -298,7 +304,28 @@ class Extractor(IntegerDecoder):
             out.append(next((i for i, n in enumerate(opts) if n.op != "Kernel"), 0))
         return tuple(out)
 
+    def extract_keyed(self, genome) -> tuple:
+        """(the genome's LLIR, its structural hash), kept: a genome that agrees with an earlier
+        one at every gene that one's extraction read extracts to the same graph, which is taken
+        without extracting again (a quarter of a Llama bucket's mutants; and each bucket's
+        search starts from the same genomes). Callers must not change the graph."""
+        genome = tuple(genome)
+        for pick, values, llir, key in self._walks:
+            if pick(genome) == values:
+                return llir, key
+        llir, (idx, values) = self.extract_reading(genome)
+        key = llir.structural_hash()
+        if len(self._walks) < WALKS_KEPT:
+            self._walks.append((_picker(idx), values, llir, key))
+        return llir, key
+
     def kernel_genomes(self) -> list:
+        """(See _kernel_genome_list: made once, each bucket's search starts with them.)"""
+        if self._kernel_genomes is None:
+            self._kernel_genomes = self._kernel_genome_list()
+        return list(self._kernel_genomes)
+
+    def _kernel_genome_list(self) -> list:
         """Genomes that take a rule's backend ``Kernel`` the cheapest genome passes over: where it
         recomputes the kernel's primitive form inside a fused consumer (the cost order inlines
         elementwise producers first, which bypasses e.g. dlrm_interact, a batched Gram matmul plus
@@ -325,11 +352,11 @@ class Extractor(IntegerDecoder):
                     reads.setdefault(self.eg.literal(n.children[0]), {})[gi] = read
         out, graphs = [], set()
         if reads:
-            graphs.add(self.extract(base).structural_hash())
+            graphs.add(self.extract_keyed(base)[1])
         for changes in sorted(reads.values(), key=len) + ([{k: v for c in reads.values() for k, v in c.items()}]
                                                           if len(reads) > 1 else []):
             g = tuple(changes.get(i, x) for i, x in enumerate(base))
-            h = self.extract(g).structural_hash()  # a kernel already read, or repaired away
+            h = self.extract_keyed(g)[1]  # a kernel already read, or repaired away
             if h not in graphs:
                 graphs.add(h)
                 out.append(g)
@@ -396,6 +423,17 @@ class Extractor(IntegerDecoder):
         if v is not None:
             cls = v.children[0]
         return self.tensor(cls)[1]
+
+
+WALKS_KEPT = 4096  # extractions extract_keyed keeps (a Llama compile's four buckets: ~250)
+
+
+def _picker(idx: tuple):
+    """genome -> the tuple of its values at ``idx`` (operator.itemgetter, always a tuple)."""
+    if not idx:
+        return lambda genome: ()
+    get = operator.itemgetter(*idx)
+    return get if len(idx) > 1 else (lambda genome: (get(genome),))
 
 
 def _class_key(cls: str):
