@@ -14,7 +14,7 @@ from ...ir.view import View, contiguous_strides
 from ..render import index as ix
 from ..render.kernels import BLOCK, gtid
 from ..render.lang import load_expr, store_expr
-from .handkernels import hand_source, names
+from .handkernels import hand_source
 from .plan import lowerer
 from .rowkernels import _scalar_operand
 
@@ -71,47 +71,67 @@ def _render_pairs(pl, node, kind, operands, step, pair, call, extra_bufs=(), met
     """A grid-stride loop over the pairs: loads both elements of each operand, calls
     ``call(values)`` (C code assigning float y1, y2) and stores y1 at the pair's first output
     element, y2 ``pair`` elements after it."""
-    shape = tuple(node.shape)
-    pshape = shape[:-1] + (shape[-1] // 2,)
-    views = [op[2] for op in operands]
-    ostr = contiguous_strides(shape)
-    views.append(View(pshape, tuple(ostr[:-1]) + (step,), 0))
-    cshape, cviews = ix.coalesce(pshape, views)
-    nm = names(pl)
-    n = ix.numel(pshape)
-    itype = ix.index_type([ix.numel(shape)] + [ix.view_extent(v) for v in views], pl.dims_max)
-    g, stride = gtid(pl.lang, itype)
-    body = [f"const {itype} n = {ix.r(n, nm)};", f"for ({itype} i = {g}; i < n; i += {stride}) {{"]
-    cl, cs = ix.coords(cshape, "i", nm, "c", itype)
-    inner = list(cl)
-    bufs, ids, vals = [], [], []
-    for k, (b, dtype, _pv, dist) in enumerate(operands):
-        bufs.append((f"in{k}", f"b{k}", dtype, True))
-        ids.append(b)
-        inner.append(f"const {itype} a{k} = {ix.address(cviews[k], cs, nm)};")
-        first = load_expr(pl.lang, dtype, f"b{k}[a{k}]")
-        if dist is None:
-            inner.append(f"const float v{k} = {first};")
-            vals.append((f"v{k}", f"v{k}"))
-        else:
-            vals.append((first, load_expr(pl.lang, dtype, f"b{k}[a{k} + {ix.r(dist, nm)}]")))
+    specs = tuple((dtype, pv, dist) for _b, dtype, pv, dist in operands)
+    args = (tuple(node.shape), node.dtype, specs, step, pair, tuple(sorted(pl.dims_max.items())), tuple(pl.symbols))
+    key = (pl.lang.name, id(pl.lang)) + args
+    hit = _PAIR_LOOPS.get(key)
+    if hit is None:
+        if len(_PAIR_LOOPS) >= PAIR_LOOPS_KEPT:
+            _PAIR_LOOPS.clear()
+        hit = _PAIR_LOOPS[key] = (pl.lang, _pair_loop(pl.lang, *args))  # (lang: its id stays its own)
+    head, inner, vals, itype, tail, n = hit[1]
+    bufs = [(f"in{k}", f"b{k}", dtype, True) for k, (dtype, _pv, _dist) in enumerate(specs)]
+    ids = [b for b, *_ in operands]
     for buf in extra_bufs:
         bufs.append(buf[0])
         ids.append(buf[1])
-    inner.append(f"const {itype} ao = {ix.address(cviews[-1], cs, nm)};")
-    inner.append("float y1, y2;")
-    inner.append(call(vals))
-    inner.append(f"out[ao] = {store_expr(pl.lang, node.dtype, 'y1', 'float')};")
-    inner.append(f"out[ao + {pair}] = {store_expr(pl.lang, node.dtype, 'y2', 'float')};")
+    inner = list(inner) + [call(vals)] + list(tail)
     # where the two stores sit in the body, for rope_store.py to send them elsewhere
-    stores = PairStores(len(body) + len(inner) - 2, itype, pair)
-    loop = body[-1]
-    body += ["  " + ln for ln in inner] + ["}"]
-    meta = {**(meta or {}), "_pair_fn": PairFunction(loop, vals[0], itype, pair)}
+    stores = PairStores(len(head) + len(inner) - 2, itype, pair)
+    body = list(head) + ["  " + ln for ln in inner] + ["}"]
+    meta = {**(meta or {}), "_pair_fn": PairFunction(head[-1], vals[0], itype, pair)}
     bufs.append(("out", "out", node.dtype, False))
     ids.append(pl.node_buf[node.id])
     src = hand_source(pl, kind, body, bufs, BLOCK, n, BLOCK, meta={**meta, "_pair_stores": stores})
     pl.add_kernel(src, ids, node.id, kind)
+
+
+PAIR_LOOPS_KEPT = 256
+_PAIR_LOOPS: dict = {}  # (language, shape, dtype, operands, ...) -> (the Language, _pair_loop's result)
+
+
+def _pair_loop(lang, shape, out_dtype, specs, step, pair, dims_max, symbols) -> tuple:
+    """The index arithmetic of a pair kernel, kept by _render_pairs (a Llama plan has two RoPE
+    kernels a layer, the same each candidate): (the lines opening the loop, its lines before the call, the
+    operands' (first, second) value expressions, the index type, the two stores, the pair
+    count)."""
+    pshape = shape[:-1] + (shape[-1] // 2,)
+    views = [pv for _d, pv, _dist in specs]
+    ostr = contiguous_strides(shape)
+    views.append(View(pshape, tuple(ostr[:-1]) + (step,), 0))
+    cshape, cviews = ix.coalesce(pshape, views)
+    nm = ix.dim_names(list(symbols))
+    dims = dict(dims_max)
+    n = ix.numel(pshape)
+    itype = ix.index_type([ix.numel(shape)] + [ix.view_extent(v) for v in views], dims)
+    g, stride = gtid(lang, itype)
+    head = [f"const {itype} n = {ix.r(n, nm)};", f"for ({itype} i = {g}; i < n; i += {stride}) {{"]
+    cl, cs = ix.coords(cshape, "i", nm, "c", itype)
+    inner = list(cl)
+    vals = []
+    for k, (dtype, _pv, dist) in enumerate(specs):
+        inner.append(f"const {itype} a{k} = {ix.address(cviews[k], cs, nm)};")
+        first = load_expr(lang, dtype, f"b{k}[a{k}]")
+        if dist is None:
+            inner.append(f"const float v{k} = {first};")
+            vals.append((f"v{k}", f"v{k}"))
+        else:
+            vals.append((first, load_expr(lang, dtype, f"b{k}[a{k} + {ix.r(dist, nm)}]")))
+    inner.append(f"const {itype} ao = {ix.address(cviews[-1], cs, nm)};")
+    inner.append("float y1, y2;")
+    tail = [f"out[ao] = {store_expr(lang, out_dtype, 'y1', 'float')};",
+            f"out[ao + {pair}] = {store_expr(lang, out_dtype, 'y2', 'float')};"]
+    return tuple(head), tuple(inner), tuple(vals), itype, tuple(tail), n
 
 
 @lowerer("rope_half")
