@@ -7,6 +7,7 @@ A movement that strides cannot express returns ``None`` and the caller materiali
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -27,6 +28,17 @@ def _add(a: IntLike, b: IntLike) -> IntLike:
 
 
 def contiguous_strides(shape: Sequence[IntLike]) -> tuple:
+    shape = tuple(shape)
+    try:
+        return _contiguous_strides(shape)
+    except TypeError:  # (an unhashable dim: computed, not kept)
+        return _contiguous_strides.__wrapped__(shape)
+
+
+@functools.lru_cache(maxsize=4096)
+def _contiguous_strides(shape: tuple) -> tuple:
+    """(Kept: extraction and planning ask for the same shapes' strides thousands of times, each
+    a product of symbolic dims.)"""
     strides, acc = [], 1
     for d in reversed(shape):
         strides.append(acc)
