@@ -3,11 +3,12 @@ NVRTC needed): the genetic search runs over the CUDA backend's extraction of a L
 bf16 step, and each candidate is extracted and planned (``plan_graph``) as the search's prepare
 does; the candidates' "time" is a stand-in, so the search explores as a real one does.
 
-    python benchmarks/cuda_plan_time.py [--layers 16] [--candidates 30] [--tokens 1 32]
+    python benchmarks/cuda_plan_time.py [--layers 16] [--candidates 30] [--tokens 1 32] [--default-gc]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import sys
@@ -25,6 +26,8 @@ def main():
     ap.add_argument("--layers", type=int, default=16)
     ap.add_argument("--candidates", type=int, default=30)
     ap.add_argument("--tokens", type=int, nargs="+", default=[1, 32], help="the step's s (one search each)")
+    ap.add_argument("--default-gc", action="store_true",
+                    help="keep the collector's thresholds (a program raises them while it plans)")
     args = ap.parse_args()
 
     from llama import model
@@ -36,6 +39,7 @@ def main():
     from luminal_fn.optimize.egraph import build_egraph
     from luminal_fn.optimize.extract import Extractor
     from luminal_fn.optimize.options import SearchOptions
+    from luminal_fn.optimize.program import fewer_collections
     from luminal_fn.optimize.search import genetic_search
 
     cfg = dataclasses.replace(llama_3_2_1b_config(), num_hidden_layers=args.layers)
@@ -58,8 +62,9 @@ def main():
             spent["n"] += 1
             return 1e-6 * (1 + len(plan.steps) / 1e4)
 
-        genetic_search(ex.space(), evaluate, SearchOptions(limit=args.candidates, seed=0),
-                       initial=[ex.generic_genome(), (0,) * len(ex.genes), *ex.kernel_genomes()])
+        with (contextlib.nullcontext() if args.default_gc else fewer_collections()):
+            genetic_search(ex.space(), evaluate, SearchOptions(limit=args.candidates, seed=0),
+                           initial=[ex.generic_genome(), (0,) * len(ex.genes), *ex.kernel_genomes()])
         n = spent["n"]
         print(f"| {s} | {n} | {1e3 * spent['extract'] / n:.1f} | {1e3 * spent['plan'] / n:.1f} |", flush=True)
 

@@ -725,3 +725,37 @@ def test_a_backend_times_a_lighter_form_and_runs_the_winner_whole(full_adds):
         assert plan.executable.form == "full" and not mine
     (out,) = plan.executable.run([a, b], {})
     np.testing.assert_allclose(out, np.tanh(a.astype(np.float64) @ b) + 1.0, rtol=1e-5, atol=1e-5)
+
+
+def test_planning_raises_the_collectors_threshold_and_restores_it():
+    """fewer_collections: the young generation's threshold raised while buckets are planned
+    (nested and from threads alike), the caller's thresholds back after, and automatic collection
+    left off where the caller turned it off (threshold 0)."""
+    import gc
+
+    from luminal_fn.optimize.program import SEARCH_GC_THRESHOLD, fewer_collections
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 11, 12)
+        with fewer_collections():
+            assert gc.get_threshold() == (SEARCH_GC_THRESHOLD, 11, 12)
+            with fewer_collections():
+                assert gc.get_threshold() == (SEARCH_GC_THRESHOLD, 11, 12)
+            assert gc.get_threshold() == (SEARCH_GC_THRESHOLD, 11, 12)
+        assert gc.get_threshold() == (700, 11, 12)
+        gc.set_threshold(0, 11, 12)
+        with fewer_collections():
+            assert gc.get_threshold()[0] == 0
+        assert gc.get_threshold() == (0, 11, 12)
+        # a real compile restores them too, also when its search fails
+        gc.set_threshold(700, 11, 12)
+        a, b = _r(4, 6), _r(6, 5)
+        lf.jit(lambda a, b: a @ b, search=lf.SearchOptions(limit=3, cache=False))(a, b)
+        assert gc.get_threshold() == (700, 11, 12)
+        with pytest.raises(ValueError):
+            with fewer_collections():
+                raise ValueError("a search that fails")
+        assert gc.get_threshold() == (700, 11, 12)
+    finally:
+        gc.set_threshold(*before)

@@ -12,6 +12,7 @@ import gc
 import threading
 import time
 import warnings
+from contextlib import contextmanager
 
 from ..ir.expr import evaluate, render
 from ..ir.llir import GENERIC_KINDS
@@ -46,6 +47,34 @@ class BucketPlan:
         return head
 
 
+SEARCH_GC_THRESHOLD = 10_000  # allocations between the cyclic collector's young passes while planning
+_GC_LOCK = threading.Lock()
+_GC_PAUSE = [0, None]  # plannings under way (any thread), the thresholds to restore
+
+
+@contextmanager
+def fewer_collections():
+    """The cyclic collector's young passes a fourteenth as often while buckets are planned
+    (the threshold 700 -> SEARCH_GC_THRESHOLD, restored after): a search allocates candidate
+    after candidate while ~100k long-lived objects (the e-graph, the kept extractions) sit in
+    the heap, and the passes took a sixth of a Llama candidate's extraction and planning on the
+    CPU (benchmarks/cuda_plan_time.py --default-gc). Collection stays off where it was off."""
+    with _GC_LOCK:
+        if _GC_PAUSE[0] == 0:
+            _GC_PAUSE[1] = gc.get_threshold()
+            first, *older = _GC_PAUSE[1]
+            if first:  # (0: automatic collection is off; left so)
+                gc.set_threshold(max(first, SEARCH_GC_THRESHOLD), *older)
+        _GC_PAUSE[0] += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _GC_PAUSE[0] -= 1
+            if _GC_PAUSE[0] == 0:
+                gc.set_threshold(*_GC_PAUSE[1])
+
+
 def _settle_garbage():
     """A full collection right after planning. Building the e-graph and searching leave many
     short-lived cycles and grow the long-lived heap (a Llama step keeps ~150k objects), which
@@ -61,9 +90,10 @@ class Runner:
         self.program = program
         self.buckets = BucketSet(program.buckets, program.symbols)
         self.plans: dict = {}
-        for b in self.buckets.combinations():
-            if not b.needs_call_dims:
-                self.plans[b.index] = program.plan_bucket(b, None)
+        with fewer_collections():
+            for b in self.buckets.combinations():
+                if not b.needs_call_dims:
+                    self.plans[b.index] = program.plan_bucket(b, None)
         if not program.symbols:
             self.run = self.plans[0].executable.run  # static shapes: no dispatch at all
         _settle_garbage()
@@ -72,7 +102,8 @@ class Runner:
         idx = self.buckets.select(dims)
         plan = self.plans.get(idx)
         if plan is None:
-            plan = self.plans[idx] = self.program.plan_bucket(self.buckets[idx], dims)
+            with fewer_collections():
+                plan = self.plans[idx] = self.program.plan_bucket(self.buckets[idx], dims)
             _settle_garbage()
         return plan.executable.run(bufs, dims)
 
