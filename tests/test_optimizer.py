@@ -183,6 +183,18 @@ def test_the_search_does_not_extract_a_genome_that_agrees_on_the_genes_read(tmp_
     first = ex.kernel_genomes()
     n = len(calls)
     assert ex.kernel_genomes() == first and len(calls) == n
+    ex.forget_extractions()  # (after a program's planning: its graphs are not kept)
+    other(tuple(mutant))
+    assert len(calls) == n + 1
+
+
+def test_a_compiled_program_keeps_no_candidate_graphs():
+    fn, _, make = CASES["attention"]
+    args = make()
+    f = lf.jit(fn, search=lf.SearchOptions(limit=6, cache=False))
+    lowered = f.lower(*args)
+    lowered.compile()
+    assert lowered.program.egraph_built and lowered.program.extractor._walks == []
 
 
 def _kernel_names(llir):

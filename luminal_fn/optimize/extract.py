@@ -319,6 +319,10 @@ class Extractor(IntegerDecoder):
             self._walks.append((_picker(idx), values, llir, key))
         return llir, key
 
+    def forget_extractions(self) -> None:
+        """Drop what extract_keyed kept (their graphs: a search's hundreds of candidates)."""
+        self._walks = []
+
     def kernel_genomes(self) -> list:
         """(See _kernel_genome_list: made once, each bucket's search starts with them.)"""
         if self._kernel_genomes is None:

@@ -75,11 +75,15 @@ def fewer_collections():
                 gc.set_threshold(*_GC_PAUSE[1])
 
 
-def _settle_garbage():
-    """A full collection right after planning. Building the e-graph and searching leave many
-    short-lived cycles and grow the long-lived heap (a Llama step keeps ~150k objects), which
-    brings the collector's next full pass closer; that pass costs 40-80 ms and would otherwise
-    fall inside some later call, such as a prefill timed for its latency."""
+def _settle_garbage(program):
+    """After planning: the candidates' extractions dropped (kept for the buckets of one
+    planning only: a jitted function's program lives as long as the function), then a full
+    collection. Building the e-graph and searching leave many short-lived cycles and grow the
+    long-lived heap (a Llama step keeps ~150k objects), which brings the collector's next full
+    pass closer; that pass costs 40-80 ms and would otherwise fall inside some later call, such
+    as a prefill timed for its latency."""
+    if program._extractor is not None:
+        program._extractor.forget_extractions()
     gc.collect()
 
 
@@ -96,7 +100,7 @@ class Runner:
                     self.plans[b.index] = program.plan_bucket(b, None)
         if not program.symbols:
             self.run = self.plans[0].executable.run  # static shapes: no dispatch at all
-        _settle_garbage()
+        _settle_garbage(program)
 
     def run(self, bufs, dims):
         idx = self.buckets.select(dims)
@@ -104,7 +108,7 @@ class Runner:
         if plan is None:
             with fewer_collections():
                 plan = self.plans[idx] = self.program.plan_bucket(self.buckets[idx], dims)
-            _settle_garbage()
+            _settle_garbage(self.program)
         return plan.executable.run(bufs, dims)
 
     def as_text(self) -> str:
