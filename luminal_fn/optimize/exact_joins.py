@@ -43,7 +43,10 @@ def join_tree(tree, views: list, producers: Optional[list] = None):
     # Every extraction of a search writes the same kernels' trees again (a quarter of a Llama
     # extraction's time): kept by the tree's text (which, unlike tuple equality, tells -0.0 from
     # 0.0 and 1 from 1.0 and True). An unchanged tree comes back as the caller's own object.
-    key = (repr(tree), tuple(views), producers)
+    text = repr(tree)
+    if len(text) > JOINED_TEXT_MAX:  # (a big tree is rewritten, not kept)
+        return _join_tree(tree, views, producers)
+    key = (text, tuple(views), producers)
     hit = _JOINED.get(key)
     if hit is None:
         new, piece = _join_tree(tree, views, producers)
@@ -55,7 +58,8 @@ def join_tree(tree, views: list, producers: Optional[list] = None):
     return (tree if hit[0] is None else hit[0]), hit[1]
 
 
-JOINED_KEPT = 8192
+JOINED_KEPT = 2048  # trees kept (a Llama search meets a few hundred)
+JOINED_TEXT_MAX = 8192  # characters of the largest tree kept
 _JOINED: OrderedDict = OrderedDict()  # (tree text, views, producers) -> (the new tree or None: unchanged, piece)
 
 

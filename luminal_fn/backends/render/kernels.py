@@ -79,7 +79,7 @@ def finish(lang: Language, kind: str, body: list, bufs: list, block: int, work, 
                         block, work, per_block, grid_cap, shared_bytes, meta)
 
 
-FINISHED_KEPT = 8192  # finish's memo of wrapped kernels: (Language, name, text, dims read)
+FINISHED_KEPT = 4096  # finish's memo of wrapped kernels: (Language, name, text, dims read)
 _FINISHED: OrderedDict = OrderedDict()
 
 
