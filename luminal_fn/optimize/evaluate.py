@@ -101,8 +101,8 @@ class CandidateEvaluator:
         self.max_dims = max_dims
         # the candidates' compile options: the backend's lighter form where it has one (the
         # winner is compiled again without it: ``agrees``)
-        self.compile_options = (dict(compile_options or {}, searching=True) if getattr(backend, "lighter_for_search", False)
-                                else compile_options)
+        light = getattr(backend, "lighter_for_search", False)
+        self.compile_options = dict(compile_options or {}, searching=True) if light else compile_options
         self.inputs = [x if backend.is_buffer(x) else backend.from_numpy(x) for x in inputs]
         # the backend's default where none is given: on the host, running out is not an error
         # but the OOM killer ending the process

@@ -72,7 +72,8 @@ def _render_pairs(pl, node, kind, operands, step, pair, call, extra_bufs=(), met
     ``call(values)`` (C code assigning float y1, y2) and stores y1 at the pair's first output
     element, y2 ``pair`` elements after it."""
     specs = tuple((dtype, pv, dist) for _b, dtype, pv, dist in operands)
-    args = (tuple(node.shape), node.dtype, specs, step, pair, tuple(sorted(pl.dims_max.items())), tuple(pl.symbols))
+    args = (tuple(node.shape), node.dtype, specs, step, pair, tuple(sorted(pl.dims_max.items())),
+            tuple(pl.symbols))
     key = (pl.lang.name, id(pl.lang)) + args
     hit = _PAIR_LOOPS.get(key)
     if hit is None:
@@ -102,9 +103,9 @@ _PAIR_LOOPS: dict = {}  # (language, shape, dtype, operands, ...) -> (the Langua
 
 def _pair_loop(lang, shape, out_dtype, specs, step, pair, dims_max, symbols) -> tuple:
     """The index arithmetic of a pair kernel, kept by _render_pairs (a Llama plan has two RoPE
-    kernels a layer, the same each candidate): (the lines opening the loop, its lines before the call, the
-    operands' (first, second) value expressions, the index type, the two stores, the pair
-    count)."""
+    kernels a layer, the same each candidate): (the lines opening the loop, its lines before the
+    call, the operands' (first, second) value expressions, the index type, the two stores, the
+    pair count)."""
     pshape = shape[:-1] + (shape[-1] // 2,)
     views = [pv for _d, pv, _dist in specs]
     ostr = contiguous_strides(shape)
