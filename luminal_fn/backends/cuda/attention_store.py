@@ -32,7 +32,7 @@ from .epilogue import _in_order, _only_between, fold_adjacent
 
 def fold_attention_stores(pl) -> int:
     """Fold eligible copies into the attention_rows step before them; returns how many."""
-    return fold_adjacent(pl, lambda s1, s2: _fold(pl, s1, s2), chain=True)
+    return fold_adjacent(pl.steps, lambda s1, s2: _fold(pl, s1, s2), chain=True)
 
 
 @dataclass

@@ -16,7 +16,6 @@ view, as the elementwise renderer would.
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import replace
 
 from ...ir.expr import same
@@ -28,37 +27,26 @@ from .siblings import forced_warps_per_row, nk_shape, x_arg
 from .switches import switch_count, switch_on
 
 
-def fold_adjacent(pl, fold, chain: bool = False) -> int:
-    """Replace each adjacent pair (a, b) of ``pl.steps`` for which ``fold(a, b)`` returns a step
-    (or a list of steps) by it; returns how many were replaced. With ``chain`` the new step is
-    tried again with the step after it (a kernel that takes over several copies in a row); else
-    the walk moves on. Meanwhile ``pl.step_users`` counts the steps touching each buffer, so
-    that ``_only_between`` need not scan every step (a Llama plan asks ~250 times)."""
-    steps = pl.steps
-    users = pl.step_users = Counter(b for st in steps for b in set(st.bufs))
+def fold_adjacent(steps: list, fold, chain: bool = False) -> int:
+    """Replace each adjacent pair (a, b) of ``steps`` for which ``fold(a, b)`` returns a step (or
+    a list of steps) by it; returns how many were replaced. With ``chain`` the new step is tried
+    again with the step after it (a kernel that takes over several copies in a row); else the
+    walk moves on."""
     folded = i = 0
-    try:
-        while i + 1 < len(steps):
-            new = fold(steps[i], steps[i + 1])
-            if new is not None:
-                new = new if isinstance(new, list) else [new]
-                for st in steps[i:i + 2]:
-                    users.subtract(set(st.bufs))
-                for st in new:
-                    users.update(set(st.bufs))
-                steps[i:i + 2] = new
-                folded += 1
-                if chain:
-                    continue
-            i += 1
-    finally:
-        pl.step_users = None
+    while i + 1 < len(steps):
+        new = fold(steps[i], steps[i + 1])
+        if new is not None:
+            steps[i:i + 2] = new if isinstance(new, list) else [new]
+            folded += 1
+            if chain:
+                continue
+        i += 1
     return folded
 
 
 def fuse_gemv_epilogues(pl) -> int:
     """Fold eligible fused steps into the single GEMV before them; returns how many."""
-    return fold_adjacent(pl, lambda s1, s2: _epilogue_of(pl, s1, s2))
+    return fold_adjacent(pl.steps, lambda s1, s2: _epilogue_of(pl, s1, s2))
 
 
 def _epilogue_of(pl, s1, s2):
@@ -137,12 +125,8 @@ def _in_order(pl, node, k) -> bool:
 
 def _only_between(pl, buf, s1, s2) -> bool:
     """Whether only steps s1 (writing it) and s2 (reading it) touch the intermediate ``buf``."""
-    if pl.bufs[buf].kind != "arena":
-        return False
-    users = pl.step_users  # (inside fold_adjacent, where s1 and s2 are both steps)
-    if users is not None:
-        return users[buf] == (buf in s1.bufs) + (buf in s2.bufs)
-    return not any(buf in st.bufs for st in pl.steps if st is not s1 and st is not s2)
+    return pl.bufs[buf].kind == "arena" and not any(buf in st.bufs for st in pl.steps
+                                                    if st is not s1 and st is not s2)
 
 
 def _epilogue_lambda(pl, node, reads, inputs, tree, T) -> tuple:
@@ -216,7 +200,7 @@ def fuse_reshaped_elementwise(pl) -> int:
     the consumer is simply computed over the producer's shape, which walks the same flat order.
     Returns how many steps were folded. (The folded step computes another tree than its node's:
     it is never a producer here again, so the walk moves past it.)"""
-    return fold_adjacent(pl, lambda s1, s2: _chain_of(pl, s1, s2))
+    return fold_adjacent(pl.steps, lambda s1, s2: _chain_of(pl, s1, s2))
 
 
 def _fused_node(pl, step):

@@ -43,7 +43,7 @@ def enabled() -> bool:
 
 def fold_gemv_argmax(pl) -> int:
     """Fold each eligible argmax_rows step into the GEMV launch before it; returns how many."""
-    return fold_adjacent(pl, lambda s1, s2: _argmax_of(pl, s1, s2)) if enabled() else 0
+    return fold_adjacent(pl.steps, lambda s1, s2: _argmax_of(pl, s1, s2)) if enabled() else 0
 
 
 def _single_gemv_call(step):

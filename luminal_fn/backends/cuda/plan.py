@@ -157,7 +157,6 @@ class Planner:
         self.lang = lang
         self.bufs: list[Buf] = []
         self.steps: list = []
-        self.step_users = None  # buffer id -> steps touching it, while a fold pass runs (epilogue.py)
         self.node_buf: dict[int, int] = {}  # node id -> buffer id (None for inlined scalars)
         self.scalars: dict[int, object] = {}  # node id -> Python scalar of a scalar Constant
         self.narrow_source: dict[int, int] = {}  # widening copy skipped -> the node it copies

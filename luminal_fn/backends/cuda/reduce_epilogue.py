@@ -22,7 +22,7 @@ _REDUCTIONS = {"SumReduce": "sum", "MaxReduce": "max"}
 
 def fuse_reduce_epilogues(pl) -> int:
     """Fold eligible fused steps into the reduction step before them; returns how many."""
-    return fold_adjacent(pl, lambda s1, s2: _epilogue_of(pl, s1, s2))
+    return fold_adjacent(pl.steps, lambda s1, s2: _epilogue_of(pl, s1, s2))
 
 
 def _reduction(node):

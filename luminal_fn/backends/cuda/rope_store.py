@@ -27,7 +27,7 @@ from .epilogue import _only_between, fold_adjacent
 
 def fold_rope_stores(pl) -> int:
     """Fold each eligible RoPE step into the scatter right after it; returns how many."""
-    return fold_adjacent(pl, lambda s1, s2: _fold(pl, s1, s2))
+    return fold_adjacent(pl.steps, lambda s1, s2: _fold(pl, s1, s2))
 
 
 def _fold(pl, s1, s2):
