@@ -14,11 +14,11 @@ A user's own ``pad(a) + pad(b)`` that tiles an axis is the same graph, read as t
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Optional
 
 from ..ir.expr import as_expr, floordiv, mod, prod, same, var
+from ..ir.memo import Memo
 
 _FLOATS = ("float32", "float64", "float16", "bfloat16")
 
@@ -47,20 +47,19 @@ def join_tree(tree, views: list, producers: Optional[list] = None):
     if len(text) > JOINED_TEXT_MAX:  # (a big tree is rewritten, not kept)
         return _join_tree(tree, views, producers)
     key = (text, tuple(views), producers)
-    hit = _JOINED.get(key)
-    if hit is None:
-        new, piece = _join_tree(tree, views, producers)
-        hit = _JOINED[key] = (None if new is tree else new, piece)
-        if len(_JOINED) > JOINED_KEPT:
-            _JOINED.popitem(last=False)
-    else:
-        _JOINED.move_to_end(key)
-    return (tree if hit[0] is None else hit[0]), hit[1]
+    new, piece = _JOINED.get(key, lambda: _kept_join(tree, views, producers))
+    return (tree if new is None else new), piece
 
 
-JOINED_KEPT = 2048  # trees kept (a Llama search meets a few hundred)
+def _kept_join(tree, views, producers) -> tuple:
+    new, piece = _join_tree(tree, views, producers)
+    return (None if new is tree else new), piece
+
+
 JOINED_TEXT_MAX = 8192  # characters of the largest tree kept
-_JOINED: OrderedDict = OrderedDict()  # (tree text, views, producers) -> (the new tree or None: unchanged, piece)
+# (tree text, views, producers) -> (the new tree or None: unchanged, piece); a Llama search
+# meets a few hundred trees
+_JOINED = Memo(2048)
 
 
 def _join_tree(tree, views, producers):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...ir.expr import as_expr
+from ...ir.memo import Memo
 from ...ir.view import View, contiguous_strides
 from ..render import index as ix
 from ..render.kernels import BLOCK, gtid
@@ -75,12 +76,8 @@ def _render_pairs(pl, node, kind, operands, step, pair, call, extra_bufs=(), met
     args = (tuple(node.shape), node.dtype, specs, step, pair, tuple(sorted(pl.dims_max.items())),
             tuple(pl.symbols))
     key = (pl.lang.name, id(pl.lang)) + args
-    hit = _PAIR_LOOPS.get(key)
-    if hit is None:
-        if len(_PAIR_LOOPS) >= PAIR_LOOPS_KEPT:
-            _PAIR_LOOPS.clear()
-        hit = _PAIR_LOOPS[key] = (pl.lang, _pair_loop(pl.lang, *args))  # (lang: its id stays its own)
-    head, inner, vals, itype, tail, n = hit[1]
+    # (the Language is kept in the value: the key names it by id)
+    head, inner, vals, itype, tail, n = _PAIR_LOOPS.get(key, lambda: (pl.lang, _pair_loop(pl.lang, *args)))[1]
     bufs = [(f"in{k}", f"b{k}", dtype, True) for k, (dtype, _pv, _dist) in enumerate(specs)]
     ids = [b for b, *_ in operands]
     for buf in extra_bufs:
@@ -97,8 +94,7 @@ def _render_pairs(pl, node, kind, operands, step, pair, call, extra_bufs=(), met
     pl.add_kernel(src, ids, node.id, kind)
 
 
-PAIR_LOOPS_KEPT = 256
-_PAIR_LOOPS: dict = {}  # (language, shape, dtype, operands, ...) -> (the Language, _pair_loop's result)
+_PAIR_LOOPS = Memo(256)  # (language, shape, dtype, operands, ...) -> (the Language, _pair_loop's result)
 
 
 def _pair_loop(lang, shape, out_dtype, specs, step, pair, dims_max, symbols) -> tuple:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
 
 from ...ir import dtypes as dt
 from ...ir.expr import Expr, as_expr, same
 from ...ir.llir import literal_tree
+from ...ir.memo import Memo
 from ...ir.view import View
 from . import index as ix
 from .lang import Language, compute_type, convert, load_expr, store_expr
@@ -67,20 +67,13 @@ def finish(lang: Language, kind: str, body: list, bufs: list, block: int, work, 
     # kept by what they depend on (a Llama plan wraps ~370 bodies, a sixth of its planning).
     key = (lang.name, id(lang), kind, tuple(body), tuple(bufs), block, bool(meta.get("waits_inside")),
            meta.get("min_blocks"))
-    hit = _FINISHED.get(key)
-    if hit is None:
-        hit = _FINISHED[key] = (lang, *_wrap(lang, kind, body, bufs, block, meta))  # (lang: its id stays its own)
-        if len(_FINISHED) > FINISHED_KEPT:
-            _FINISHED.popitem(last=False)
-    else:
-        _FINISHED.move_to_end(key)
-    _, name, text, syms = hit
+    # (lang is kept in the value: the key names it by id)
+    _, name, text, syms = _FINISHED.get(key, lambda: (lang, *_wrap(lang, kind, body, bufs, block, meta)))
     return KernelSource(name, text, kind, [b[0] for b in bufs], list(syms),
                         block, work, per_block, grid_cap, shared_bytes, meta)
 
 
-FINISHED_KEPT = 4096  # finish's memo of wrapped kernels: (Language, name, text, dims read)
-_FINISHED: OrderedDict = OrderedDict()
+_FINISHED = Memo(4096)  # finish's wrapped kernels: (Language, name, text, dims read)
 
 
 def _wrap(lang: Language, kind: str, body: list, bufs: list, block: int, meta: dict) -> tuple:

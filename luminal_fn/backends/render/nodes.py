@@ -8,19 +8,18 @@ it reads.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ...ir.graph import _freeze
+from ...ir.memo import Memo
 from ...ir.ops import BINARY, UNARY
 from .kernels import KernelInput, KernelSource, render_elementwise, render_scatter
 from .lang import Language
 from .reduce import render_reduce
 
 GENERIC = ("fused", "fused_reduce")
-RENDERED_KEPT = 4096  # render_node's memo: a search renders the same kernels candidate after candidate
-_RENDERED: OrderedDict = OrderedDict()  # key -> (the Language, [Rendered])
+_RENDERED = Memo(4096)  # key -> (the Language, [Rendered]): a search renders the same kernels again and again
 
 
 @dataclass
@@ -61,7 +60,7 @@ def render_copy(lang: Language, out_shape, inp: KernelInput, dims_max=None, symb
 def render_node(lang: Language, node, inputs: Sequence[KernelInput], dims_max: dict | None = None,
                 symbols: Sequence[str] = (), sm_count: int = 132) -> list:
     """The node's kernels. A node of the same op, shape, dtype and attributes over inputs of the
-    same views renders the same text, so the result is kept (the last RENDERED_KEPT) and later
+    same views renders the same text, so the result is kept (the last 4096) and later
     plans get a copy: a search plans one candidate after another, mostly of the same kernels."""
     key = (lang.name, id(lang), node.op, node.shape, node.dtype.name, _freeze(node.attrs),
            tuple((i.view, i.dtype.name, _freeze(i.scalar)) for i in inputs),
@@ -70,16 +69,10 @@ def render_node(lang: Language, node, inputs: Sequence[KernelInput], dims_max: d
 
 
 def kept_rendering(lang: Language, key, render) -> list:
-    """``render()`` ([Rendered]) kept by ``key`` (the last RENDERED_KEPT; a key names the Language
-    by id, which is kept alive with the entry): each call gets its own copy of the kernels' meta
+    """``render()`` ([Rendered]) kept by ``key`` (a key names the Language by id, which is
+    kept alive with the entry): each call gets its own copy of the kernels' meta
     (plan passes set it)."""
-    hit = _RENDERED.get(key)
-    if hit is None:
-        hit = _RENDERED[key] = (lang, render())
-        if len(_RENDERED) > RENDERED_KEPT:
-            _RENDERED.popitem(last=False)
-    else:
-        _RENDERED.move_to_end(key)
+    hit = _RENDERED.get(key, lambda: (lang, render()))
     return [Rendered(replace(r.kernel, meta=dict(r.kernel.meta)), dict(r.inmap)) for r in hit[1]]
 
 
