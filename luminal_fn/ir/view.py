@@ -28,11 +28,7 @@ def _add(a: IntLike, b: IntLike) -> IntLike:
 
 
 def contiguous_strides(shape: Sequence[IntLike]) -> tuple:
-    shape = tuple(shape)
-    try:
-        return _contiguous_strides(shape)
-    except TypeError:  # (an unhashable dim: computed, not kept)
-        return _contiguous_strides.__wrapped__(shape)
+    return _contiguous_strides(tuple(shape))  # (dims are ints and interned Exprs: hashable)
 
 
 @functools.lru_cache(maxsize=4096)
