@@ -1,12 +1,9 @@
 """NVRTC seconds of a CUDA search's candidates, on any machine with NVRTC (no GPU or CuPy needed:
 NVRTC compiles on the host). The genetic search itself runs over the CUDA backend's extraction of
-a Llama-1B-width bf16 step (s = 32, c = 512); each candidate is planned (``plan_graph``) two
-ways, and each way compiles the kernels no earlier plan of its own compiled (as
-``device.kernel_modules`` does): with adjacent independent kernels merged into shared launches
-(how candidates were planned before stop 50), and without (``merge_independent=False``, how a
-search's candidates are planned now), plus the winner planned merged at the end (what the
-program compiles for use). The search's "time" is a stand-in (the unmerged plan's launches), so
-it explores as a real search does without a device.
+a Llama-1B-width bf16 step (s = 32, c = 512); each candidate is planned (``plan_graph``) as the
+backend plans it and compiles the kernels no earlier plan compiled, in one module (as
+``device.kernel_modules`` does). The search's "time" is a stand-in (the plan's launches), so it
+explores as a real search does without a device.
 
     pip install nvidia-cuda-nvrtc   # or point --nvrtc at a libnvrtc.so
     python benchmarks/search_nvrtc.py [--layers 2] [--candidates 30] [--tokens 32] [--nvrtc PATH] [--include DIR]
@@ -93,37 +90,26 @@ def main():
                         *model.step_inputs(np.arange(32, dtype=np.int32), 0), model.new_cache(cfg, 512, backend="numpy"))
     ex = Extractor(build_egraph(traced.hlir), traced.hlir, kernel_kinds=KERNEL_KINDS)
     dims = {"s": args.tokens, "c": 512}
-    ways = {"merged": [set(), 0, 0, 0.0], "apart": [set(), 0, 0, 0.0]}  # compiled keys, modules, kernels, s
+    compiled: set = set()
+    totals = [0, 0, 0.0]  # modules, kernels, NVRTC seconds
 
-    def compile_new(way, plan):
-        compiled, kernels = ways[way][0], plan.kernels()
+    def evaluate(genome):
+        kernels = plan_graph(ex.extract(genome), dims, arch=90).kernels()
         keys = kernel_keys(kernels)
         new = [k for name, k in distinct(kernels).items() if keys[name] not in compiled]
         if new:
             compiled.update(keys[k.name] for k in new)
-            ways[way][1] += 1
-            ways[way][2] += len(new)
-            ways[way][3] += nvrtc.seconds(module_source(new))
+            totals[0] += 1
+            totals[1] += len(new)
+            totals[2] += nvrtc.seconds(module_source(new))
+        return 1e-6 * (1 + len(kernels) / 1e4)
 
-    def evaluate(genome):
-        graph = ex.extract(genome)
-        apart = plan_graph(graph, dims, arch=90, merge_independent=False)
-        compile_new("apart", apart)
-        compile_new("merged", plan_graph(graph, dims, arch=90))
-        return 1e-6 * (1 + len(apart.steps) / 1e4)
-
-    result = genetic_search(ex.space(), evaluate, SearchOptions(limit=args.candidates, seed=0),
-                            initial=[ex.generic_genome(), (0,) * len(ex.genes), *ex.kernel_genomes()])
-    before = list(ways["apart"][1:])
-    compile_new("apart", plan_graph(ex.extract(result.best_genome), dims, arch=90))  # the winner, for use
-    final = [a - b for a, b in zip(ways["apart"][1:], before)]
+    genetic_search(ex.space(), evaluate, SearchOptions(limit=args.candidates, seed=0),
+                   initial=[ex.generic_genome(), (0,) * len(ex.genes), *ex.kernel_genomes()])
     print(f"| {args.candidates} candidates, {args.layers} layers, s = {args.tokens} ({os.path.basename(path)}) "
           "| modules compiled | kernels | NVRTC s |")
     print("| --- | --- | --- | --- |")
-    print(f"| independent kernels merged in every candidate | {ways['merged'][1]} | {ways['merged'][2]} | "
-          f"{ways['merged'][3]:.1f} |")
-    print(f"| candidates unmerged, the winner merged | {ways['apart'][1]} | {ways['apart'][2]} | "
-          f"{ways['apart'][3]:.1f} (the winner: {final[0]} module, {final[1]} kernels, {final[2]:.2f} s) |")
+    print(f"| the candidates' new kernels | {totals[0]} | {totals[1]} | {totals[2]:.1f} |")
 
 
 if __name__ == "__main__":

@@ -60,26 +60,6 @@ def test_independent_kernels_share_a_launch(monkeypatch):
     assert step.source.text.count("lf_pdl_wait();") == 1
 
 
-def test_a_search_candidate_keeps_independent_kernels_apart(monkeypatch):
-    """plan_graph(merge_independent=False), as a search's candidates are planned: the same steps
-    as with the switch off; the backend says so to the search with LUMINAL_CUDA_MERGE_IN_SEARCH=0."""
-    from luminal_fn.backends.cuda import CudaBackend
-
-    ll = _llir(two_heads, ARGS)
-    apart = plan_graph(ll, {}, merge_independent=False)
-    assert _labels(apart) == _labels_of(_plain_steps(ll)) and len(apart.steps) == 2
-    assert [s.source.text for s in apart.steps] == [s.source.text for s in _plain_steps(ll)]
-    assert len(plan_graph(ll, {}).steps) == 1
-    be = object.__new__(CudaBackend)  # (no GPU needed for the property)
-    monkeypatch.delenv("LUMINAL_CUDA_MERGE_IN_SEARCH", raising=False)
-    assert not be.lighter_for_search
-    monkeypatch.setenv("LUMINAL_CUDA_MERGE_IN_SEARCH", "0")
-    assert be.lighter_for_search
-    monkeypatch.setenv("LUMINAL_CUDA_MERGE_IN_SEARCH", "maybe")
-    with pytest.raises(ValueError, match="LUMINAL_CUDA_MERGE_IN_SEARCH"):
-        be.lighter_for_search
-
-
 def test_a_kernel_reading_its_neighbours_result_keeps_its_launch():
     from luminal_fn.backends.cuda.horizontal import _independent
 
@@ -159,7 +139,3 @@ def test_merged_kernels_on_the_gpu():
         np.testing.assert_allclose(got[0], np.exp(ARGS[0].astype(np.float64)) * 2.0, rtol=1e-5)
         np.testing.assert_allclose(got[1], np.tanh(ARGS[1].astype(np.float64)) + 1.0, rtol=1e-5, atol=1e-6)
     assert any(s.source.kind == "merged" for s in exe._last_bucket.plan.steps)
-    light = be.compile(ll, {"searching": True})  # a search's candidate: each kernel its own launch
-    got = [np.asarray(be.to_numpy(o)) for o in light.run([be.from_numpy(a) for a in ARGS], {})]
-    np.testing.assert_allclose(got[0], np.exp(ARGS[0].astype(np.float64)) * 2.0, rtol=1e-5)
-    assert [s.source.kind for s in light._last_bucket.plan.steps] == ["ew", "ew"]

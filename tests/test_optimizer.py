@@ -684,61 +684,6 @@ def test_a_pick_that_differs_on_a_near_tie_is_kept_and_a_wrong_one_dropped():
         del KERNELS["argmax_near_tie"], KERNELS["argmax_off_by_one"]
 
 
-def _lighter_backend(full_adds: float):
-    """A NumPy backend that times a lighter form of each candidate (``lighter_for_search``): it
-    records every compile's options, and its full form's outputs are off by ``full_adds``."""
-    from luminal_fn.backends.numpy import NumpyBackend
-
-    class Lighter(NumpyBackend):
-        name = "numpy-lighter"
-        lighter_for_search = True
-
-        def __init__(self):
-            super().__init__()
-            self.compiled = []
-
-        def compile(self, graph, options=None):
-            exe = super().compile(graph, options)
-            searching = bool((options or {}).get("searching"))
-            self.compiled.append(searching)
-            exe.form = "light" if searching else "full"
-            if not searching and full_adds:
-                run = exe.run
-                exe.run = lambda inputs, dims: [np.asarray(o) + full_adds for o in run(inputs, dims)]
-            return exe
-
-    return Lighter()
-
-
-@pytest.mark.parametrize("full_adds", [0.0, 1.0], ids=["agrees", "full-form-wrong"])
-def test_a_backend_times_a_lighter_form_and_runs_the_winner_whole(full_adds):
-    """Candidates are compiled with ``searching=True`` where the backend times a lighter form; the
-    winner is compiled again without it and used where it gives the timed form's outputs, else
-    the timed form is kept, with a warning naming the function."""
-    import warnings
-
-    from luminal_fn.optimize.program import lower_graph
-
-    a, b = _r(4, 6), _r(6, 5)
-    traced = lf.jit(lambda a, b: lnp.tanh(a @ b) + 1.0).trace(a, b)
-    be = _lighter_backend(full_adds)
-    prog = lower_graph(traced.hlir, be, search=lf.SearchOptions(limit=6, cache=False), fn_name="squashed")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        runner = prog.compile()
-    (plan,) = runner.plans.values()
-    n_full = be.compiled.count(False)
-    assert be.compiled[:-1] == [True] * (len(be.compiled) - 1) and n_full == 1 and not be.compiled[-1]
-    mine = [w for w in caught if issubclass(w.category, RuntimeWarning) and "squashed" in str(w.message)]
-    if full_adds:
-        assert plan.executable.form == "light" and len(mine) == 1
-        assert "full form of the searched graph gave other outputs" in str(mine[0].message)
-    else:
-        assert plan.executable.form == "full" and not mine
-    (out,) = plan.executable.run([a, b], {})
-    np.testing.assert_allclose(out, np.tanh(a.astype(np.float64) @ b) + 1.0, rtol=1e-5, atol=1e-5)
-
-
 def test_planning_raises_the_collectors_threshold_and_restores_it():
     """fewer_collections: the young generation's threshold raised while buckets are planned
     (nested and from threads alike), the caller's thresholds back after, and automatic collection

@@ -95,11 +95,6 @@ class Backend:
     # True where a call queues its work and returns before it is done (``Array.is_ready`` says
     # when); False where calls return computed arrays, so running ahead of a result gains nothing
     asynchronous: bool = False
-    # True where ``compile(graph, {"searching": True, ...})`` makes a lighter executable for a
-    # search to time: passes that do not change which candidate is faster left out, so that each
-    # candidate compiles less. The search's winner is then compiled again without it, and used
-    # only where its outputs match the lighter form's on the search's inputs.
-    lighter_for_search: bool = False
 
     def rule_sources(self) -> list:
         """egglog rule texts this backend adds to the optimizer's schedule."""
@@ -168,8 +163,7 @@ class Backend:
         """An executable for an LLIR graph. Options a backend may use: ``buckets`` ({dim: [(lo,
         hi)]}: plan once per bucket at its largest dims), ``donated`` (input positions the
         caller gives up: an output of the same shape may be written into one in place and
-        returned as that very buffer) and ``searching`` (a candidate a search times: see
-        ``lighter_for_search``)."""
+        returned as that very buffer)."""
         raise NotImplementedError
 
     def synchronize(self) -> None:

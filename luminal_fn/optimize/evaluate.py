@@ -99,10 +99,7 @@ class CandidateEvaluator:
         self.options = options
         self.run_dims = run_dims
         self.max_dims = max_dims
-        # the candidates' compile options: the backend's lighter form where it has one (the
-        # winner is compiled again without it: ``agrees``)
-        light = getattr(backend, "lighter_for_search", False)
-        self.compile_options = dict(compile_options or {}, searching=True) if light else compile_options
+        self.compile_options = compile_options
         self.inputs = [x if backend.is_buffer(x) else backend.from_numpy(x) for x in inputs]
         # the backend's default where none is given: on the host, running out is not an error
         # but the OOM killer ending the process
@@ -295,14 +292,6 @@ class CandidateEvaluator:
             return exe.profile(self.inputs, self.run_dims, trials, self.options.profile_timeout or 1e9)
         except TimeoutError:
             return math.inf
-
-    def agrees(self, full, searched) -> bool:
-        """Whether executable ``full`` (the winner compiled for use) gives ``searched``'s outputs
-        (the same graph's form the search timed and checked) on the search's inputs: the two
-        forms compute the same values, so any difference is the backend's bug."""
-        with self._stage("final"):
-            expected = [self.backend.keep_output(o) for o in searched.run(self.inputs, self.run_dims)]
-            return not _disagreements(self.backend, full.run(self.inputs, self.run_dims), expected)
 
     def _check(self, outs, exe=None) -> None:
         """Reject a candidate whose outputs are not the reference's (see the module doc)."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import gc
 import threading
 import time
-import warnings
 from contextlib import contextmanager
 
 from ..ir.expr import evaluate, render
@@ -326,27 +325,9 @@ class Program:
             cache.store(key, genome, ex.genes,
                         meta={"fn": self.fn_name, "bucket": bucket.describe(call_dims),
                               "best_time_s": best_time}, llir=llir)
-        exe = self._for_use(evaluate, llir, exe, compile_options, bucket.describe(call_dims))
-        return BucketPlan(bucket, run_dims, llir, exe, result, search_s=time.perf_counter() - t0)
-
-    def _for_use(self, evaluate, llir, searched, compile_options: dict, where: str):
-        """The winner's executable for calls: the one the search timed, unless the backend
-        times a lighter form (then the full form, where it agrees with the lighter one) or
-        inputs are donated (then compiled told so)."""
-        light = getattr(self.backend, "lighter_for_search", False)
-        if light:
-            full = self.backend.compile(llir, compile_options)  # (not donated: checked on the search's inputs)
-            if evaluate.agrees(full, searched):
-                searched = full
-            else:
-                warnings.warn(f"{self.fn_name}{f' [{where}]' if self.symbols else ''}: the "
-                              f"{self.backend.name} backend's full form of the searched graph gave "
-                              "other outputs than the form the search timed; the timed form is "
-                              "used (a backend bug: please report it)", RuntimeWarning, stacklevel=2)
-                compile_options = dict(compile_options, searching=True)
         if self.donated:
-            return self._final(llir, compile_options)
-        return searched
+            exe = self._final(llir, compile_options)
+        return BucketPlan(bucket, run_dims, llir, exe, result, search_s=time.perf_counter() - t0)
 
     def _won(self, genome) -> None:
         genome = tuple(genome)

@@ -17,7 +17,6 @@ from ..dlpack import CUDA_READABLE, dlpack_device_type, host_from_dlpack
 from . import distance
 from .device import INSTALL_HINT, cupy, cupy_dtype, dtype_of_storage, host_to_storage
 from .staging import STAGE_BYTES, HostReadback, HostStaging, LargeUploads
-from .switches import switch_on
 
 # CustomOp kernel names the optimizer may offer beyond fused/fused_reduce/matmul: the model
 # kernels of optimize/rules/specialize_models.egg (lowered in modelkernels.py) and the row kernels
@@ -41,16 +40,6 @@ class CudaBackend(Backend):
     name = "cuda"
     kernel_kinds = KERNEL_KINDS
     asynchronous = True  # launches are queued on the caller's stream
-    MERGE_IN_SEARCH_SWITCH = "LUMINAL_CUDA_MERGE_IN_SEARCH"
-
-    @property
-    def lighter_for_search(self) -> bool:
-        """With LUMINAL_CUDA_MERGE_IN_SEARCH=0 a search's candidates are planned without merging
-        adjacent independent kernels (executable.plan_graph: 22-24% less NVRTC time for a Llama
-        search, measured on the CPU), and only the winner is merged. On (1) by default until a
-        GPU run times a first start both ways."""
-        return not switch_on(self.MERGE_IN_SEARCH_SWITCH, True,
-                             "merge independent kernels in a search's candidates too")
 
     def __init__(self):
         self.cp = cupy()  # raises BackendUnavailable without CuPy or a GPU

@@ -40,16 +40,11 @@ PINNED_SLOTS = 32
 GRAPHS_PER_BUCKET = 4  # captured graphs kept per bucket for plans with host steps
 
 
-def plan_graph(graph, dims_max: dict, sm_count: int = 132, donated=(), arch: int = 0,
-               merge_independent: bool = True):
+def plan_graph(graph, dims_max: dict, sm_count: int = 132, donated=(), arch: int = 0):
     """Plan one bucket (pure Python: usable without a GPU; ``arch`` the compute capability the
-    kernels may assume, 0 for none beyond the basics). ``merge_independent=False`` leaves
-    adjacent independent kernels in launches of their own (a search's candidates: each new
-    grouping of them is a new kernel to compile, most of what a Llama candidate compiles, while
-    the launches it saves are alike for every candidate)."""
+    kernels may assume, 0 for none beyond the basics)."""
     consts: dict = {}
-    bp = Planner(graph, dims_max, sorted(graph.symbols()), sm_count, donated=donated, arch=arch,
-                 merge_independent=merge_independent).plan(consts)
+    bp = Planner(graph, dims_max, sorted(graph.symbols()), sm_count, donated=donated, arch=arch).plan(consts)
     bp.const_values = consts
     return bp
 
@@ -62,7 +57,7 @@ class _Bucket:
         self.exe = exe
         g = exe.graph
         if plan is None:  # (else made by CudaExecutable.prepare, its kernels compiled ahead)
-            plan = plan_graph(g, dims_max, exe.sm_count, exe.donated, exe.arch, not exe.searching)
+            plan = plan_graph(g, dims_max, exe.sm_count, exe.donated, exe.arch)
         self.plan = bp = plan
         self.symbols = bp.symbols
         nsym = len(self.symbols)
@@ -290,7 +285,6 @@ class CudaExecutable(Executable):
         self.symbols = sorted(graph.symbols())
         self.buckets = options.get("buckets") or {}
         self.donated = tuple(options.get("donated") or ())
-        self.searching = bool(options.get("searching"))  # a search's candidate: see plan_graph
         self.use_graphs = options.get("cuda_graphs",
                                       switch_on("LUMINAL_CUDA_GRAPHS", True, "capture CUDA graphs"))
         dev = cp.cuda.Device()
@@ -348,8 +342,7 @@ class CudaExecutable(Executable):
         bkey = tuple(sorted(dmax.items()))
         if bkey in self._buckets or bkey in self._plans:
             return
-        bp = self._plans[bkey] = plan_graph(self.graph, dmax, self.sm_count, self.donated, self.arch,
-                                            not self.searching)
+        bp = self._plans[bkey] = plan_graph(self.graph, dmax, self.sm_count, self.donated, self.arch)
         compile_ahead(bp.kernels())
 
     # ---- running --------------------------------------------------------------------------------

@@ -146,9 +146,8 @@ sibling_key = _registrar(SIBLING_KEYS)
 
 class Planner:
     def __init__(self, graph, dims_max: dict, symbols, sm_count: int = 132, lang=CUDA,
-                 donated=(), arch: int = 0, merge_independent: bool = True):
+                 donated=(), arch: int = 0):
         self.graph = graph
-        self.merge_independent = merge_independent  # (off for a search's candidates: see plan_graph)
         self.arch = arch  # the device's compute capability (90 for sm_90); 0: unknown, none assumed
         self.donated = frozenset(donated)
         self.dims_max = dict(dims_max)
@@ -316,8 +315,7 @@ class Planner:
         fold_rope_stores(self)  # (before the merge: the folded step joins RoPE of q and the v scatter)
         fold_gemv_stores(self)  # (after it: RoPE of k keeps its cache stores inside the GEMV)
         fold_gemv_argmax(self)  # (the greedy pick after the LM head's GEMV and its epilogue)
-        if self.merge_independent:
-            merge_independent_steps(self)
+        merge_independent_steps(self)
         prefetch_next_weights(self)  # (last: the GEMV steps it renders again are final)
         self._lifetimes()
         size = self._pack()
