@@ -212,3 +212,44 @@ def test_cuda_measures_on_the_device_as_the_host_does(case):
     assert d.finite == want.finite
     if want.finite:
         np.testing.assert_allclose([d.biggest, d.l2], [want.biggest, want.l2], rtol=1e-5)
+
+
+def _host_figures(ref, got):
+    from luminal_fn.backends.compare import host_distance, keep_host
+
+    return host_distance(got, keep_host(ref))
+
+
+def _assert_same_figures(d, want):
+    assert d.finite == want.finite
+    if want.finite:
+        np.testing.assert_allclose([d.biggest, d.l2], [want.biggest, want.l2], rtol=1e-5)
+
+
+def test_output_distances_measures_each_output_as_output_distance_does():
+    """Backend.output_distances (the search's check of all a candidate's outputs): each
+    output's figures, in order, on the host backend's default."""
+    from luminal_fn.backends import get_backend
+
+    be = get_backend("numpy")
+    pairs = [_pairs()[c] for c in sorted(_pairs())]
+    kept = [be.keep_output(be.from_numpy(ref)) for ref, _ in pairs]
+    got = be.output_distances([be.from_numpy(g) for _, g in pairs], kept)
+    assert len(got) == len(pairs)
+    for d, (ref, g) in zip(got, pairs):
+        _assert_same_figures(d, _host_figures(ref, g))
+
+
+@pytest.mark.gpu
+def test_cuda_measures_all_outputs_with_one_read_back():
+    """The CUDA backend measures every output of a candidate into one array of figures: each
+    output's figures are the host comparison's, whatever its dtype, an empty one included."""
+    from luminal_fn.backends import get_backend
+
+    cuda = get_backend("cuda")
+    pairs = [_pairs()[c] for c in sorted(_pairs())] + [(np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32))]
+    kept = [cuda.keep_output(cuda.from_numpy(ref)) for ref, _ in pairs]
+    got = cuda.output_distances([cuda.from_numpy(g) for _, g in pairs], kept)
+    assert len(got) == len(pairs)
+    for d, (ref, g) in zip(got, pairs):
+        _assert_same_figures(d, _host_figures(ref, g))

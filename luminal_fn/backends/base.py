@@ -142,6 +142,11 @@ class Backend:
         backend measures on its device, so only the figures come back to the host."""
         return host_distance(self.to_numpy(buf), kept)
 
+    def output_distances(self, bufs: list, kept: list) -> list:
+        """[output_distance] of each output against its kept one; a device backend may measure
+        them all before reading any figure back."""
+        return [self.output_distance(b, k) for b, k in zip(bufs, kept)]
+
     def copy_to_host_async(self, buf):
         """A pending host copy of ``buf`` (an object whose ``result()`` is the NumPy array) that
         waits only for work queued so far, or None where reading is already immediate."""

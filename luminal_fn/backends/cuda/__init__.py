@@ -155,10 +155,15 @@ class CudaBackend(Backend):
         return distance.keep(self.cp, buf, self.to_numpy(buf))
 
     def output_distance(self, buf, kept: KeptOutput) -> Distance:
-        """Measured on the device by one kernel: three numbers come back, not the output (a
-        Llama step's cache, tens of MB a candidate, was most of the search's check)."""
-        d = distance.measure(self.cp, buf, kept)
-        return d if d is not None else super().output_distance(buf, kept)
+        return self.output_distances([buf], [kept])[0]
+
+    def output_distances(self, bufs: list, kept: list) -> list:
+        """Measured on the device, a kernel an output: three numbers an output come back, not
+        the output (a Llama step's cache, tens of MB a candidate, was most of the search's
+        check), all in one read-back."""
+        measured = distance.measure(self.cp, bufs, kept)
+        return [d if d is not None else Backend.output_distance(self, b, k)
+                for d, b, k in zip(measured, bufs, kept)]
 
     def copy_to_host_async(self, buf):
         """An async copy into a pinned slot, then an event: the result waits for that event only

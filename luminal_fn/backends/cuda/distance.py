@@ -83,19 +83,25 @@ def keep(cp, buf, host: np.ndarray) -> KeptOutput:
     return kept
 
 
-def measure(cp, buf, kept: KeptOutput) -> Distance | None:
-    """``buf`` against ``kept`` on the device; None for a storage dtype the kernel does not read."""
-    if kept.device is None:  # (keep kept it on the host: a dtype the kernel does not read)
-        return None
-    name = str(buf.dtype)
-    got = cp.ascontiguousarray(buf).ravel()
-    n = got.size
-    out = cp.zeros(3, dtype=cp.uint64)
-    if n:
-        blocks = min(MAX_BLOCKS, -(-n // BLOCK))
-        _module(cp).get_function(f"lf_distance_{name}")((blocks,), (BLOCK,), (got, kept.device, np.int64(n), out))
-    big_bits, sq_bits, bad = (int(v) for v in out.get())
-    big, sq = np.array([big_bits, sq_bits], np.uint64).view(np.float64)
-    if bad:
-        return Distance(math.nan, math.inf, False)
-    return Distance(float(big), math.sqrt(float(sq)), True)
+def measure(cp, bufs: list, kept: list) -> list:
+    """Each of ``bufs`` against its ``kept`` output on the device: the kernels are queued one
+    after another into one array of figures, read back once (a Llama candidate has 33 outputs:
+    one wait, not 33). None where keep left the output on the host (a dtype the kernel does not
+    read)."""
+    rows = [k for k, ref in enumerate(kept) if ref.device is not None]
+    result: list = [None] * len(bufs)
+    if not rows:
+        return result
+    out = cp.zeros((len(rows), 3), dtype=cp.uint64)
+    for row, k in enumerate(rows):
+        got = cp.ascontiguousarray(bufs[k]).ravel()
+        n = got.size
+        if n:
+            blocks = min(MAX_BLOCKS, -(-n // BLOCK))
+            _module(cp).get_function(f"lf_distance_{got.dtype}")(
+                (blocks,), (BLOCK,), (got, kept[k].device, np.int64(n), out[row]))
+    for k, (big_bits, sq_bits, bad) in zip(rows, out.get()):
+        big, sq = np.array([big_bits, sq_bits], np.uint64).view(np.float64)
+        result[k] = (Distance(math.nan, math.inf, False) if bad
+                       else Distance(float(big), math.sqrt(float(sq)), True))
+    return result
