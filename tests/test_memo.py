@@ -48,22 +48,15 @@ def test_size_must_be_positive():
 def test_threads_share_a_memo_without_losing_its_bound():
     """Two jitted functions may be planned at once: many threads asking a small memo for
     overlapping keys get each key's own value, and the memo stays within its size."""
-    import threading
+    from concurrent.futures import ThreadPoolExecutor
 
     memo = Memo(8)
-    errors = []
 
     def ask(seed):
-        try:
-            for i in range(2000):
-                k = (seed * 7 + i) % 23
-                assert memo.get(k, lambda k=k: ("value", k)) == ("value", k)
-        except Exception as e:  # (reported below: an exception in a thread is otherwise lost)
-            errors.append(e)
+        for i in range(2000):
+            k = (seed * 7 + i) % 23
+            assert memo.get(k, lambda k=k: ("value", k)) == ("value", k)
 
-    threads = [threading.Thread(target=ask, args=(s,)) for s in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors and len(memo) <= 8
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(ask, range(8)))  # (a thread's exception is raised here)
+    assert len(memo) <= 8
