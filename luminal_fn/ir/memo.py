@@ -44,7 +44,3 @@ class Memo:
 
     def __len__(self) -> int:
         return len(self._kept)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._kept.clear()

@@ -326,7 +326,8 @@ def _disagreements(backend, outs: list, reference: list) -> list:
     where the reference is finite, or a relative L2 error over AGREEMENT (differences all below
     1e-5 pass, whatever their relative size)."""
     wrong = []
-    for k, (out, ref, d) in enumerate(zip(outs, reference, backend.output_distances(outs, reference))):
+    distances = backend.output_distances(outs, reference)
+    for k, (out, ref, d) in enumerate(zip(outs, reference, distances)):
         if not d.finite:
             wrong.append((k, f"output {k} has NaN/Inf where the reference candidate is finite"))
             continue

@@ -60,7 +60,7 @@ def render_copy(lang: Language, out_shape, inp: KernelInput, dims_max=None, symb
 def render_node(lang: Language, node, inputs: Sequence[KernelInput], dims_max: dict | None = None,
                 symbols: Sequence[str] = (), sm_count: int = 132) -> list:
     """The node's kernels. A node of the same op, shape, dtype and attributes over inputs of the
-    same views renders the same text, so the result is kept (the last 4096) and later
+    same views renders the same text, so the result is kept (``_RENDERED``, bounded) and later
     plans get a copy: a search plans one candidate after another, mostly of the same kernels."""
     key = (lang.name, id(lang), node.op, node.shape, node.dtype.name, _freeze(node.attrs),
            tuple((i.view, i.dtype.name, _freeze(i.scalar)) for i in inputs),
